@@ -1,0 +1,312 @@
+/*
+ * gpuwrap — use any existing pointer as a typed N-d GPU array, without copying.
+ *
+ * Memory kinds
+ * ------------
+ *   GW_MEM_HOST     pageable host memory that no one has page-locked. A GPU cannot reach
+ *                   it (unless the device reads pageable memory directly, HMM/ATS).
+ *   GW_MEM_PINNED   page-locked host memory: from the backend's pinned allocator, or
+ *                   registered (by gpuwrap or by anyone else). Host and device both see it.
+ *   GW_MEM_DEVICE   device memory. Not host-accessible: gw_host_data() returns NULL.
+ *   GW_MEM_MANAGED  managed (unified) memory. Host and device both see it.
+ *
+ * What gw_wrap does
+ * -----------------
+ * gw_wrap() never allocates array memory. It asks the runtime what `ptr` is and which
+ * device owns it (the pointer's device, not the context's), checks that the wrapped span
+ * fits in the allocation, and
+ *   - device / managed / pinned memory: records it; with GW_WRAP_OWN the backend's matching
+ *     free runs when the last reference goes;
+ *   - pinned memory registered by someone else: uses it, never unregisters it; GW_WRAP_OWN
+ *     is refused where the backend can tell it from a pinned allocation (the CPU backend);
+ *     on CUDA/HIP, owning such memory needs gw_wrap_with_deleter();
+ *   - pageable host memory: page-locks the page-aligned span through a process-wide,
+ *     reference-counted registry (so two wraps of one buffer register it once and
+ *     unregister it once, when the last goes), unless GW_WRAP_NO_REGISTER is given or the
+ *     device reads pageable memory directly; with GW_WRAP_OWN the pointer is also free()d;
+ *   - zero elements: succeeds for any pointer, NULL included, without calling the runtime.
+ * A wrap that would be a second owner of memory a live array owns fails with GW_EOWNED.
+ * Release wraps of memory before freeing that memory yourself: the runtime keeps a
+ * registration alive after munmap, so a stale registration goes unnoticed.
+ *
+ * Conventions
+ * -----------
+ * Every fallible call returns gw_status (GW_OK == 0, errors negative) and writes results
+ * through out-parameters, which are left untouched on failure. gw_last_error() gives the
+ * detail of this thread's last failure (which argument, and why). A failed call leaves
+ * nothing behind: no registration, no reference, no allocation. The library never prints
+ * and never aborts. Pointers passed in are borrowed unless a call says it takes them.
+ * Shapes and strides are int64_t; strides count elements (as DLPack does); NULL strides
+ * mean C-contiguous (row-major); column-major (Fortran, Julia) is a choice of strides.
+ *
+ * Thread safety: all calls may be made from any thread. An array may be shared between
+ * threads for reading; gw_retain/gw_release are atomic.
+ */
+#ifndef GPUWRAP_H
+#define GPUWRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GW_STATIC_DEFINE)
+#define GW_API
+#elif defined(GW_BUILDING_LIBRARY)
+#define GW_API __attribute__((visibility("default")))
+#else
+#define GW_API
+#endif
+
+#define GW_VERSION_MAJOR 0
+#define GW_VERSION_MINOR 1
+#define GW_VERSION_PATCH 0
+
+/** Most dimensions an array may have. */
+#define GW_MAX_DIMS 16
+
+/* ------------------------------------------------------------------------------------ */
+/* Errors                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* One table: the enum, gw_strerror() and gw_err_name() are all generated from it. */
+#define GW_STATUS_TABLE(XX)                                                                 \
+  XX(GW_OK, 0, "success")                                                                   \
+  XX(GW_EINVAL, -1, "invalid argument")                                                     \
+  XX(GW_ENOMEM, -2, "out of memory")                                                        \
+  XX(GW_ENODEV, -3, "no such device or backend")                                            \
+  XX(GW_ENOTSUP, -4, "operation not supported by this backend or memory kind")              \
+  XX(GW_ERANGE, -5, "span exceeds the allocation")                                          \
+  XX(GW_EDEVICE, -6, "memory is on another device or backend than the operation needs")    \
+  XX(GW_EOWNED, -7, "memory is already owned by a live array")                              \
+  XX(GW_EREADONLY, -8, "array is read-only")                                                \
+  XX(GW_EBACKEND, -9, "backend runtime error")                                              \
+  XX(GW_EALREADY, -10, "host memory is already registered")                                 \
+  XX(GW_ENOTREG, -11, "host memory is not registered")                                      \
+  XX(GW_EBUSY, -12, "resource still in use")
+
+typedef enum {
+#define GW_STATUS_ENUM_(name, value, text) name = value,
+  GW_STATUS_TABLE(GW_STATUS_ENUM_)
+#undef GW_STATUS_ENUM_
+} gw_status;
+
+/** Human text for any value, unknown ones included ("unknown gpuwrap status -42"). */
+GW_API const char *gw_strerror(gw_status s);
+/** Enum name, e.g. "GW_EINVAL"; "GW_UNKNOWN" for values outside the table. */
+GW_API const char *gw_err_name(gw_status s);
+/** Detail of this thread's last failure ("" if none). Valid until this thread's next call. */
+GW_API const char *gw_last_error(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Contexts                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+typedef enum { GW_BACKEND_AUTO = 0, GW_BACKEND_CPU, GW_BACKEND_CUDA, GW_BACKEND_HIP } gw_backend;
+typedef struct gw_context gw_context;
+
+/**
+ * Create a context for (backend, device).
+ * @param backend GW_BACKEND_AUTO picks the first GPU backend with a device, else CPU; the
+ *                environment variable GPUWRAP_BACKEND=cpu|cuda|hip overrides AUTO.
+ * @param device  device ordinal (0 .. count-1).
+ * @param out     receives the context; destroy it with gw_context_destroy().
+ * @return GW_OK; GW_EINVAL (out NULL, backend unknown, device negative); GW_ENODEV (backend
+ *         not built in, its runtime not loadable, or no such device); GW_EBACKEND.
+ */
+GW_API gw_status gw_context_create(gw_backend backend, int device, gw_context **out);
+/** Drop the caller's reference. Arrays made through the context keep it alive. NULL is ok. */
+GW_API void gw_context_destroy(gw_context *ctx);
+GW_API gw_backend gw_context_backend(const gw_context *ctx);
+GW_API int gw_context_device(const gw_context *ctx);
+/** Wait for all work the context's device has been given. GW_EINVAL, GW_EBACKEND. */
+GW_API gw_status gw_synchronize(gw_context *ctx);
+
+/** Name of a backend ("cpu", "cuda", "hip", "auto"). */
+GW_API const char *gw_backend_name(gw_backend b);
+/**
+ * Whether a backend is built in and loadable, and how many devices it sees.
+ * @param count receives the device count (0 when unavailable).
+ * @return GW_OK; GW_ENODEV when the backend is not built in or its runtime cannot be loaded
+ *         (gw_last_error() says why, e.g. "libcuda.so.1: cannot open shared object file").
+ */
+GW_API gw_status gw_backend_device_count(gw_backend b, int *count);
+
+/* ------------------------------------------------------------------------------------ */
+/* Pointer classification                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+typedef enum { GW_MEM_UNKNOWN = 0, GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED } gw_memkind;
+
+typedef struct {
+  gw_memkind kind;  /**< what the memory is */
+  int device;       /**< owning device, -1 for none (host memory) */
+  void *base;       /**< start of the allocation or registration holding ptr, NULL if unknown */
+  size_t extent;    /**< its size in bytes, 0 if unknown */
+  void *device_ptr; /**< the address a device uses for ptr, NULL if not device-accessible */
+  void *host_ptr;   /**< the address the host uses for ptr, NULL if not host-accessible */
+  unsigned flags;   /**< GW_PTR_* */
+} gw_ptrinfo;
+
+/** The range is page-locked by a registration that gpuwrap made. */
+#define GW_PTR_GPUWRAP_REGISTERED (1u << 0)
+/** The range is known to be registered host memory, not a pinned allocation (only where
+ *  the backend can tell them apart: the CPU backend; CUDA and HIP cannot). */
+#define GW_PTR_HOST_REGISTERED (1u << 1)
+
+/** Name of a memory kind ("host", "pinned", "device", "managed", "unknown"). */
+GW_API const char *gw_memkind_name(gw_memkind k);
+
+/**
+ * Classify any pointer. An interior pointer reports its allocation's base and extent.
+ * Works whatever the current device is. Pageable memory reports GW_MEM_HOST, device -1.
+ * @return GW_OK; GW_EINVAL (ctx or out NULL); GW_EBACKEND.
+ */
+GW_API gw_status gw_pointer_query(gw_context *ctx, const void *ptr, gw_ptrinfo *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Arrays                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+typedef enum {
+  GW_BOOL, GW_INT8, GW_INT16, GW_INT32, GW_INT64, GW_UINT8, GW_UINT16, GW_UINT32, GW_UINT64,
+  GW_FLOAT16, GW_BFLOAT16, GW_FLOAT32, GW_FLOAT64, GW_COMPLEX64, GW_COMPLEX128
+} gw_dtype;
+#define GW_DTYPE_COUNT 15
+
+/** Bytes per element; 0 for a value outside gw_dtype. */
+GW_API size_t gw_dtype_size(gw_dtype t);
+/** Name of a dtype ("float32"), or "invalid". */
+GW_API const char *gw_dtype_name(gw_dtype t);
+
+typedef struct gw_array gw_array;
+
+/** Releasing the array frees the memory (see the wrap table above). */
+#define GW_WRAP_OWN (1u << 0)
+/** Never page-lock pageable host memory; the array is then host-only (gw_data() is NULL). */
+#define GW_WRAP_NO_REGISTER (1u << 1)
+/** Writes through gpuwrap (gw_copy into it, gw_fill) fail with GW_EREADONLY. */
+#define GW_WRAP_READONLY (1u << 2)
+
+/**
+ * Wrap existing memory as an array, without copying.
+ * @param ctx     context whose backend classifies the pointer; the array's device is the
+ *                pointer's device.
+ * @param ptr     first element (borrowed unless GW_WRAP_OWN). May be NULL if the array has
+ *                no elements. Must be aligned for dtype.
+ * @param dtype   element type.
+ * @param ndim    0 .. GW_MAX_DIMS.
+ * @param shape   ndim extents >= 0 (copied); may be NULL when ndim is 0.
+ * @param strides ndim strides in elements (copied), may be negative; NULL = C-contiguous.
+ * @param flags   GW_WRAP_OWN | GW_WRAP_NO_REGISTER | GW_WRAP_READONLY.
+ * @param out     receives the array (one reference).
+ * @return GW_OK;
+ *   GW_EINVAL  NULL ctx/out, NULL ptr with elements, negative dim, too many dims, element or
+ *              byte count overflow, ptr misaligned for dtype, unknown dtype or flags, OWN of
+ *              memory registered by someone else (where the backend can tell), OWN together
+ *              with NO_REGISTER... (gw_last_error() names the argument);
+ *   GW_ERANGE  the elements reach outside the allocation's known extent;
+ *   GW_EOWNED  OWN of memory a live array already owns;
+ *   GW_ENOTSUP the device cannot address the span (several registrations, no contiguous
+ *              device address);
+ *   GW_ENOMEM, GW_EBACKEND from the runtime (registration failed: nothing stays registered).
+ */
+GW_API gw_status gw_wrap(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
+                         const int64_t *shape, const int64_t *strides, unsigned flags,
+                         gw_array **out);
+
+typedef void (*gw_deleter)(void *ptr, void *user);
+/**
+ * As gw_wrap(), but `deleter(ptr, user)` is called exactly once, when the last reference
+ * (array, view or exported DLPack tensor) goes — also for zero-element arrays. GW_WRAP_OWN
+ * must not be given (GW_EINVAL): the deleter replaces it. On failure the deleter is NOT
+ * called: the memory stays the caller's.
+ */
+GW_API gw_status gw_wrap_with_deleter(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
+                                      const int64_t *shape, const int64_t *strides,
+                                      unsigned flags, gw_deleter deleter, void *user,
+                                      gw_array **out);
+
+/**
+ * Allocate a C-contiguous array of `kind` memory on the context's device (the array owns
+ * it). GW_MEM_HOST gives malloc'd pageable memory (not registered).
+ * @return GW_OK; GW_EINVAL; GW_ENOMEM; GW_ENOTSUP (kind not available); GW_EBACKEND.
+ */
+GW_API gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
+                          const int64_t *shape, gw_array **out);
+
+/** Take a reference; returns a. NULL is passed through. */
+GW_API gw_array *gw_retain(gw_array *a);
+/** Drop a reference; the last one releases registrations, then frees owned memory. */
+GW_API void gw_release(gw_array *a);
+
+GW_API void *gw_data(const gw_array *a);      /**< device-usable address of element 0, or NULL */
+GW_API void *gw_host_data(const gw_array *a); /**< host-usable address of element 0, or NULL */
+GW_API gw_memkind gw_kind(const gw_array *a);
+GW_API int gw_device(const gw_array *a);      /**< owning device, -1 for host memory */
+GW_API gw_dtype gw_array_dtype(const gw_array *a);
+GW_API int gw_ndim(const gw_array *a);
+GW_API const int64_t *gw_shape(const gw_array *a);
+GW_API const int64_t *gw_strides(const gw_array *a); /**< in elements, never NULL */
+GW_API int64_t gw_numel(const gw_array *a);
+GW_API int gw_owns(const gw_array *a);       /**< 1 if the last release frees the memory */
+GW_API int gw_is_readonly(const gw_array *a);
+GW_API gw_context *gw_array_context(const gw_array *a); /**< borrowed */
+
+/**
+ * A view of a: element i along dim d is a's element start[d] + i*step[d].
+ * @param start  a's ndim starting indices (0 <= start < shape unless the view dim is 0).
+ * @param shape  the view's extents (>= 0).
+ * @param step   non-zero steps (may be negative), NULL = all 1.
+ * The view shares a's memory and keeps it alive. GW_EINVAL when out of bounds.
+ */
+GW_API gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape,
+                         const int64_t *step, gw_array **out);
+/** A view with a new shape and the same element count. a must be contiguous in C order
+ *  (GW_EINVAL otherwise, no copy is ever made). */
+GW_API gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out);
+
+/**
+ * Copy src into dst: same dtype and shape, any strides, kinds, devices and contexts.
+ * Complete when it returns. GW_EINVAL (dtype/shape mismatch), GW_EREADONLY (dst),
+ * GW_ENOTSUP (memory the copying backend cannot reach), GW_EBACKEND.
+ */
+GW_API gw_status gw_copy(gw_array *dst, const gw_array *src);
+/**
+ * Set every element of dst to *value (gw_dtype_size(dtype) bytes, read at once). Runs where
+ * the memory is (on the GPU for device-accessible memory). Complete when it returns.
+ */
+GW_API gw_status gw_fill(gw_array *dst, const void *value);
+
+/**
+ * Page-lock [ptr, ptr+bytes) through gpuwrap's registry: take a reference on its pages,
+ * registering what is not registered yet (memory pinned by someone else is left alone).
+ * A buffer wrapped and released in a loop after gw_pin is registered only once.
+ * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory); GW_ENOMEM;
+ *         GW_EBACKEND.
+ */
+GW_API gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes);
+/** Drop the reference gw_pin took (same ptr and bytes). GW_ENOTREG if none was taken. */
+GW_API gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* Streams (asynchronous variants)                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct gw_stream gw_stream;
+/** A stream on the context's device. GW_EINVAL, GW_ENOMEM, GW_EBACKEND. */
+GW_API gw_status gw_stream_create(gw_context *ctx, gw_stream **out);
+/** Waits for the stream's work, then destroys it. NULL is ok. */
+GW_API void gw_stream_destroy(gw_stream *s);
+GW_API gw_status gw_stream_synchronize(gw_stream *s);
+/** As gw_copy/gw_fill but ordered on s; the arrays must stay alive until s is synchronized.
+ *  Copies that involve pageable host memory complete before returning. */
+GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
+GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUWRAP_H */

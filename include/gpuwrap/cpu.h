@@ -1,0 +1,85 @@
+/*
+ * The CPU backend's model controls: failure injection and counters.
+ *
+ * The CPU backend computes on the host and models a GPU runtime's memory rules (its own
+ * tables of "device", "pinned" and "managed" allocations and of host registrations, with
+ * the registration rules measured on CUDA). These calls let tests drive its error paths:
+ * make the N-th call of an operation fail, count calls, and see what is still allocated or
+ * registered. Environment variables read at first use:
+ *   GPUWRAP_CPU_DEVICES=N             number of modelled devices (default 1, at most 64)
+ *   GPUWRAP_CPU_FAIL=op:N[,op:N...]   the N-th call of op fails (op names: gw_cpu_op_name)
+ *   GPUWRAP_CPU_PAGEABLE_ACCESS=1     model a device that reads pageable memory (HMM/ATS)
+ *   GPUWRAP_CPU_NO_HOST_PTR=1         model canUseHostPointerForRegisteredMem == 0
+ * All functions are thread-safe.
+ */
+#ifndef GPUWRAP_CPU_H
+#define GPUWRAP_CPU_H
+
+#include "../gpuwrap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  GW_CPU_OP_CONTEXT_INIT = 0,
+  GW_CPU_OP_QUERY,
+  GW_CPU_OP_ALLOC,
+  GW_CPU_OP_FREE,
+  GW_CPU_OP_REGISTER,
+  GW_CPU_OP_UNREGISTER,
+  GW_CPU_OP_DEVICE_ADDRESS,
+  GW_CPU_OP_COPY,
+  GW_CPU_OP_FILL,
+  GW_CPU_OP_SYNCHRONIZE,
+  GW_CPU_OP_STREAM_CREATE,
+  GW_CPU_OP_STREAM_DESTROY,
+  GW_CPU_OP_STREAM_SYNCHRONIZE,
+  GW_CPU_OP_COUNT
+} gw_cpu_op;
+
+/** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
+ *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize". */
+GW_API const char *gw_cpu_op_name(gw_cpu_op op);
+
+/** The nth call of `op` from now (1 = the next) fails with `status` (a negative gw_status).
+ *  nth 0 disarms it. */
+GW_API void gw_cpu_fail_op(gw_cpu_op op, long nth, gw_status status);
+/** The nth backend call of any operation from now fails with `status`; nth 0 disarms. */
+GW_API void gw_cpu_fail_any(long nth, gw_status status);
+/** Disarm every injected failure. */
+GW_API void gw_cpu_fail_reset(void);
+/** Failures injected so far. */
+GW_API long gw_cpu_failures_injected(void);
+
+/** Calls of `op` so far (injected failures included); GW_CPU_OP_COUNT gives all ops. */
+GW_API long gw_cpu_op_calls(gw_cpu_op op);
+
+/** Backend allocations (device, pinned, managed) not freed yet. */
+GW_API size_t gw_cpu_live_allocations(void);
+/** Host registrations in the modelled runtime (made by anyone) not unregistered yet. */
+GW_API size_t gw_cpu_live_registrations(void);
+
+/*
+ * The modelled runtime's raw calls, as a user of a GPU runtime makes them outside gpuwrap
+ * (cudaMalloc / cudaMallocHost / cudaMallocManaged, cudaFree*, cudaHostRegister,
+ * cudaHostUnregister). They count as backend calls and obey injected failures.
+ */
+/** Allocate `kind` (GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED) memory of `device`. */
+GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes, void **out);
+/** Free memory from gw_cpu_runtime_alloc (exact base). GW_EINVAL for anything else. */
+GW_API gw_status gw_cpu_runtime_free(void *ptr);
+/** Register exactly [ptr, ptr+bytes): CUDA tracks byte ranges, so two disjoint ranges on
+ *  one page are fine and any overlapping byte gives GW_EALREADY. */
+GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes);
+/** Unregister; needs the exact pointer given to register (GW_ENOTREG otherwise). */
+GW_API gw_status gw_cpu_runtime_unregister(void *ptr);
+
+/** Ranges in gpuwrap's own registration registry, all backends (a core counter, declared
+ *  here for tests). */
+GW_API size_t gw_registry_ranges(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUWRAP_CPU_H */

@@ -1,0 +1,120 @@
+/*
+ * The backend interface: what the core asks of a runtime.
+ *
+ * Every context carries a pointer to one `gw__backend_ops` table (filled with designated
+ * initializers); there is no process-wide current backend. The CPU backend is compiled into
+ * the core; the GPU backend (one source for CUDA and HIP) is a plugin loaded with dlopen so
+ * that the core runs on machines without a GPU driver. A plugin exports
+ *     const gw__backend_ops *gw__plugin_entry(const gw__host_api *host, int abi);
+ * and reports errors through host->fail(), which records gw_last_error() in the core.
+ *
+ * Rules for every operation:
+ *   - return GW_OK or a negative gw_status, and on failure call fail() with the detail
+ *     (vendor error name and text included);
+ *   - never print, never abort, leave nothing half-done;
+ *   - device ordinals are -1 for "no device" (vendors' -2 is normalised in the backend).
+ * An operation a backend lacks points at a stub of its own that returns GW_ENOTSUP.
+ */
+#ifndef GW_CORE_BACKEND_H
+#define GW_CORE_BACKEND_H
+
+#include "gpuwrap.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GW__BACKEND_ABI 1
+
+/* What a context's device can do; filled by context_init. */
+typedef struct {
+  int pageable_access;         /* device reads pageable host memory directly (HMM/ATS) */
+  int host_ptr_for_registered; /* device uses the host address of registered memory */
+  int tells_registered;        /* query sets GW_PTR_HOST_REGISTERED (CPU model only) */
+  int kernels;                 /* fill/strided copies run as kernels (else copy engine) */
+  int gpu_aware_hint;          /* reserved for MPI: device pointers can be given to MPI */
+} gw__caps;
+
+/*
+ * An N-d strided transfer, normalised by the core (copy_plan.c): dims ordered outermost
+ * first, dims of extent 1 dropped, adjacent dims merged where both sides allow, so ndim 1
+ * with strides == elem is a contiguous copy. Strides in BYTES. Addresses are those the
+ * copying backend should use: the device address where the side is device-accessible,
+ * the host address otherwise (pageable memory).
+ */
+typedef struct {
+  int ndim;
+  size_t elem;
+  int64_t shape[GW_MAX_DIMS];
+  int64_t dst_stride[GW_MAX_DIMS];
+  int64_t src_stride[GW_MAX_DIMS];
+  char *dst;
+  const char *src;
+  gw_memkind dst_kind, src_kind;
+  int dst_device, src_device;
+} gw__xfer;
+
+/* Set every element of an N-d strided region (same normalisation, byte strides). */
+typedef struct {
+  int ndim;
+  size_t elem;
+  int64_t shape[GW_MAX_DIMS];
+  int64_t stride[GW_MAX_DIMS];
+  char *dst;
+  gw_memkind kind;
+  int device;
+  unsigned char value[16]; /* elem bytes */
+} gw__fillspec;
+
+typedef struct gw__backend_ops {
+  const char *name; /* "cpu", "cuda", "hip" */
+  gw_backend id;
+  int abi; /* GW__BACKEND_ABI */
+
+  gw_status (*device_count)(int *count);
+  /* Per-context state for `device`; fills caps. */
+  gw_status (*context_init)(int device, void **state, gw__caps *caps);
+  void (*context_fini)(void *state);
+
+  /* Classify ptr: kind, device (-1 none), base/extent (NULL/0 unknown), device_ptr,
+   * host_ptr, flags (GW_PTR_HOST_REGISTERED where known; the core adds
+   * GW_PTR_GPUWRAP_REGISTERED). Pageable memory is GW_MEM_HOST with device -1. */
+  gw_status (*query)(void *state, const void *ptr, gw_ptrinfo *out);
+
+  /* Allocate/free `kind` memory (PINNED, DEVICE, MANAGED) on the context's device;
+   * free gets the device the memory belongs to. */
+  gw_status (*alloc)(void *state, gw_memkind kind, size_t bytes, void **out);
+  gw_status (*free)(void *state, gw_memkind kind, int device, void *ptr);
+
+  /* Page-lock exactly [base, base+bytes) (page aligned). GW_EALREADY if any part of it is
+   * registered already; unregister needs the exact base (GW_ENOTREG otherwise). */
+  gw_status (*host_register)(void *state, void *base, size_t bytes);
+  gw_status (*host_unregister)(void *state, void *base);
+  /* Device address of registered or pinned host memory. */
+  gw_status (*device_address)(void *state, void *host, void **dev);
+
+  /* Transfers and fills; stream NULL = synchronous (complete on return). */
+  gw_status (*copy)(void *state, const gw__xfer *x, void *stream);
+  gw_status (*fill)(void *state, const gw__fillspec *f, void *stream);
+  gw_status (*synchronize)(void *state);
+  gw_status (*stream_create)(void *state, void **stream);
+  gw_status (*stream_destroy)(void *state, void *stream);
+  gw_status (*stream_synchronize)(void *state, void *stream);
+} gw__backend_ops;
+
+/* What the core lends a plugin. */
+typedef struct {
+  int abi;
+  /* Record the failure for gw_last_error() and return `s`. */
+  gw_status (*fail)(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+} gw__host_api;
+
+typedef const gw__backend_ops *(*gw__plugin_entry_fn)(const gw__host_api *host, int abi);
+#define GW__PLUGIN_ENTRY "gw__plugin_entry"
+
+/* Built-in backend and plugin lookup (core). */
+extern const gw__backend_ops gw__cpu_ops;
+/* The ops of a backend, loading its plugin on first use; NULL + fail() if unavailable. */
+const gw__backend_ops *gw__backend_get(gw_backend b);
+
+#endif /* GW_CORE_BACKEND_H */
