@@ -1,0 +1,178 @@
+/* Arrays: shape and strides, reference counting, views and reshape. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t gw__numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,
+                   int64_t *lo, int64_t *hi, int64_t *numel) {
+  int64_t n = 1, l = 0, h = 0; /* element offsets */
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) {
+      n = 0;
+      continue;
+    }
+    if (n != 0 && __builtin_mul_overflow(n, shape[i], &n))
+      return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", i);
+    int64_t reach;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach))
+      return gw__fail(GW_EINVAL, "strides: dim %d reaches past int64 (shape %lld, stride %lld)",
+                      i, (long long)shape[i], (long long)strides[i]);
+    if (reach < 0 ? __builtin_add_overflow(l, reach, &l) : __builtin_add_overflow(h, reach, &h))
+      return gw__fail(GW_EINVAL, "strides: element span overflows int64 at dim %d", i);
+  }
+  *numel = n;
+  if (n == 0) {
+    *lo = *hi = 0;
+    return GW_OK;
+  }
+  int64_t e = (int64_t)elem, bl, bh;
+  if (__builtin_mul_overflow(l, e, &bl) || __builtin_mul_overflow(h, e, &bh) ||
+      __builtin_add_overflow(bh, e, &bh) || (uint64_t)(bh - bl) > (uint64_t)PTRDIFF_MAX)
+    return gw__fail(GW_EINVAL, "shape/strides: byte size of the span overflows");
+  *lo = bl;
+  *hi = bh;
+  return GW_OK;
+}
+
+bool gw__is_c_contiguous(const gw_array *a) {
+  int64_t expect = 1;
+  for (int i = a->ndim - 1; i >= 0; i--) {
+    if (a->shape[i] == 0) return true;
+    if (a->shape[i] != 1 && a->strides[i] != expect) return false;
+    expect *= a->shape[i];
+  }
+  return true;
+}
+
+/* Root teardown, in the order that never touches memory after it is gone: registrations
+ * first (the pages must still be mapped), then the ownership record, then the free. */
+static void destroy_root(gw_array *a) {
+  gw_context *ctx = a->ctx;
+  if (a->reg_lo < a->reg_hi) gw__registry_release(ctx, a->reg_lo, a->reg_hi);
+  if (a->in_owned_table) gw__owned_drop(a->free_ptr);
+  switch (a->freeway) {
+  case GW__FREE_BACKEND:
+    (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr);
+    break;
+  case GW__FREE_LIBC:
+    free(a->free_ptr);
+    break;
+  case GW__FREE_DELETER:
+    a->deleter(a->free_ptr, a->deleter_user);
+    break;
+  case GW__FREE_NONE:
+    break;
+  }
+  free(a);
+  gw__context_release(ctx);
+}
+
+gw_array *gw_retain(gw_array *a) {
+  if (a) atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+  return a;
+}
+
+void gw_release(gw_array *a) {
+  if (!a || atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1) return;
+  gw_array *root = a->root;
+  if (!root) {
+    destroy_root(a);
+    return;
+  }
+  free(a);
+  gw_release(root);
+}
+
+static const gw_array *root_of(const gw_array *a) { return a->root ? a->root : a; }
+
+void *gw_data(const gw_array *a) { return a ? a->dev0 : NULL; }
+void *gw_host_data(const gw_array *a) { return a ? a->host0 : NULL; }
+gw_memkind gw_kind(const gw_array *a) { return a ? root_of(a)->kind : GW_MEM_UNKNOWN; }
+int gw_device(const gw_array *a) { return a ? root_of(a)->device : -1; }
+gw_dtype gw_array_dtype(const gw_array *a) { return a ? a->dtype : GW_BOOL; }
+int gw_ndim(const gw_array *a) { return a ? a->ndim : 0; }
+const int64_t *gw_shape(const gw_array *a) { return a ? a->shape : NULL; }
+const int64_t *gw_strides(const gw_array *a) { return a ? a->strides : NULL; }
+int64_t gw_numel(const gw_array *a) { return a ? gw__numel(a->ndim, a->shape) : 0; }
+int gw_owns(const gw_array *a) { return a ? root_of(a)->freeway != GW__FREE_NONE : 0; }
+int gw_is_readonly(const gw_array *a) { return a ? a->readonly : 0; }
+gw_context *gw_array_context(const gw_array *a) { return a ? a->ctx : NULL; }
+
+/* A view: same memory, new geometry; keeps the root alive. */
+static gw_status make_view(gw_array *a, int ndim, const int64_t *shape, const int64_t *strides,
+                           int64_t offset, gw_array **out) {
+  gw_array *v = malloc(sizeof *v);
+  if (!v) return gw__fail(GW_ENOMEM, "view: out of host memory");
+  gw_array *root = (gw_array *)root_of(a);
+  *v = (gw_array){.root = gw_retain(root), .ctx = a->ctx, .dtype = a->dtype, .ndim = ndim,
+                  .readonly = a->readonly, .kind = root->kind, .device = root->device};
+  atomic_init(&v->refs, 1);
+  int64_t bytes = offset * (int64_t)gw_dtype_size(a->dtype);
+  v->dev0 = a->dev0 ? a->dev0 + bytes : NULL;
+  v->host0 = a->host0 ? a->host0 + bytes : NULL;
+  memcpy(v->shape, shape, (size_t)ndim * sizeof *shape);
+  memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  *out = v;
+  return GW_OK;
+}
+
+gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const int64_t *step,
+                  gw_array **out) {
+  if (!a) return gw__fail(GW_EINVAL, "a: NULL");
+  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+  if (a->ndim > 0 && (!start || !shape))
+    return gw__fail(GW_EINVAL, "%s: NULL for a %d-d array", start ? "shape" : "start", a->ndim);
+  int64_t strides[GW_MAX_DIMS], offset = 0;
+  for (int d = 0; d < a->ndim; d++) {
+    int64_t st = step ? step[d] : 1;
+    if (st == 0) return gw__fail(GW_EINVAL, "step[%d]: 0", d);
+    if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+    if (__builtin_mul_overflow(a->strides[d], st, &strides[d]))
+      return gw__fail(GW_EINVAL, "step[%d]: stride overflows", d);
+    if (shape[d] == 0) continue;
+    int64_t last;
+    if (start[d] < 0 || start[d] >= a->shape[d] ||
+        __builtin_mul_overflow(shape[d] - 1, st, &last) || __builtin_add_overflow(last, start[d], &last) ||
+        last < 0 || last >= a->shape[d])
+      return gw__fail(GW_EINVAL,
+                      "start[%d]=%lld shape[%d]=%lld step[%d]=%lld: reaches outside [0, %lld)", d,
+                      (long long)start[d], d, (long long)shape[d], d, (long long)st,
+                      (long long)a->shape[d]);
+    offset += start[d] * a->strides[d];
+  }
+  for (int d = 0; d < a->ndim; d++)
+    if (shape[d] == 0) offset = 0; /* an empty view points at nothing in particular */
+  return make_view(a, a->ndim, a->ndim ? shape : a->shape, strides, offset, out);
+}
+
+gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out) {
+  if (!a) return gw__fail(GW_EINVAL, "a: NULL");
+  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+  if (ndim < 0 || ndim > GW_MAX_DIMS)
+    return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
+  if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+    if (__builtin_mul_overflow(n, shape[d], &n))
+      return gw__fail(GW_EINVAL, "shape: element count overflows int64");
+  }
+  if (n != gw_numel(a))
+    return gw__fail(GW_EINVAL, "shape: %lld elements, the array has %lld", (long long)n,
+                    (long long)gw_numel(a));
+  if (!gw__is_c_contiguous(a))
+    return gw__fail(GW_EINVAL, "a: not C-contiguous; reshape never copies (gw_copy it first)");
+  int64_t strides[GW_MAX_DIMS], s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = s;
+    s *= shape[d] ? shape[d] : 1;
+  }
+  return make_view(a, ndim, shape, strides, 0, out);
+}

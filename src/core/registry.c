@@ -1,0 +1,231 @@
+/*
+ * The registration registry: the host ranges gpuwrap itself page-locked, reference counted.
+ *
+ * The runtimes refuse a registration that overlaps an existing one ("already registered")
+ * and unregister only by exact base, so wrapping one buffer twice, or overlapping pieces of
+ * it, needs bookkeeping: ranges are page aligned and never overlap; a wrap takes a reference
+ * on every range under its span and registers only the gaps. Memory someone else pinned is
+ * used as it is and never registered or unregistered here. One table per backend (keyed by
+ * its ops table), one process-wide mutex: the runtime calls it serialises are milliseconds
+ * long anyway, and a warm wrap is a binary search.
+ */
+#include "gpuwrap/cpu.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  uintptr_t lo, hi; /* [lo, hi), page aligned */
+  long refs;
+} range;
+
+typedef struct {
+  const gw__backend_ops *ops;
+  range *r;
+  size_t n, cap;
+} table;
+
+#define MAX_TABLES 4
+static table tables[MAX_TABLES];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+/* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
+static atomic_size_t total;
+
+size_t gw__page_size(void) {
+  static size_t page;
+  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+  return page;
+}
+
+/* A child after fork shares none of the parent's registrations with its runtime: it must
+ * never unregister them, so it starts with an empty registry. */
+static void child_after_fork(void) {
+  pthread_mutex_init(&lock, NULL);
+  for (int i = 0; i < MAX_TABLES; i++) {
+    free(tables[i].r);
+    tables[i] = (table){0};
+  }
+  atomic_store(&total, 0);
+}
+static void install_atfork(void) { pthread_atfork(NULL, NULL, child_after_fork); }
+
+static table *table_for(const gw__backend_ops *ops, int create) {
+  for (int i = 0; i < MAX_TABLES; i++)
+    if (tables[i].ops == ops) return &tables[i];
+  if (!create) return NULL;
+  for (int i = 0; i < MAX_TABLES; i++)
+    if (!tables[i].ops) {
+      tables[i].ops = ops;
+      return &tables[i];
+    }
+  return NULL;
+}
+
+/* Index of the first range with hi > p (ranges sorted, disjoint). */
+static size_t first_after(const table *t, uintptr_t p) {
+  size_t a = 0, b = t->n;
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (t->r[m].hi > p) b = m;
+    else a = m + 1;
+  }
+  return a;
+}
+
+static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 16;
+    range *r = realloc(t->r, cap * sizeof *r);
+    if (!r) return gw__fail(GW_ENOMEM, "registry: out of host memory");
+    t->r = r;
+    t->cap = cap;
+  }
+  memmove(&t->r[at + 1], &t->r[at], (t->n - at) * sizeof *t->r);
+  t->r[at] = (range){lo, hi, 1};
+  t->n++;
+  atomic_fetch_add(&total, 1);
+  return GW_OK;
+}
+
+/* Drop one reference on every range overlapping [lo, hi); unregister those at zero. */
+static void drop(gw_context *ctx, table *t, uintptr_t lo, uintptr_t hi) {
+  size_t i = first_after(t, lo);
+  while (i < t->n && t->r[i].lo < hi) {
+    if (--t->r[i].refs > 0) {
+      i++;
+      continue;
+    }
+    /* A failed unregister cannot be reported from a release; the range leaves our table
+     * either way, so gpuwrap never unregisters it twice. */
+    (void)ctx->ops->host_unregister(ctx->state, (void *)t->r[i].lo);
+    memmove(&t->r[i], &t->r[i + 1], (t->n - i - 1) * sizeof *t->r);
+    t->n--;
+    atomic_fetch_sub(&total, 1);
+  }
+}
+
+static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *end) {
+  gw_ptrinfo info;
+  if (ctx->ops->query(ctx->state, (const void *)p, &info) != GW_OK) return -1;
+  if (info.kind == GW_MEM_HOST) return 0;
+  size_t page = gw__page_size();
+  *end = info.base && info.extent ? (uintptr_t)info.base + info.extent : p + page;
+  *end = (*end + page - 1) & ~(uintptr_t)(page - 1); /* page granularity */
+  return 1;
+}
+
+/*
+ * Cover the gap [a, b) that no range of ours holds: register it, or, where part of it was
+ * pinned by someone else (the runtime says "already registered"), split it until the
+ * foreign pages are found and left alone. *done advances over what is covered, in order,
+ * so a failure can be rolled back with drop(lo, *done).
+ */
+static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, uintptr_t *done) {
+  size_t page = gw__page_size();
+  while (a < b) {
+    uintptr_t end;
+    int foreign = pinned_elsewhere(ctx, a, &end);
+    if (foreign < 0) return GW_EBACKEND;
+    if (foreign) {
+      a = end < b ? end : b;
+      *done = a;
+      continue;
+    }
+    gw_status s = ctx->ops->host_register(ctx->state, (void *)a, b - a);
+    if (s == GW_OK) {
+      s = insert(t, first_after(t, a), a, b);
+      if (s != GW_OK) {
+        (void)ctx->ops->host_unregister(ctx->state, (void *)a);
+        return s;
+      }
+      *done = b;
+      return GW_OK;
+    }
+    if (s != GW_EALREADY || b - a <= page) return s;
+    /* Someone else's registration starts inside the gap: halve and retry. */
+    uintptr_t mid = a + (((b - a) / page) / 2) * page;
+    s = cover_gap(ctx, t, a, mid, done);
+    if (s != GW_OK) return s;
+    a = mid;
+  }
+  return GW_OK;
+}
+
+gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
+  pthread_once(&atfork_once, install_atfork);
+  pthread_mutex_lock(&lock);
+  table *t = table_for(ctx->ops, 1);
+  if (!t) {
+    pthread_mutex_unlock(&lock);
+    return gw__fail(GW_ENOMEM, "registry: too many backends");
+  }
+  uintptr_t cur = lo;
+  gw_status s = GW_OK;
+  while (cur < hi) {
+    size_t i = first_after(t, cur);
+    if (i < t->n && t->r[i].lo <= cur) {
+      t->r[i].refs++;
+      cur = t->r[i].hi;
+      continue;
+    }
+    uintptr_t gap_end = (i < t->n && t->r[i].lo < hi) ? t->r[i].lo : hi;
+    uintptr_t done = cur;
+    s = cover_gap(ctx, t, cur, gap_end, &done);
+    if (s != GW_OK) {
+      cur = done;
+      break;
+    }
+    cur = gap_end;
+  }
+  if (s != GW_OK) drop(ctx, t, lo, cur);
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
+  pthread_mutex_lock(&lock);
+  table *t = table_for(ctx->ops, 0);
+  if (t) drop(ctx, t, lo, hi);
+  pthread_mutex_unlock(&lock);
+}
+
+/* Number of our ranges under [lo, hi) and whether they are back to back (one contiguous
+ * registration, or several): used when the device cannot use host addresses. */
+size_t gw__registry_count_in(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi) {
+  pthread_mutex_lock(&lock);
+  size_t n = 0;
+  table *t = table_for(ops, 0);
+  if (t)
+    for (size_t i = first_after(t, lo); i < t->n && t->r[i].lo < hi; i++) n++;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {
+  bool found = false;
+  if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
+  pthread_mutex_lock(&lock);
+  table *t = table_for(ops, 0);
+  if (t) {
+    size_t i = first_after(t, p);
+    if (i < t->n && t->r[i].lo <= p) {
+      found = true;
+      if (base) *base = t->r[i].lo;
+      if (len) *len = t->r[i].hi - t->r[i].lo;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+size_t gw_registry_ranges(void) {
+  size_t n = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_TABLES; i++) n += tables[i].n;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
