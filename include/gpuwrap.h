@@ -130,7 +130,8 @@ GW_API const char *gw_backend_name(gw_backend b);
  * Whether a backend is built in and loadable, and how many devices it sees.
  * @param count receives the device count (0 when unavailable).
  * @return GW_OK; GW_ENODEV when the backend is not built in or its runtime cannot be loaded
- *         (gw_last_error() says why, e.g. "libcuda.so.1: cannot open shared object file").
+ *         (gw_last_error() says why, e.g. "libcuda.so.1: cannot open shared object file");
+ *         GW_EINVAL for a malformed setting (GPUWRAP_CPU_DEVICES=0).
  */
 GW_API gw_status gw_backend_device_count(gw_backend b, int *count);
 

@@ -1,0 +1,396 @@
+/*
+ * The CPU backend's model of a GPU runtime's memory (the rules measured on CUDA, see
+ * shared/baselines/h200-*-2026-11-30.txt):
+ *   - "device", "pinned" and "managed" allocations are real host memory (256-byte aligned,
+ *     as cudaMalloc), recorded in one table; device memory is not host-accessible through
+ *     the API, as on a GPU;
+ *   - host registrations are exact byte ranges (CUDA tracks bytes, not pages: two disjoint
+ *     ranges on one page are fine); any overlapping byte is "already registered" (712),
+ *     also over a pinned/device/managed allocation; adjacent ranges are fine;
+ *   - unregistering needs the exact base: an interior pointer is "invalid value", an
+ *     unknown one "not registered" (713); pinned free of registered memory is "invalid
+ *     value" and leaves the registration intact;
+ *   - a registration outlives free()/munmap of its memory (stale), as on CUDA.
+ * Both tables are sorted arrays of non-overlapping ranges, searched by bisection under
+ * one process-wide mutex.
+ */
+#include "cpu_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- environment ---- */
+
+static gw__cpu_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static char config_error[160];
+
+typedef struct {
+  int device;
+} device_slot;
+static device_slot slots[GW__CPU_MAX_DEVICES];
+
+/* Unset, empty or "0" is off; anything else is on. */
+static int env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+static void read_config(void) {
+  for (int i = 0; i < GW__CPU_MAX_DEVICES; i++)
+    slots[i].device = i;
+  config.devices = 1;
+  const char *v = getenv("GPUWRAP_CPU_DEVICES");
+  if (v && *v) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > GW__CPU_MAX_DEVICES) {
+      /* A silently clamped device count would make multi-device tests lie. */
+      snprintf(config_error, sizeof config_error,
+               "GPUWRAP_CPU_DEVICES='%.32s': expected an integer from 1 to %d", v,
+               GW__CPU_MAX_DEVICES);
+      config.error = config_error;
+      config.devices = 0;
+    } else {
+      config.devices = (int)n;
+    }
+  }
+  config.pageable_access = env_flag("GPUWRAP_CPU_PAGEABLE_ACCESS");
+  config.host_ptr_for_registered = !env_flag("GPUWRAP_CPU_NO_HOST_PTR");
+}
+
+const gw__cpu_config *gw__cpu_config_get(void) {
+  pthread_once(&config_once, read_config);
+  return &config;
+}
+
+void *gw__cpu_device_state(int device) {
+  gw__cpu_config_get();
+  return &slots[device];
+}
+
+int gw__cpu_state_device(const void *state) { return ((const device_slot *)state)->device; }
+
+/* ---- tables ---- */
+
+typedef struct {
+  uintptr_t base;
+  size_t size; /* bytes, >= 1 */
+  gw_memkind kind;
+  int device;
+} range;
+
+typedef struct {
+  range *v;
+  size_t n, cap;
+} table;
+
+static pthread_mutex_t model_lock = PTHREAD_MUTEX_INITIALIZER;
+static table allocs;   /* model_lock */
+static table regs;     /* model_lock */
+/* allocs.n + regs.n, so a query of pageable memory with empty tables skips the lock. */
+static atomic_size_t live_ranges;
+
+/* Index of the last range with base <= p, or -1. Branchless (the comparison becomes a
+ * conditional move): queries of unrelated pointers mispredict every branch of a classic
+ * bisection, which costs more than the search itself. */
+static ptrdiff_t floor_index(const table *t, uintptr_t p) {
+  size_t n = t->n;
+  if (n == 0)
+    return -1;
+  const range *v = t->v;
+  size_t lo = 0;
+  while (n > 1) {
+    size_t half = n / 2;
+    lo = v[lo + half].base <= p ? lo + half : lo;
+    n -= half;
+  }
+  return v[lo].base <= p ? (ptrdiff_t)lo : -1;
+}
+
+static range *containing(const table *t, uintptr_t p) {
+  ptrdiff_t i = floor_index(t, p);
+  if (i < 0)
+    return NULL;
+  range *r = &t->v[i];
+  return p - r->base < r->size ? r : NULL;
+}
+
+/* A range sharing a byte with [b, e), e > b. The ranges of one table do not overlap, so
+ * the last one starting before e has the greatest end of those that could. */
+static range *overlapping(const table *t, uintptr_t b, uintptr_t e) {
+  ptrdiff_t i = floor_index(t, e - 1);
+  if (i < 0)
+    return NULL;
+  range *r = &t->v[i];
+  return r->base + r->size > b ? r : NULL;
+}
+
+/* Make room for one more, so that the insert after it cannot fail. */
+static int reserve(table *t) {
+  if (t->n < t->cap)
+    return 0;
+  size_t cap = t->cap ? 2 * t->cap : 64;
+  range *v = realloc(t->v, cap * sizeof *v);
+  if (!v)
+    return -1;
+  t->v = v;
+  t->cap = cap;
+  return 0;
+}
+
+static void insert(table *t, range r) {
+  size_t i = (size_t)(floor_index(t, r.base) + 1);
+  memmove(&t->v[i + 1], &t->v[i], (t->n - i) * sizeof *t->v);
+  t->v[i] = r;
+  t->n++;
+  atomic_fetch_add_explicit(&live_ranges, 1, memory_order_relaxed);
+}
+
+static void erase(table *t, range *r) {
+  size_t i = (size_t)(r - t->v);
+  memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof *t->v);
+  t->n--;
+  atomic_fetch_sub_explicit(&live_ranges, 1, memory_order_relaxed);
+}
+
+static const char *kind_name(gw_memkind k) {
+  switch (k) {
+  case GW_MEM_HOST: return "host";
+  case GW_MEM_PINNED: return "pinned";
+  case GW_MEM_DEVICE: return "device";
+  case GW_MEM_MANAGED: return "managed";
+  default: return "unknown";
+  }
+}
+
+/* ---- rules ---- */
+
+void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out) {
+  uintptr_t p = (uintptr_t)ptr;
+  gw_ptrinfo info = {GW_MEM_HOST, -1, NULL, 0, NULL, (void *)ptr, 0};
+  if (atomic_load_explicit(&live_ranges, memory_order_relaxed) != 0) {
+    pthread_mutex_lock(&model_lock);
+    /* Allocations first: a live allocation can land on a stale registration's bytes
+     * (user free()d registered memory), and the allocation is what the memory is now. */
+    const range *r = containing(&allocs, p);
+    if (r) {
+      info.kind = r->kind;
+      info.device = r->device;
+      info.base = (void *)r->base;
+      info.extent = r->size;
+      info.device_ptr = (void *)ptr;
+      info.host_ptr = r->kind == GW_MEM_DEVICE ? NULL : (void *)ptr;
+    } else if ((r = containing(&regs, p)) != NULL) {
+      info.kind = GW_MEM_PINNED;
+      info.device = r->device;
+      info.base = (void *)r->base;
+      info.extent = r->size;
+      info.device_ptr = (void *)ptr;
+      info.flags = GW_PTR_HOST_REGISTERED;
+    }
+    pthread_mutex_unlock(&model_lock);
+  }
+  *out = info;
+}
+
+gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size_t bytes,
+                              void **out) {
+  if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
+    return gw__fail(GW_EINVAL, "%s: kind %d (%s) is not device, pinned or managed memory", who,
+                    (int)kind, kind_name(kind));
+  if (!out)
+    return gw__fail(GW_EINVAL, "%s: out is NULL", who);
+  /* A zero-byte request still gets a distinct, classifiable pointer. */
+  size_t size = bytes ? bytes : 1;
+  void *p = NULL;
+  int rc = posix_memalign(&p, 256, size);
+  if (rc != 0)
+    return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d",
+                    who, bytes, kind_name(kind), device);
+  pthread_mutex_lock(&model_lock);
+  const range *clash = overlapping(&allocs, (uintptr_t)p, (uintptr_t)p + size);
+  if (clash || reserve(&allocs)) {
+    gw_status st =
+        clash ? gw__fail(GW_EBACKEND,
+                         "%s: new memory [%p, +%zu) overlaps live %s allocation [%p, +%zu) "
+                         "(was backend memory released with free()?)",
+                         who, p, size, kind_name(clash->kind), (void *)clash->base, clash->size)
+              : gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
+    pthread_mutex_unlock(&model_lock);
+    free(p);
+    return st;
+  }
+  insert(&allocs, (range){(uintptr_t)p, size, kind, device});
+  pthread_mutex_unlock(&model_lock);
+  *out = p;
+  return GW_OK;
+}
+
+gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void *ptr) {
+  if (!ptr)
+    return GW_OK; /* as cudaFree(NULL) and free(NULL) */
+  uintptr_t p = (uintptr_t)ptr;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  range *r = containing(&allocs, p);
+  const range *reg;
+  if (r && r->base == p && (kind == GW_MEM_UNKNOWN || kind == r->kind) &&
+      (device < 0 || device == r->device)) {
+    erase(&allocs, r);
+    pthread_mutex_unlock(&model_lock);
+    free(ptr);
+    return GW_OK;
+  }
+  if (r && r->base != p)
+    st = gw__fail(GW_EINVAL,
+                  "%s: %p is inside %s allocation [%p, +%zu), not its base (invalid value)", who,
+                  ptr, kind_name(r->kind), (void *)r->base, r->size);
+  else if (r && kind != GW_MEM_UNKNOWN && kind != r->kind)
+    st = gw__fail(GW_EINVAL, "%s: %p is a %s allocation, not %s memory (invalid value)", who,
+                  ptr, kind_name(r->kind), kind_name(kind));
+  else if (r)
+    st = gw__fail(GW_EINVAL, "%s: %p belongs to cpu device %d, not device %d (invalid value)",
+                  who, ptr, r->device, device);
+  else if ((reg = containing(&regs, p)) != NULL)
+    st = gw__fail(GW_EINVAL,
+                  "%s: %p is registered host memory [%p, +%zu), not an allocation (invalid "
+                  "value, as cudaFreeHost returns on CUDA; the registration stays)",
+                  who, ptr, (void *)reg->base, reg->size);
+  else
+    st = gw__fail(GW_EINVAL, "%s: %p is not a live backend allocation (invalid value)", who,
+                  ptr);
+  pthread_mutex_unlock(&model_lock);
+  return st;
+}
+
+gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes) {
+  uintptr_t b = (uintptr_t)base;
+  if (!base || bytes == 0)
+    return gw__fail(GW_EINVAL, "%s: [%p, +%zu): %s (invalid value)", who, base, bytes,
+                    base ? "zero bytes" : "NULL pointer");
+  if (bytes > UINTPTR_MAX - b)
+    return gw__fail(GW_EINVAL, "%s: [%p, +%zu) wraps around the address space", who, base,
+                    bytes);
+  uintptr_t e = b + bytes;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  const range *r;
+  if ((r = overlapping(&regs, b, e)) != NULL)
+    st = gw__fail(GW_EALREADY,
+                  "%s: [%p, +%zu) overlaps registration [%p, +%zu) (already registered: "
+                  "cudaErrorHostMemoryAlreadyRegistered, 712)",
+                  who, base, bytes, (void *)r->base, r->size);
+  else if ((r = overlapping(&allocs, b, e)) != NULL)
+    st = gw__fail(GW_EALREADY,
+                  "%s: [%p, +%zu) overlaps %s allocation [%p, +%zu) (already registered: "
+                  "cudaErrorHostMemoryAlreadyRegistered, 712)",
+                  who, base, bytes, kind_name(r->kind), (void *)r->base, r->size);
+  else if (reserve(&regs))
+    st = gw__fail(GW_ENOMEM, "%s: cannot grow the registration table", who);
+  else
+    insert(&regs, (range){b, bytes, GW_MEM_PINNED, device});
+  pthread_mutex_unlock(&model_lock);
+  return st;
+}
+
+gw_status gw__cpu_model_unregister(const char *who, void *base) {
+  uintptr_t b = (uintptr_t)base;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  range *r = base ? containing(&regs, b) : NULL;
+  const range *a;
+  if (r && r->base == b)
+    erase(&regs, r);
+  else if (r)
+    st = gw__fail(GW_EINVAL,
+                  "%s: %p is inside registration [%p, +%zu), not its base (invalid value; "
+                  "unregistering needs the exact base)",
+                  who, base, (void *)r->base, r->size);
+  else if (base && (a = containing(&allocs, b)) != NULL)
+    st = gw__fail(GW_ENOTREG,
+                  "%s: %p is in a %s allocation [%p, +%zu), not a registration (not "
+                  "registered: cudaErrorHostMemoryNotRegistered, 713)",
+                  who, base, kind_name(a->kind), (void *)a->base, a->size);
+  else
+    st = gw__fail(GW_ENOTREG,
+                  "%s: %p is not registered (cudaErrorHostMemoryNotRegistered, 713: never "
+                  "registered, or unregistered already)",
+                  who, base);
+  pthread_mutex_unlock(&model_lock);
+  return st;
+}
+
+gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev) {
+  uintptr_t p = (uintptr_t)host;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  const range *r = containing(&allocs, p);
+  if (r && r->kind == GW_MEM_DEVICE)
+    st = gw__fail(GW_EINVAL, "%s: %p is device memory, not host memory (invalid value)", who,
+                  host);
+  else if (!r && !containing(&regs, p))
+    st = gw__fail(GW_EINVAL,
+                  "%s: %p is neither registered nor pinned/managed memory (invalid value)", who,
+                  host);
+  pthread_mutex_unlock(&model_lock);
+  if (st == GW_OK)
+    *dev = host; /* one address space: the device sees host memory where the host does */
+  return st;
+}
+
+/* ---- counters ---- */
+
+GW_API size_t gw_cpu_live_allocations(void) {
+  pthread_mutex_lock(&model_lock);
+  size_t n = allocs.n;
+  pthread_mutex_unlock(&model_lock);
+  return n;
+}
+
+GW_API size_t gw_cpu_live_registrations(void) {
+  pthread_mutex_lock(&model_lock);
+  size_t n = regs.n;
+  pthread_mutex_unlock(&model_lock);
+  return n;
+}
+
+/* ---- the raw runtime, as a user calls it outside gpuwrap (cudaMalloc, ...) ---- */
+
+GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes, void **out) {
+  gw_status st = gw__cpu_check(GW_CPU_OP_ALLOC);
+  if (st)
+    return st;
+  const gw__cpu_config *c = gw__cpu_config_get();
+  if (device < 0 || device >= c->devices)
+    return gw__fail(GW_ENODEV, "gw_cpu_runtime_alloc: no cpu device %d (%d modelled)", device,
+                    c->devices);
+  return gw__cpu_model_alloc("gw_cpu_runtime_alloc", kind, device, bytes, out);
+}
+
+GW_API gw_status gw_cpu_runtime_free(void *ptr) {
+  gw_status st = gw__cpu_check(GW_CPU_OP_FREE);
+  if (st)
+    return st;
+  return gw__cpu_model_free("gw_cpu_runtime_free", GW_MEM_UNKNOWN, -1, ptr);
+}
+
+GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes) {
+  gw_status st = gw__cpu_check(GW_CPU_OP_REGISTER);
+  if (st)
+    return st;
+  /* A user's cudaHostRegister runs on the current device, device 0 unless set. */
+  return gw__cpu_model_register("gw_cpu_runtime_register", 0, ptr, bytes);
+}
+
+GW_API gw_status gw_cpu_runtime_unregister(void *ptr) {
+  gw_status st = gw__cpu_check(GW_CPU_OP_UNREGISTER);
+  if (st)
+    return st;
+  return gw__cpu_model_unregister("gw_cpu_runtime_unregister", ptr);
+}
