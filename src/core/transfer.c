@@ -30,7 +30,7 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   gw__xfer x;
   gw_status s = gw__plan_copy(dst, src, &x);
   if (s != GW_OK || elements(dst) == 0) return s;
-  gw_context *ctx;
+  gw_context *ctx = NULL;
   s = executor(dst, src, &ctx);
   if (s != GW_OK) return s;
   if (!x.dst || !x.src) return gw__fail(GW_EINVAL, "src/dst: no address to copy through");

@@ -1,0 +1,313 @@
+/*
+ * GPU backend (CUDA and HIP from this one source, through vendor_cuda.h / vendor_hip.h):
+ * plugin entry, contexts, pointer query, allocation and host registration.
+ * Transfers and fills are in gpu_copy.c.
+ */
+#include "gpu_internal.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const gw__host_api *gwg_host;
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+static gw_status map_err(gwv_err e) {
+  if (GWV_IS_ALREADY_REGISTERED(e))
+    return GW_EALREADY;
+  if (GWV_IS_NOT_REGISTERED(e))
+    return GW_ENOTREG;
+  if (GWV_IS_OOM(e))
+    return GW_ENOMEM;
+  if (GWV_IS_NODEV(e))
+    return GW_ENODEV;
+  return GW_EBACKEND;
+}
+
+static gw_status vfail(gw_status s, gwv_err e, const char *fmt, va_list ap) {
+  char what[256];
+  vsnprintf(what, sizeof what, fmt, ap);
+  /* Non-sticky errors stay in the runtime's last-error slot: clear them, so the caller's
+   * next cudaGetLastError() does not report gpuwrap's handled failure as theirs. */
+  (void)gwv_GetLastError();
+  return gwg_host->fail(s, "%s: %s: %s", what, gwv_GetErrorName(e), gwv_GetErrorString(e));
+}
+
+gw_status gwg_fail(gwv_err e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gw_status s = vfail(map_err(e), e, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+gw_status gwg_fail_as(gw_status st, gwv_err e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gw_status s = vfail(st, e, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* ---- current device ------------------------------------------------------------------ */
+
+gw_status gwg_enter(int device, int *prev) {
+  gwv_err e = gwv_GetDevice(prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("GetDevice"));
+  if (*prev != device && (e = gwv_SetDevice(device)) != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("SetDevice(%d)"), device);
+  return GW_OK;
+}
+
+void gwg_leave(int device, int prev) {
+  /* Switching back to a device that was current a moment ago cannot fail in a way the
+   * caller could act on; the operation's own result is what matters. */
+  if (prev != device && gwv_SetDevice(prev) != GWV_SUCCESS)
+    (void)gwv_GetLastError();
+}
+
+/* ---- devices and contexts -------------------------------------------------------------- */
+
+static gw_status device_count(int *count) {
+  int n = 0;
+  gwv_err e = gwv_GetDeviceCount(&n);
+  if (e == GWV_SUCCESS) {
+    *count = n;
+    return GW_OK;
+  }
+  if (GWV_IS_NO_DEVICE(e)) { /* a working driver that sees no device */
+    (void)gwv_GetLastError();
+    *count = 0;
+    return GW_OK;
+  }
+  /* Driver missing, too old or broken: the backend is unusable. */
+  return gwg_fail_as(GW_ENODEV, e, GWV_CALL("GetDeviceCount"));
+}
+
+static gw_status context_init(int device, void **state, gw__caps *caps) {
+  int n = 0, prev = 0;
+  gw_status s = device_count(&n);
+  if (s != GW_OK)
+    return s;
+  if (device < 0 || device >= n)
+    return gwg_host->fail(GW_ENODEV, "%s device %d does not exist (%d device%s)", GWV_NAME,
+                          device, n, n == 1 ? "" : "s");
+  gwg_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return gwg_host->fail(GW_ENOMEM, "%s context: out of host memory", GWV_NAME);
+  /* Create the device's (primary) context now: later queries must not be the first call
+   * that initialises the runtime, and a broken device should fail here. */
+  if ((s = gwg_enter(device, &prev)) != GW_OK) {
+    free(c);
+    return s;
+  }
+  gwv_err e = gwv_InitContext();
+  gwg_leave(device, prev);
+  if (e != GWV_SUCCESS) {
+    free(c);
+    return gwg_fail(e, "initialising %s device %d", GWV_NAME, device);
+  }
+  c->device = device;
+  c->caps.pageable_access = gwv_device_attr(GWV_ATTR_PAGEABLE_ACCESS, device) != 0;
+  c->caps.host_ptr_for_registered = gwv_device_attr(GWV_ATTR_HOST_PTR_FOR_REGISTERED, device) != 0;
+  c->caps.tells_registered = 0; /* pinned allocations and registrations look the same */
+  c->caps.kernels = GW_HAVE_KERNELS;
+  c->caps.gpu_aware_hint = 0;
+  int sms = gwv_device_attr(GWV_ATTR_SM_COUNT, device);
+  c->max_blocks = (sms > 0 ? sms : 32) * 8;
+  int pitch = gwv_device_attr(GWV_ATTR_MAX_PITCH, device);
+  c->max_pitch = pitch > 0 ? (size_t)pitch : (size_t)INT_MAX;
+  *caps = c->caps;
+  *state = c;
+  return GW_OK;
+}
+
+static void context_fini(void *state) { free(state); }
+
+/* ---- pointer query ----------------------------------------------------------------------- */
+
+static gw_status device_address(void *state, void *host, void **dev);
+
+static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
+  gwg_ctx *c = state;
+  gwc_attrs a;
+  gwv_query(ptr, &a);
+  gwc_caps caps = {.pageable_access = c->caps.pageable_access,
+                   .host_ptr_for_registered = c->caps.host_ptr_for_registered};
+  gw_ptrinfo r;
+  gw_status s = gwc_classify(ptr, &a, &caps, &r);
+  if (s != GW_OK)
+    return gwg_host->fail(s, "%s(%p): %s: %s", GWV_QUERY_CALL, ptr,
+                          gwv_query_error_name(a.status), gwv_query_error_text(a.status));
+  if (r.kind == GW_MEM_PINNED && r.device_ptr == NULL) {
+    /* The device cannot use the host address and the query did not say which one it
+     * uses: ask for the base's mapping and add the offset (interior pointers). */
+    char *hb = r.base ? (char *)r.base : (char *)(uintptr_t)ptr;
+    void *db = NULL;
+    if ((s = device_address(state, hb, &db)) != GW_OK)
+      return s;
+    r.device_ptr = (char *)db + ((const char *)ptr - hb);
+  }
+  *out = r;
+  return GW_OK;
+}
+
+/* ---- allocation ---------------------------------------------------------------------------- */
+
+/* Not gw_memkind_name(): the plugin calls nothing in the core but the host API, so it
+ * also loads into executables linked with the static core. */
+static const char *kind_name(gw_memkind k) {
+  switch (k) {
+  case GW_MEM_HOST: return "host";
+  case GW_MEM_PINNED: return "pinned";
+  case GW_MEM_DEVICE: return "device";
+  case GW_MEM_MANAGED: return "managed";
+  default: return "unknown";
+  }
+}
+
+
+static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
+  gwg_ctx *c = state;
+  void *p = NULL;
+  gwv_err e;
+  const char *call;
+  int prev;
+  if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
+    return gwg_host->fail(GW_ENOTSUP, "%s backend cannot allocate %s memory", GWV_NAME,
+                          kind_name(kind));
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  switch (kind) {
+  case GW_MEM_DEVICE:
+    call = GWV_CALL("Malloc");
+    e = gwv_Malloc(&p, bytes);
+    break;
+  case GW_MEM_PINNED:
+    /* Mapped: the device address exists; Portable: every device can use it. */
+    call = GWV_CALL("HostAlloc");
+    e = gwv_HostAlloc(&p, bytes, GWV_HOST_ALLOC_FLAGS);
+    break;
+  default:
+    call = GWV_CALL("MallocManaged");
+    e = gwv_MallocManaged(&p, bytes, GWV_ATTACH_GLOBAL);
+    break;
+  }
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, "%s(%zu bytes) on device %d", call, bytes, c->device);
+  *out = p;
+  return GW_OK;
+}
+
+static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
+  gwg_ctx *c = state;
+  int prev, dev = device >= 0 ? device : c->device;
+  gwv_err e;
+  const char *call;
+  if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
+    return gwg_host->fail(GW_ENOTSUP, "%s backend cannot free %s memory", GWV_NAME,
+                          kind_name(kind));
+  /* Free on the memory's own device: freeing device 1's memory from device 0 works on
+   * CUDA, but not on every runtime, and the implied synchronisation belongs there. */
+  gw_status s = gwg_enter(dev, &prev);
+  if (s != GW_OK)
+    return s;
+  if (kind == GW_MEM_PINNED) {
+    /* On registered (not allocated) memory this fails with "invalid value" and leaves the
+     * registration intact (measured): harmless, and reported. */
+    call = GWV_CALL("FreeHost");
+    e = gwv_FreeHost(ptr);
+  } else {
+    call = GWV_CALL("Free"); /* also right for stream-ordered (MallocAsync) memory */
+    e = gwv_Free(ptr);
+  }
+  gwg_leave(dev, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, "%s(%p) on device %d", call, ptr, dev);
+  return GW_OK;
+}
+
+/* ---- host registration -------------------------------------------------------------------- */
+
+static gw_status host_register(void *state, void *base, size_t bytes) {
+  gwg_ctx *c = state;
+  int prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_err e = gwv_HostRegister(base, bytes, GWV_HOST_REGISTER_FLAGS);
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS) /* already registered (712) -> GW_EALREADY */
+    return gwg_fail(e, GWV_CALL("HostRegister(%p, %zu)"), base, bytes);
+  return GW_OK;
+}
+
+static gw_status host_unregister(void *state, void *base) {
+  gwg_ctx *c = state;
+  int prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_err e = gwv_HostUnregister(base);
+  gwg_leave(c->device, prev);
+  if (e == GWV_SUCCESS)
+    return GW_OK;
+  /* An interior pointer gives "invalid value": for the contract it is "not registered
+   * here" (unregistering needs the exact base). */
+  if (GWV_IS_NOT_REGISTERED(e) || GWV_IS_INVALID_VALUE(e))
+    return gwg_fail_as(GW_ENOTREG, e, GWV_CALL("HostUnregister(%p)"), base);
+  return gwg_fail(e, GWV_CALL("HostUnregister(%p)"), base);
+}
+
+static gw_status device_address(void *state, void *host, void **dev) {
+  gwg_ctx *c = state;
+  int prev;
+  void *d = NULL;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_err e = gwv_HostGetDevicePointer(&d, host, 0);
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("HostGetDevicePointer(%p)"), host);
+  *dev = d;
+  return GW_OK;
+}
+
+/* ---- the table and the plugin entry ------------------------------------------------------ */
+
+static const gw__backend_ops gwg_ops = {
+    .name = GWV_NAME,
+    .id = GWV_BACKEND,
+    .abi = GW__BACKEND_ABI,
+    .device_count = device_count,
+    .context_init = context_init,
+    .context_fini = context_fini,
+    .query = query,
+    .alloc = alloc,
+    .free = free_mem,
+    .host_register = host_register,
+    .host_unregister = host_unregister,
+    .device_address = device_address,
+    .copy = gwg_copy,
+    .fill = gwg_fill,
+    .synchronize = gwg_synchronize,
+    .stream_create = gwg_stream_create,
+    .stream_destroy = gwg_stream_destroy,
+    .stream_synchronize = gwg_stream_synchronize,
+};
+
+/* The only exported symbol of the plugin (plugin.map hides the rest, the static vendor
+ * runtime included, so it cannot clash with the application's own runtime). */
+__attribute__((visibility("default"))) const gw__backend_ops *
+gw__plugin_entry(const gw__host_api *host, int abi) {
+  if (!host || abi != GW__BACKEND_ABI || host->abi != GW__BACKEND_ABI || !host->fail)
+    return NULL; /* a core of another ABI: its fail() may not be what we think it is */
+  gwg_host = host;
+  return &gwg_ops;
+}

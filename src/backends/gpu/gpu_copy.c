@@ -1,0 +1,551 @@
+/*
+ * GPU backend: executing the core's copy and fill plans (gw__xfer, gw__fillspec: dims
+ * outermost first, extent-1 dims dropped, mergeable dims merged, byte strides).
+ *
+ * Copies, fastest first:
+ *   1. contiguous on both sides: one MemcpyAsync (cudaMemcpyDefault: UVA finds the kinds);
+ *   2. rows contiguous and the outer strides fit a pitched layout: one Memcpy2DAsync or
+ *      Memcpy3DAsync, when the rows are wide enough for DMA to beat a kernel;
+ *   3. both sides reachable by a kernel on the executing device: the strided-copy kernel;
+ *   4. otherwise a loop of 3-D/2-D/1-D copies over the outer dims (pageable host memory,
+ *      memory on another device, builds without kernels).
+ * Fills: a kernel where the memory is device-accessible; without one, memset when all
+ * bytes of the value are equal, else a small device pattern buffer copied into place;
+ * pageable memory the device cannot reach is filled by the host.
+ *
+ * Each operation runs on the memory's device (the device side's, else the context's) or
+ * the stream's device, and gives the caller's current device back. Without a stream the
+ * work goes to the legacy default stream, so it is ordered after the caller's earlier
+ * work exactly as cudaMemcpy is, and is complete on return.
+ */
+#include "gpu_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this row width a kernel beats a pitched DMA copy (DMA moves rows one at a time;
+ * narrow rows leave the copy engine idle). */
+#define GWG_DMA_MIN_ROW 512
+/* Size of the device pattern buffer of kernel-less fills. */
+#define GWG_PATTERN_BYTES ((size_t)1 << 20)
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static int64_t numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++)
+    n *= shape[d];
+  return n;
+}
+
+static int elem_size_ok(size_t e) { return e == 1 || e == 2 || e == 4 || e == 8 || e == 16; }
+
+/* Can a kernel running on device `exec` read/write memory of this kind and device? */
+static int reachable(const gwg_ctx *c, gw_memkind k, int device, int exec) {
+  switch (k) {
+  case GW_MEM_DEVICE: return device == exec; /* peers would need peer access enabled */
+  case GW_MEM_MANAGED: return 1;
+  case GW_MEM_PINNED: return 1; /* mapped and portable */
+  case GW_MEM_HOST: return c->caps.pageable_access;
+  default: return 0;
+  }
+}
+
+static int pitch_ok(const gwg_ctx *c, int64_t pitch, size_t width) {
+  return pitch > 0 && (uint64_t)pitch >= width && (uint64_t)pitch <= c->max_pitch;
+}
+
+/* A 3-D pitched side: rows of `width` bytes at `pitch`, slices at pitch*ysize. */
+static int slice_ok(const gwg_ctx *c, int64_t slice, int64_t pitch, int64_t rows,
+                    size_t width, size_t *ysize) {
+  if (!pitch_ok(c, pitch, width) || slice <= 0 || slice % pitch != 0 || slice / pitch < rows)
+    return 0;
+  *ysize = (size_t)(slice / pitch);
+  return 1;
+}
+
+/* Where a synchronous operation runs and on which stream. */
+typedef struct {
+  int device;
+  gwv_stream s;
+  int sync; /* complete before returning */
+} exec_t;
+
+static exec_t exec_for(const gwg_ctx *c, const gwg_stream *st, int dev_hint) {
+  exec_t e;
+  if (st) {
+    e.device = st->device;
+    e.s = st->s;
+    e.sync = 0;
+  } else {
+    e.device = dev_hint >= 0 ? dev_hint : c->device;
+    e.s = GWV_SYNC_STREAM;
+    e.sync = 1;
+  }
+  return e;
+}
+
+/* ---- copies --------------------------------------------------------------------------------- */
+
+/* Reverse dims that run backwards on both sides: same element pairs, positive pitches. */
+static void flip_common_negative(gw__xfer *x) {
+  for (int d = 0; d < x->ndim; d++) {
+    if (x->dst_stride[d] < 0 && x->src_stride[d] < 0) {
+      x->dst += x->dst_stride[d] * (x->shape[d] - 1);
+      x->src += x->src_stride[d] * (x->shape[d] - 1);
+      x->dst_stride[d] = -x->dst_stride[d];
+      x->src_stride[d] = -x->src_stride[d];
+    }
+  }
+}
+
+typedef enum { BLK_3D, BLK_2D, BLK_ROW, BLK_2D_ELEMS, BLK_ELEM } blk_kind;
+
+typedef struct {
+  blk_kind kind;
+  int outer;            /* dims iterated in C, before the block's dims */
+  size_t width;         /* bytes per row */
+  size_t height, depth; /* rows, slices */
+  size_t dpitch, spitch, dysize, sysize;
+} blk_t;
+
+/* The largest block one DMA call can move, given the layout of the innermost dims. */
+static blk_t plan_block(const gwg_ctx *c, const gw__xfer *x) {
+  blk_t b = {0};
+  int n = x->ndim, l = n - 1;
+  if (n == 0) { /* a single element */
+    b.kind = BLK_ROW;
+    b.outer = 0;
+    b.width = x->elem;
+    return b;
+  }
+  if (x->dst_stride[l] == (int64_t)x->elem && x->src_stride[l] == (int64_t)x->elem) {
+    b.width = (size_t)x->shape[l] * x->elem;
+    if (n >= 3 &&
+        slice_ok(c, x->dst_stride[n - 3], x->dst_stride[n - 2], x->shape[n - 2], b.width, &b.dysize) &&
+        slice_ok(c, x->src_stride[n - 3], x->src_stride[n - 2], x->shape[n - 2], b.width, &b.sysize)) {
+      b.kind = BLK_3D;
+      b.outer = n - 3;
+      b.height = (size_t)x->shape[n - 2];
+      b.depth = (size_t)x->shape[n - 3];
+      b.dpitch = (size_t)x->dst_stride[n - 2];
+      b.spitch = (size_t)x->src_stride[n - 2];
+    } else if (n >= 2 && pitch_ok(c, x->dst_stride[n - 2], b.width) &&
+               pitch_ok(c, x->src_stride[n - 2], b.width)) {
+      b.kind = BLK_2D;
+      b.outer = n - 2;
+      b.height = (size_t)x->shape[n - 2];
+      b.dpitch = (size_t)x->dst_stride[n - 2];
+      b.spitch = (size_t)x->src_stride[n - 2];
+    } else {
+      b.kind = BLK_ROW;
+      b.outer = n - 1;
+    }
+  } else if (pitch_ok(c, x->dst_stride[l], x->elem) && pitch_ok(c, x->src_stride[l], x->elem)) {
+    /* Strided innermost dim: a 2-D copy whose rows are single elements. */
+    b.kind = BLK_2D_ELEMS;
+    b.outer = n - 1;
+    b.width = x->elem;
+    b.height = (size_t)x->shape[l];
+    b.dpitch = (size_t)x->dst_stride[l];
+    b.spitch = (size_t)x->src_stride[l];
+  } else {
+    /* Opposite signs or zero strides: element by element (weird layouts, no kernel). */
+    b.kind = BLK_ELEM;
+    b.outer = n;
+    b.width = x->elem;
+  }
+  return b;
+}
+
+static gwv_err run_block(const blk_t *b, char *d, const char *s, gwv_stream st) {
+  switch (b->kind) {
+  case BLK_3D:
+    return gwv_memcpy3d_async(d, b->dpitch, b->dysize, s, b->spitch, b->sysize, b->width,
+                              b->height, b->depth, st);
+  case BLK_2D:
+  case BLK_2D_ELEMS:
+    return gwv_Memcpy2DAsync(d, b->dpitch, s, b->spitch, b->width, b->height,
+                             GWV_MEMCPY_DEFAULT, st);
+  default:
+    return gwv_MemcpyAsync(d, s, b->width, GWV_MEMCPY_DEFAULT, st);
+  }
+}
+
+static const char *block_call(const blk_t *b) {
+  switch (b->kind) {
+  case BLK_3D: return GWV_CALL("Memcpy3DAsync");
+  case BLK_2D:
+  case BLK_2D_ELEMS: return GWV_CALL("Memcpy2DAsync");
+  default: return GWV_CALL("MemcpyAsync");
+  }
+}
+
+/* One block per index of the outer dims (an odometer over dims [0, b->outer)). */
+static gw_status copy_blocks(const gw__xfer *x, const blk_t *b, gwv_stream st) {
+  int64_t idx[GW_MAX_DIMS] = {0};
+  int64_t count = numel(b->outer, x->shape);
+  char *d = x->dst;
+  const char *s = x->src;
+  for (int64_t it = 0; it < count; it++) {
+    gwv_err e = run_block(b, d, s, st);
+    if (e != GWV_SUCCESS)
+      return gwg_fail(e, "%s(dst %p, src %p, %zu bytes/row)", block_call(b), (void *)d,
+                      (const void *)s, b->width);
+    for (int k = b->outer - 1; k >= 0; k--) {
+      d += x->dst_stride[k];
+      s += x->src_stride[k];
+      if (++idx[k] < x->shape[k])
+        break;
+      d -= x->dst_stride[k] * x->shape[k];
+      s -= x->src_stride[k] * x->shape[k];
+      idx[k] = 0;
+    }
+  }
+  return GW_OK;
+}
+
+static int pick_copy_device(const gwg_ctx *c, const gw__xfer *x) {
+  if (x->dst_kind == GW_MEM_DEVICE && x->dst_device >= 0)
+    return x->dst_device;
+  if (x->src_kind == GW_MEM_DEVICE && x->src_device >= 0)
+    return x->src_device;
+  if (x->dst_kind == GW_MEM_MANAGED && x->dst_device >= 0)
+    return x->dst_device;
+  if (x->src_kind == GW_MEM_MANAGED && x->src_device >= 0)
+    return x->src_device;
+  return c->device;
+}
+
+static gw_status copy_on(const gwg_ctx *c, const gw__xfer *x, const exec_t *ex) {
+  blk_t b = plan_block(c, x);
+  int single = b.outer == 0 && b.kind != BLK_ELEM && b.kind != BLK_2D_ELEMS;
+  int contiguous = single && b.kind == BLK_ROW;
+#if GW_HAVE_KERNELS
+  int kernel = elem_size_ok(x->elem) && reachable(c, x->dst_kind, x->dst_device, ex->device) &&
+               reachable(c, x->src_kind, x->src_device, ex->device);
+  if (kernel && !contiguous && !(single && b.width >= GWG_DMA_MIN_ROW)) {
+    int e = gwk_copy(x, (void *)ex->s, c->max_blocks);
+    if (e != 0)
+      return gwg_fail((gwv_err)e, "strided copy kernel (%d dims, %zu-byte elements)", x->ndim,
+                      x->elem);
+    return GW_OK;
+  }
+#else
+  (void)contiguous;
+  (void)elem_size_ok;
+  (void)reachable;
+#endif
+  return copy_blocks(x, &b, ex->s);
+}
+
+gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
+  const gwg_ctx *c = state;
+  const gwg_stream *st = stream;
+  if (xin->ndim < 0 || xin->ndim > GW_MAX_DIMS)
+    return gwg_host->fail(GW_EINVAL, "copy: %d dims", xin->ndim);
+  if (numel(xin->ndim, xin->shape) == 0)
+    return GW_OK;
+  gw__xfer x = *xin;
+  flip_common_negative(&x);
+  exec_t ex = exec_for(c, st, pick_copy_device(c, &x));
+  int prev;
+  gw_status s = gwg_enter(ex.device, &prev);
+  if (s != GW_OK)
+    return s;
+  s = copy_on(c, &x, &ex);
+  /* Pageable memory: the API promises completion (the caller may free or reuse it). */
+  if (s == GW_OK && (ex.sync || x.dst_kind == GW_MEM_HOST || x.src_kind == GW_MEM_HOST)) {
+    gwv_err e = gwv_StreamSynchronize(ex.s);
+    if (e != GWV_SUCCESS)
+      s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a copy");
+  }
+  gwg_leave(ex.device, prev);
+  return s;
+}
+
+/* ---- fills ------------------------------------------------------------------------------------ */
+
+static void flip_negative(gw__fillspec *f) {
+  for (int d = 0; d < f->ndim; d++) {
+    if (f->stride[d] < 0) {
+      f->dst += f->stride[d] * (f->shape[d] - 1);
+      f->stride[d] = -f->stride[d];
+    }
+  }
+}
+
+/* The host fills pageable memory no device can reach (no DMA engine can either without
+ * registering it, which a fill should not do behind the caller's back). */
+static void host_fill(const gw__fillspec *f) {
+  int64_t idx[GW_MAX_DIMS] = {0};
+  int64_t count = numel(f->ndim, f->shape);
+  char *p = f->dst;
+  for (int64_t it = 0; it < count; it++) {
+    memcpy(p, f->value, f->elem);
+    for (int k = f->ndim - 1; k >= 0; k--) {
+      p += f->stride[k];
+      if (++idx[k] < f->shape[k])
+        break;
+      p -= f->stride[k] * f->shape[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+/* Rows of a fill: the innermost dim, contiguous (stride == elem) or not. */
+typedef struct {
+  int outer;       /* dims iterated in C */
+  int contiguous;  /* innermost stride == elem */
+  int64_t n;       /* elements per row */
+  int64_t stride;  /* innermost stride (bytes) */
+} rows_t;
+
+static rows_t fill_rows(const gw__fillspec *f) {
+  rows_t r;
+  if (f->ndim == 0) {
+    r.outer = 0;
+    r.contiguous = 1;
+    r.n = 1;
+    r.stride = (int64_t)f->elem;
+    return r;
+  }
+  r.outer = f->ndim - 1;
+  r.n = f->shape[f->ndim - 1];
+  r.stride = f->stride[f->ndim - 1];
+  r.contiguous = r.stride == (int64_t)f->elem;
+  return r;
+}
+
+typedef enum { ROW_MEMSET, ROW_D16, ROW_D32, ROW_PATTERN } row_how;
+
+/* Fill one row at `p` of r->n elements. */
+static gw_status fill_row(const gwg_ctx *c, const gw__fillspec *f, const rows_t *r, row_how how,
+                          char *p, const char *pattern, size_t pattern_bytes, gwv_stream s) {
+  gwv_err e = GWV_SUCCESS;
+  const char *call = GWV_CALL("MemcpyAsync");
+  size_t bytes = (size_t)r->n * f->elem;
+  switch (how) {
+  case ROW_MEMSET:
+    call = GWV_CALL("MemsetAsync");
+    e = gwv_MemsetAsync(p, f->value[0], bytes, s);
+    break;
+#if GWV_HAVE_MEMSET_D16_D32
+  case ROW_D16: {
+    uint16_t v;
+    memcpy(&v, f->value, 2);
+    call = GWV_CALL("MemsetD16Async");
+    e = gwv_memset_d16_async(p, v, (size_t)r->n, s);
+    break;
+  }
+  case ROW_D32: {
+    uint32_t v;
+    memcpy(&v, f->value, 4);
+    call = GWV_CALL("MemsetD32Async");
+    e = gwv_memset_d32_async(p, v, (size_t)r->n, s);
+    break;
+  }
+#endif
+  default:
+    if (r->contiguous) {
+      for (size_t off = 0; off < bytes && e == GWV_SUCCESS; off += pattern_bytes) {
+        size_t len = bytes - off < pattern_bytes ? bytes - off : pattern_bytes;
+        e = gwv_MemcpyAsync(p + off, pattern, len, GWV_MEMCPY_DEFAULT, s);
+      }
+    } else if (pitch_ok(c, r->stride, f->elem)) {
+      /* Rows of one element each: the pattern buffer is the (contiguous) source. */
+      size_t per = pattern_bytes / f->elem;
+      call = GWV_CALL("Memcpy2DAsync");
+      for (int64_t i = 0; i < r->n && e == GWV_SUCCESS; i += (int64_t)per) {
+        size_t h = (size_t)(r->n - i) < per ? (size_t)(r->n - i) : per;
+        e = gwv_Memcpy2DAsync(p + i * r->stride, (size_t)r->stride, pattern, f->elem, f->elem,
+                              h, GWV_MEMCPY_DEFAULT, s);
+      }
+    } else {
+      for (int64_t i = 0; i < r->n && e == GWV_SUCCESS; i++)
+        e = gwv_MemcpyAsync(p + i * r->stride, pattern, f->elem, GWV_MEMCPY_DEFAULT, s);
+    }
+    break;
+  }
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, "fill: %s(%p, %zu bytes)", call, (void *)p, bytes);
+  return GW_OK;
+}
+
+/* Without a kernel: memset-like calls where the value allows, else copies from a device
+ * pattern buffer (built once on the host, at most GWG_PATTERN_BYTES). Synchronous. */
+static gw_status fill_dma(const gwg_ctx *c, const gw__fillspec *f, const exec_t *ex) {
+  rows_t r = fill_rows(f);
+  row_how how = ROW_PATTERN;
+  int same = 1;
+  for (size_t i = 1; i < f->elem; i++)
+    same &= f->value[i] == f->value[0];
+  /* memset only where it is documented to work: device-side allocations. */
+  int devside = f->kind == GW_MEM_DEVICE || f->kind == GW_MEM_MANAGED;
+  if (r.contiguous && same && devside)
+    how = ROW_MEMSET;
+#if GWV_HAVE_MEMSET_D16_D32
+  else if (r.contiguous && f->kind == GW_MEM_DEVICE && f->elem == 2)
+    how = ROW_D16;
+  else if (r.contiguous && f->kind == GW_MEM_DEVICE && f->elem == 4)
+    how = ROW_D32;
+#endif
+
+  char *pattern = NULL;
+  size_t pattern_bytes = 0;
+  gw_status s = GW_OK;
+  gwv_err e;
+  if (how == ROW_PATTERN) {
+    size_t need = (size_t)r.n * f->elem;
+    pattern_bytes = need < GWG_PATTERN_BYTES ? need : GWG_PATTERN_BYTES / f->elem * f->elem;
+    char *h = malloc(pattern_bytes);
+    if (!h)
+      return gwg_host->fail(GW_ENOMEM, "fill: %zu bytes of host staging", pattern_bytes);
+    for (size_t off = 0; off < pattern_bytes; off += f->elem)
+      memcpy(h + off, f->value, f->elem);
+    void *d = NULL;
+    e = gwv_Malloc(&d, pattern_bytes);
+    if (e == GWV_SUCCESS) {
+      pattern = d;
+      e = gwv_Memcpy(pattern, h, pattern_bytes, GWV_MEMCPY_DEFAULT);
+    }
+    free(h);
+    if (e != GWV_SUCCESS) {
+      s = gwg_fail(e, "fill: staging a %zu-byte pattern", pattern_bytes);
+      if (pattern)
+        (void)gwv_Free(pattern);
+      return s;
+    }
+  }
+
+  int64_t idx[GW_MAX_DIMS] = {0};
+  int64_t count = numel(r.outer, f->shape);
+  char *p = f->dst;
+  for (int64_t it = 0; it < count && s == GW_OK; it++) {
+    s = fill_row(c, f, &r, how, p, pattern, pattern_bytes, ex->s);
+    for (int k = r.outer - 1; k >= 0; k--) {
+      p += f->stride[k];
+      if (++idx[k] < f->shape[k])
+        break;
+      p -= f->stride[k] * f->shape[k];
+      idx[k] = 0;
+    }
+  }
+  if (pattern) {
+    /* The copies read the pattern: wait for them before freeing it. */
+    e = gwv_StreamSynchronize(ex->s);
+    if (e != GWV_SUCCESS && s == GW_OK)
+      s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a fill");
+    (void)gwv_Free(pattern);
+  }
+  return s;
+}
+
+gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
+  const gwg_ctx *c = state;
+  const gwg_stream *st = stream;
+  gwv_err e;
+  if (fin->ndim < 0 || fin->ndim > GW_MAX_DIMS || fin->elem == 0 || fin->elem > 16)
+    return gwg_host->fail(GW_EINVAL, "fill: %d dims of %zu-byte elements", fin->ndim, fin->elem);
+  if (numel(fin->ndim, fin->shape) == 0)
+    return GW_OK;
+  gw__fillspec f = *fin;
+  flip_negative(&f);
+
+  if (f.kind == GW_MEM_HOST && !c->caps.pageable_access) {
+    /* Order after the stream's earlier work on this memory, then fill here. */
+    if (st && (e = gwv_StreamSynchronize(st->s)) != GWV_SUCCESS)
+      return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
+    host_fill(&f);
+    return GW_OK;
+  }
+
+  int hint = (f.kind == GW_MEM_DEVICE || f.kind == GW_MEM_MANAGED) ? f.device : -1;
+  exec_t ex = exec_for(c, st, hint);
+  int prev;
+  gw_status s = gwg_enter(ex.device, &prev);
+  if (s != GW_OK)
+    return s;
+#if GW_HAVE_KERNELS
+  if (elem_size_ok(f.elem) && reachable(c, f.kind, f.device, ex.device)) {
+    int k = gwk_fill(&f, (void *)ex.s, c->max_blocks);
+    if (k != 0)
+      s = gwg_fail((gwv_err)k, "fill kernel (%d dims, %zu-byte elements)", f.ndim, f.elem);
+  } else
+#endif
+  {
+    s = fill_dma(c, &f, &ex);
+  }
+  if (s == GW_OK && ex.sync && (e = gwv_StreamSynchronize(ex.s)) != GWV_SUCCESS)
+    s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a fill");
+  gwg_leave(ex.device, prev);
+  return s;
+}
+
+/* ---- synchronisation and streams ---------------------------------------------------------- */
+
+gw_status gwg_synchronize(void *state) {
+  const gwg_ctx *c = state;
+  int prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_err e = gwv_DeviceSynchronize();
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("DeviceSynchronize") " on device %d", c->device);
+  return GW_OK;
+}
+
+gw_status gwg_stream_create(void *state, void **out) {
+  const gwg_ctx *c = state;
+  gwg_stream *st = malloc(sizeof *st);
+  if (!st)
+    return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
+  int prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK) {
+    free(st);
+    return s;
+  }
+  /* Default (blocking) flags: ordered with the legacy stream like any cudaStreamCreate
+   * stream, so mixing with the caller's default-stream work stays correct. */
+  gwv_err e = gwv_StreamCreateWithFlags(&st->s, GWV_STREAM_FLAGS);
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS) {
+    free(st);
+    return gwg_fail(e, GWV_CALL("StreamCreateWithFlags") " on device %d", c->device);
+  }
+  st->device = c->device;
+  *out = st;
+  return GW_OK;
+}
+
+gw_status gwg_stream_destroy(void *state, void *stream) {
+  (void)state;
+  gwg_stream *st = stream;
+  if (!st)
+    return GW_OK;
+  int prev;
+  gw_status s = gwg_enter(st->device, &prev);
+  if (s != GW_OK)
+    return s; /* keep the stream: it is still usable and the caller learns why */
+  gwv_err e = gwv_StreamSynchronize(st->s);
+  gwv_err e2 = gwv_StreamDestroy(st->s);
+  gwg_leave(st->device, prev);
+  free(st);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("StreamSynchronize") " before destroying a stream");
+  if (e2 != GWV_SUCCESS)
+    return gwg_fail(e2, GWV_CALL("StreamDestroy"));
+  return GW_OK;
+}
+
+gw_status gwg_stream_synchronize(void *state, void *stream) {
+  (void)state;
+  const gwg_stream *st = stream;
+  gwv_err e = gwv_StreamSynchronize(st ? st->s : GWV_SYNC_STREAM);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("StreamSynchronize"));
+  return GW_OK;
+}

@@ -1,0 +1,66 @@
+/* Shared by the GPU backend's sources; one copy of the code for CUDA and HIP. */
+#ifndef GW_GPU_INTERNAL_H
+#define GW_GPU_INTERNAL_H
+
+#include "backend.h"
+#include "gpu_classify.h"
+
+#if defined(GW_VENDOR_HIP)
+#include "vendor_hip.h"
+#else
+#include "vendor_cuda.h"
+#endif
+
+#ifndef GW_HAVE_KERNELS
+#define GW_HAVE_KERNELS 0
+#endif
+#if GW_HAVE_KERNELS
+#include "kernels.h"
+#endif
+
+/* Per-context state. */
+typedef struct {
+  int device;
+  gw__caps caps;
+  int max_blocks;   /* grid cap for grid-stride kernels: SMs x 8 */
+  size_t max_pitch; /* largest pitch 2-D/3-D copies accept */
+} gwg_ctx;
+
+/* A gw_stream's backend half: the vendor stream and the device it belongs to. */
+typedef struct {
+  gwv_stream s;
+  int device;
+} gwg_stream;
+
+extern const gw__host_api *gwg_host;
+
+/* Report a failed vendor call: "<what>: <errorName>: <errorString>", mapped to gw_status
+ * (already registered -> GW_EALREADY, not registered -> GW_ENOTREG, out of memory ->
+ * GW_ENOMEM, no/invalid device -> GW_ENODEV, else GW_EBACKEND). Clears the runtime's
+ * last error so it does not leak into the caller's own checks. */
+gw_status gwg_fail(gwv_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same with an explicit status (e.g. GW_ENOTREG for an interior unregister). */
+gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Make `device` current for a vendor call and give back the caller's device afterwards
+ * (DESIGN: no operation changes the caller's current device). Only switches when needed,
+ * so the common case costs one cudaGetDevice.
+ */
+gw_status gwg_enter(int device, int *prev);
+void gwg_leave(int device, int prev);
+
+
+
+/* gpu_copy.c: transfers, fills, streams. */
+gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);
+gw_status gwg_fill(void *state, const gw__fillspec *f, void *stream);
+gw_status gwg_synchronize(void *state);
+gw_status gwg_stream_create(void *state, void **stream);
+gw_status gwg_stream_destroy(void *state, void *stream);
+gw_status gwg_stream_synchronize(void *state, void *stream);
+
+/* "cuda" "Malloc" -> "cudaMalloc": call names in messages follow the vendor. */
+#define GWV_CALL(name) GWV_NAME name
+#endif /* GW_GPU_INTERNAL_H */

@@ -1,0 +1,215 @@
+// Kernels of the GPU backend: N-d strided fill and copy, and a vectorised contiguous fill.
+// Compiled by nvcc for CUDA and by hipcc for HIP (-DGW_VENDOR_HIP); the C backend reaches
+// them only through the extern "C" launchers declared in kernels.h.
+//
+// Every kernel is a grid-stride loop (the grid is capped at SMs x 8 blocks, any size
+// works). Strided kernels move "words": the widest of 16/8/4/2/1 bytes that divides the
+// element size, the addresses and all strides, so complex64 with 4-byte alignment and
+// complex128 with 8-byte alignment work as well as aligned data.
+#include <stdint.h>
+#include <string.h>
+
+#if defined(GW_VENDOR_HIP)
+#include <hip/hip_runtime.h>
+typedef hipStream_t gwk_stream;
+#define gwkGetLastError() ((int)hipGetLastError())
+#else
+#include <cuda_runtime.h>
+typedef cudaStream_t gwk_stream;
+#define gwkGetLastError() ((int)cudaGetLastError())
+#endif
+
+#include "kernels.h"
+
+namespace {
+
+constexpr int KMAX = GW_MAX_DIMS + 1; // + the words-within-an-element dim
+constexpr int THREADS = 256;
+
+struct alignas(16) V16 {
+  uint64_t a, b;
+};
+
+// Shape and up to two stride sets, passed by value (well under the parameter limit).
+struct Region {
+  int ndim;
+  int64_t shape[KMAX];
+  int64_t s0[KMAX]; // dst strides, bytes
+  int64_t s1[KMAX]; // src strides, bytes
+};
+
+template <typename W> struct Pat {
+  W w[16 / sizeof(W)];
+};
+struct Bytes16 {
+  unsigned char b[16];
+};
+
+template <typename W>
+__global__ void k_fill_nd(Region r, char *dst, Pat<W> pat, int wpe, uint64_t n) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    uint64_t rem = i;
+    int64_t off = 0;
+    for (int d = r.ndim - 1; d >= 0; d--) {
+      uint64_t ext = (uint64_t)r.shape[d];
+      off += (int64_t)(rem % ext) * r.s0[d];
+      rem /= ext;
+    }
+    // With wpe > 1 the innermost dim is the word within the element: index i % wpe.
+    *reinterpret_cast<W *>(dst + off) = pat.w[wpe == 1 ? 0 : (int)(i % (uint64_t)wpe)];
+  }
+}
+
+template <typename W>
+__global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    uint64_t rem = i;
+    int64_t od = 0, os = 0;
+    for (int d = r.ndim - 1; d >= 0; d--) {
+      uint64_t ext = (uint64_t)r.shape[d];
+      int64_t c = (int64_t)(rem % ext);
+      rem /= ext;
+      od += c * r.s0[d];
+      os += c * r.s1[d];
+    }
+    *reinterpret_cast<W *>(dst + od) = *reinterpret_cast<const W *>(src + os);
+  }
+}
+
+// Contiguous fill: bytewise head up to a 16-byte boundary, 16-byte stores, bytewise tail.
+// `pat` is the value repeated from the region's first byte; `body` is it rotated by `head`
+// (the element size divides 16, so the pattern has period 16).
+__global__ void k_fill_contig(char *p, uint32_t head, uint64_t n16, uint32_t tail, Bytes16 pat,
+                              V16 body) {
+  uint64_t gid = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+  if (gid < head)
+    p[gid] = (char)pat.b[gid];
+  V16 *q = reinterpret_cast<V16 *>(p + head);
+  for (uint64_t i = gid; i < n16; i += (uint64_t)gridDim.x * blockDim.x)
+    q[i] = body;
+  if (gid < tail) {
+    uint64_t off = head + 16 * n16 + gid;
+    p[off] = (char)pat.b[(head + gid) % 16];
+  }
+}
+
+unsigned grid_for(uint64_t n, int max_blocks) {
+  uint64_t b = (n + THREADS - 1) / THREADS;
+  if (b < 1)
+    b = 1;
+  if (max_blocks > 0 && b > (uint64_t)max_blocks)
+    b = (uint64_t)max_blocks;
+  return (unsigned)b;
+}
+
+// Widest word dividing the element size, the addresses and every stride.
+size_t word_size(size_t elem, uintptr_t a0, uintptr_t a1, int ndim, const int64_t *s0,
+                 const int64_t *s1) {
+  uint64_t bits = elem | a0 | a1;
+  for (int d = 0; d < ndim; d++)
+    bits |= (uint64_t)s0[d] | (s1 ? (uint64_t)s1[d] : 0);
+  for (size_t w = 16; w > 1; w /= 2)
+    if ((bits & (w - 1)) == 0)
+      return w;
+  return 1;
+}
+
+// Region of words: the element dims, plus one innermost dim of `wpe` words if wpe > 1.
+Region words_region(int ndim, const int64_t *shape, const int64_t *s0, const int64_t *s1,
+                    size_t w, size_t wpe, uint64_t *n) {
+  Region r;
+  memset(&r, 0, sizeof r);
+  r.ndim = ndim;
+  *n = 1;
+  for (int d = 0; d < ndim; d++) {
+    r.shape[d] = shape[d];
+    r.s0[d] = s0[d];
+    r.s1[d] = s1 ? s1[d] : 0;
+    *n *= (uint64_t)shape[d];
+  }
+  if (wpe > 1) {
+    r.shape[ndim] = (int64_t)wpe;
+    r.s0[ndim] = (int64_t)w;
+    r.s1[ndim] = (int64_t)w;
+    r.ndim = ndim + 1;
+    *n *= wpe;
+  }
+  return r;
+}
+
+template <typename W>
+void launch_fill(const Region &r, char *dst, const unsigned char *value, size_t elem, int wpe,
+                 uint64_t n, gwk_stream s, int max_blocks) {
+  Pat<W> pat;
+  memset(&pat, 0, sizeof pat);
+  memcpy(&pat, value, elem);
+  k_fill_nd<W><<<grid_for(n, max_blocks), THREADS, 0, s>>>(r, dst, pat, wpe, n);
+}
+
+template <typename W>
+void launch_copy(const Region &r, char *dst, const char *src, uint64_t n, gwk_stream s,
+                 int max_blocks) {
+  k_copy_nd<W><<<grid_for(n, max_blocks), THREADS, 0, s>>>(r, dst, src, n);
+}
+
+} // namespace
+
+extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
+  gwk_stream s = (gwk_stream)stream;
+  size_t elem = f->elem;
+  bool contiguous = f->ndim == 0 || (f->ndim == 1 && f->stride[0] == (int64_t)elem);
+  if (contiguous && 16 % elem == 0) {
+    uint64_t bytes = elem * (f->ndim == 0 ? 1 : (uint64_t)f->shape[0]);
+    Bytes16 pat;
+    for (size_t i = 0; i < 16; i++)
+      pat.b[i] = f->value[i % elem];
+    uintptr_t a = (uintptr_t)f->dst;
+    uint64_t head = (16 - a % 16) % 16;
+    if (head > bytes)
+      head = bytes;
+    uint64_t n16 = (bytes - head) / 16, tail = (bytes - head) % 16;
+    unsigned char rot[16];
+    for (size_t t = 0; t < 16; t++)
+      rot[t] = pat.b[(head + t) % 16];
+    V16 body;
+    memcpy(&body, rot, 16);
+    uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
+    k_fill_contig<<<grid_for(work, max_blocks), THREADS, 0, s>>>(f->dst, (uint32_t)head, n16,
+                                                                 (uint32_t)tail, pat, body);
+    return gwkGetLastError();
+  }
+  size_t w = word_size(elem, (uintptr_t)f->dst, 0, f->ndim, f->stride, nullptr);
+  if (w > elem)
+    w = elem;
+  int wpe = (int)(elem / w);
+  uint64_t n;
+  Region r = words_region(f->ndim, f->shape, f->stride, nullptr, w, (size_t)wpe, &n);
+  switch (w) {
+  case 16: launch_fill<V16>(r, f->dst, f->value, elem, wpe, n, s, max_blocks); break;
+  case 8: launch_fill<uint64_t>(r, f->dst, f->value, elem, wpe, n, s, max_blocks); break;
+  case 4: launch_fill<uint32_t>(r, f->dst, f->value, elem, wpe, n, s, max_blocks); break;
+  case 2: launch_fill<uint16_t>(r, f->dst, f->value, elem, wpe, n, s, max_blocks); break;
+  default: launch_fill<uint8_t>(r, f->dst, f->value, elem, wpe, n, s, max_blocks); break;
+  }
+  return gwkGetLastError();
+}
+
+extern "C" int gwk_copy(const gw__xfer *x, void *stream, int max_blocks) {
+  gwk_stream s = (gwk_stream)stream;
+  size_t w = word_size(x->elem, (uintptr_t)x->dst, (uintptr_t)x->src, x->ndim, x->dst_stride,
+                       x->src_stride);
+  if (w > x->elem)
+    w = x->elem;
+  uint64_t n;
+  Region r = words_region(x->ndim, x->shape, x->dst_stride, x->src_stride, w, x->elem / w, &n);
+  switch (w) {
+  case 16: launch_copy<V16>(r, x->dst, x->src, n, s, max_blocks); break;
+  case 8: launch_copy<uint64_t>(r, x->dst, x->src, n, s, max_blocks); break;
+  case 4: launch_copy<uint32_t>(r, x->dst, x->src, n, s, max_blocks); break;
+  case 2: launch_copy<uint16_t>(r, x->dst, x->src, n, s, max_blocks); break;
+  default: launch_copy<uint8_t>(r, x->dst, x->src, n, s, max_blocks); break;
+  }
+  return gwkGetLastError();
+}

@@ -1,0 +1,154 @@
+/*
+ * Vendor shim, CUDA side. The backend sources (gpu_backend.c, gpu_copy.c) are written once
+ * against the gwv_* names; this header maps them onto the CUDA runtime, vendor_hip.h onto
+ * HIP. Only what really differs is code here: the pointer query (one driver-API
+ * cuPointerGetAttributes call on CUDA) and the error names/classes.
+ */
+#ifndef GW_GPU_VENDOR_CUDA_H
+#define GW_GPU_VENDOR_CUDA_H
+
+#include "gpu_classify.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define GWV_NAME "cuda"
+#define GWV_BACKEND GW_BACKEND_CUDA
+#define GWV_QUERY_CALL "cuPointerGetAttributes"
+
+typedef cudaError_t gwv_err;
+typedef cudaStream_t gwv_stream;
+typedef struct cudaMemcpy3DParms gwv_memcpy3d;
+
+#define GWV_SUCCESS cudaSuccess
+/* cudaMemcpy's own ordering: the legacy default stream, whatever the compile flags. */
+#define GWV_SYNC_STREAM cudaStreamLegacy
+#define GWV_MEMCPY_DEFAULT cudaMemcpyDefault
+#define GWV_STREAM_FLAGS cudaStreamDefault
+#define GWV_HOST_ALLOC_FLAGS (cudaHostAllocMapped | cudaHostAllocPortable)
+#define GWV_HOST_REGISTER_FLAGS (cudaHostRegisterMapped | cudaHostRegisterPortable)
+#define GWV_ATTACH_GLOBAL cudaMemAttachGlobal
+
+#define gwv_GetDeviceCount cudaGetDeviceCount
+#define gwv_GetDevice cudaGetDevice
+#define gwv_SetDevice cudaSetDevice
+#define gwv_InitContext() cudaFree(NULL)
+#define gwv_Malloc cudaMalloc
+#define gwv_Free cudaFree
+#define gwv_HostAlloc cudaHostAlloc
+#define gwv_FreeHost cudaFreeHost
+#define gwv_MallocManaged cudaMallocManaged
+#define gwv_HostRegister cudaHostRegister
+#define gwv_HostUnregister cudaHostUnregister
+#define gwv_HostGetDevicePointer cudaHostGetDevicePointer
+#define gwv_MemcpyAsync cudaMemcpyAsync
+#define gwv_Memcpy2DAsync cudaMemcpy2DAsync
+#define gwv_Memcpy3DAsync cudaMemcpy3DAsync
+#define gwv_MemsetAsync cudaMemsetAsync
+#define gwv_Memcpy cudaMemcpy
+#define gwv_StreamCreateWithFlags cudaStreamCreateWithFlags
+#define gwv_StreamDestroy cudaStreamDestroy
+#define gwv_StreamSynchronize cudaStreamSynchronize
+#define gwv_DeviceSynchronize cudaDeviceSynchronize
+#define gwv_GetLastError cudaGetLastError
+#define gwv_GetErrorName cudaGetErrorName
+#define gwv_GetErrorString cudaGetErrorString
+
+/* Device attributes; 0 when the runtime does not know one. */
+typedef enum {
+  GWV_ATTR_PAGEABLE_ACCESS = cudaDevAttrPageableMemoryAccess,
+  GWV_ATTR_HOST_PTR_FOR_REGISTERED = cudaDevAttrCanUseHostPointerForRegisteredMem,
+  GWV_ATTR_SM_COUNT = cudaDevAttrMultiProcessorCount,
+  GWV_ATTR_MAX_PITCH = cudaDevAttrMaxPitch,
+} gwv_attr;
+static inline int gwv_device_attr(gwv_attr a, int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, (enum cudaDeviceAttr)a, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    v = 0;
+  }
+  return v;
+}
+
+/* Error classes the backend maps to gw_status. */
+#define GWV_IS_ALREADY_REGISTERED(e) ((e) == cudaErrorHostMemoryAlreadyRegistered)
+#define GWV_IS_NOT_REGISTERED(e) ((e) == cudaErrorHostMemoryNotRegistered)
+#define GWV_IS_INVALID_VALUE(e) ((e) == cudaErrorInvalidValue)
+#define GWV_IS_OOM(e) ((e) == cudaErrorMemoryAllocation)
+#define GWV_IS_NODEV(e) ((e) == cudaErrorInvalidDevice || (e) == cudaErrorNoDevice || \
+                         (e) == cudaErrorInsufficientDriver)
+#define GWV_IS_NO_DEVICE(e) ((e) == cudaErrorNoDevice)
+
+/* A 3-D pitched copy; pitches and sizes in bytes, slice pitch = pitch * ysize. */
+static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,
+                                         const void *src, size_t spitch, size_t sysize,
+                                         size_t width, size_t height, size_t depth,
+                                         gwv_stream s) {
+  gwv_memcpy3d p = {0};
+  p.dstPtr.ptr = dst;
+  p.dstPtr.pitch = dpitch;
+  p.dstPtr.xsize = width;
+  p.dstPtr.ysize = dysize;
+  p.srcPtr.ptr = (void *)(uintptr_t)src;
+  p.srcPtr.pitch = spitch;
+  p.srcPtr.xsize = width;
+  p.srcPtr.ysize = sysize;
+  p.extent.width = width;
+  p.extent.height = height;
+  p.extent.depth = depth;
+  p.kind = cudaMemcpyDefault;
+  return cudaMemcpy3DAsync(&p, s);
+}
+
+/* Kernel-less fill helpers exist only on HIP builds without hipcc; CUDA always has
+ * kernels, so these are never reached. */
+#define GWV_HAVE_MEMSET_D16_D32 0
+
+/* The generation the classifier reads our raw attributes with. */
+#define GWV_GEN GWC_GEN_CUDA
+_Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST && (int)CU_MEMORYTYPE_DEVICE == GWC_CU_DEVICE &&
+                   (int)CU_MEMORYTYPE_ARRAY == GWC_CU_ARRAY && (int)CU_MEMORYTYPE_UNIFIED == GWC_CU_UNIFIED,
+               "CUmemorytype values changed: update gpu_classify.h");
+
+/*
+ * One cuPointerGetAttributes call: it answers for any pointer (pageable ones give memory
+ * type 0 and ordinal -2 with CUDA_SUCCESS), needs no current context, so it works whatever
+ * the caller's current device is (MPICH #5897). CONTEXT and BUFFER_ID are read along
+ * because they cost almost nothing in the same call (DESIGN's attribute list).
+ */
+static inline void gwv_query(const void *ptr, gwc_attrs *a) {
+  unsigned int memtype = 0, managed = 0;
+  int ordinal = -2;
+  CUcontext ctx = NULL;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  unsigned long long buffer_id = 0;
+  CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                               CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                               CU_POINTER_ATTRIBUTE_CONTEXT,
+                               CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                               CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                               CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void *v[7] = {&memtype, &managed, &ordinal, &ctx, &start, &size, &buffer_id};
+  CUresult r = cuPointerGetAttributes(7, at, v, (CUdeviceptr)(uintptr_t)ptr);
+  a->gen = GWC_GEN_CUDA;
+  a->status = (int)r;
+  a->memtype = (int)memtype;
+  a->is_managed = (int)managed;
+  a->device = ordinal;
+  a->device_pointer = 0; /* not asked: derived from caps, or looked up for pinned memory */
+  a->host_pointer = 0;
+  a->range_start = (uintptr_t)start;
+  a->range_size = size;
+}
+static inline const char *gwv_query_error_name(int status) {
+  const char *s = NULL;
+  return cuGetErrorName((CUresult)status, &s) == CUDA_SUCCESS && s ? s : "CUDA_ERROR_UNKNOWN";
+}
+static inline const char *gwv_query_error_text(int status) {
+  const char *s = NULL;
+  return cuGetErrorString((CUresult)status, &s) == CUDA_SUCCESS && s ? s : "unknown error";
+}
+
+#endif /* GW_GPU_VENDOR_CUDA_H */

@@ -1,0 +1,172 @@
+/*
+ * Vendor shim, HIP side (see vendor_cuda.h for the idea). What really differs from CUDA:
+ *   - the pointer query: hipPointerGetAttributes, whose struct has `memoryType` with
+ *     ROCm-5 numbering before ROCm 6 and `type` with CUDA-like numbering from ROCm 6; ROCm 5
+ *     returns an error for host memory it does not know (ROCm 6: "unregistered"). The
+ *     generation is fixed at compile time from HIP_VERSION_MAJOR and handed to the
+ *     classifier, which knows both numberings;
+ *   - base/extent come from a second call, hipMemGetAddressRange (HIP has no range
+ *     attribute in the pointer-attribute struct);
+ *   - the device address of registered memory can differ from the host address on AMD,
+ *     and the query gives it (devicePointer), so it is passed through;
+ *   - pinned allocation is hipHostMalloc/hipHostFree; the synchronous stream is the null
+ *     stream (HIP has no cudaStreamLegacy);
+ *   - without hipcc there are no kernels; hipMemsetD16/D32 help the kernel-less fill.
+ * Errors a HIP call leaves in hipGetLastError() are cleared by the backend, so a failure
+ * gpuwrap handles does not surface in the caller's own error checks.
+ */
+#ifndef GW_GPU_VENDOR_HIP_H
+#define GW_GPU_VENDOR_HIP_H
+
+#include "gpu_classify.h"
+
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__
+#endif
+#include <hip/hip_runtime_api.h>
+#include <hip/hip_version.h>
+#include <string.h>
+
+#define GWV_NAME "hip"
+#define GWV_BACKEND GW_BACKEND_HIP
+#define GWV_QUERY_CALL "hipPointerGetAttributes"
+
+typedef hipError_t gwv_err;
+typedef hipStream_t gwv_stream;
+
+#define GWV_SUCCESS hipSuccess
+#define GWV_SYNC_STREAM ((hipStream_t)0) /* the blocking null stream, like cudaMemcpy's */
+#define GWV_MEMCPY_DEFAULT hipMemcpyDefault
+#define GWV_STREAM_FLAGS hipStreamDefault
+#define GWV_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
+#define GWV_HOST_REGISTER_FLAGS (hipHostRegisterMapped | hipHostRegisterPortable)
+#define GWV_ATTACH_GLOBAL hipMemAttachGlobal
+
+#define gwv_GetDeviceCount hipGetDeviceCount
+#define gwv_GetDevice hipGetDevice
+#define gwv_SetDevice hipSetDevice
+#define gwv_InitContext() hipFree(NULL)
+#define gwv_Malloc hipMalloc
+#define gwv_Free hipFree
+#define gwv_HostAlloc hipHostMalloc
+#define gwv_FreeHost hipHostFree
+#define gwv_MallocManaged hipMallocManaged
+#define gwv_HostRegister hipHostRegister
+#define gwv_HostUnregister hipHostUnregister
+#define gwv_HostGetDevicePointer hipHostGetDevicePointer
+#define gwv_MemcpyAsync hipMemcpyAsync
+#define gwv_Memcpy2DAsync hipMemcpy2DAsync
+#define gwv_MemsetAsync hipMemsetAsync
+#define gwv_Memcpy hipMemcpy
+#define gwv_StreamCreateWithFlags hipStreamCreateWithFlags
+#define gwv_StreamDestroy hipStreamDestroy
+#define gwv_StreamSynchronize hipStreamSynchronize
+#define gwv_DeviceSynchronize hipDeviceSynchronize
+#define gwv_GetLastError hipGetLastError
+#define gwv_GetErrorName hipGetErrorName
+#define gwv_GetErrorString hipGetErrorString
+
+typedef enum {
+  GWV_ATTR_PAGEABLE_ACCESS = hipDeviceAttributePageableMemoryAccess,
+  /* "CUDA only" in ROCm 5: the query fails on AMD and we read 0, the safe answer there
+   * (registered memory gets its own device address). */
+  GWV_ATTR_HOST_PTR_FOR_REGISTERED = hipDeviceAttributeCanUseHostPointerForRegisteredMem,
+  GWV_ATTR_SM_COUNT = hipDeviceAttributeMultiprocessorCount,
+  GWV_ATTR_MAX_PITCH = hipDeviceAttributeMaxPitch,
+} gwv_attr;
+static inline int gwv_device_attr(gwv_attr a, int device) {
+  int v = 0;
+  if (hipDeviceGetAttribute(&v, (hipDeviceAttribute_t)a, device) != hipSuccess) {
+    (void)hipGetLastError();
+    v = 0;
+  }
+  return v;
+}
+
+#define GWV_IS_ALREADY_REGISTERED(e) ((e) == hipErrorHostMemoryAlreadyRegistered)
+#define GWV_IS_NOT_REGISTERED(e) ((e) == hipErrorHostMemoryNotRegistered)
+#define GWV_IS_INVALID_VALUE(e) ((e) == hipErrorInvalidValue)
+#define GWV_IS_OOM(e) ((e) == hipErrorOutOfMemory)
+#define GWV_IS_NODEV(e) ((e) == hipErrorInvalidDevice || (e) == hipErrorNoDevice || \
+                         (e) == hipErrorInsufficientDriver)
+#define GWV_IS_NO_DEVICE(e) ((e) == hipErrorNoDevice)
+
+static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,
+                                         const void *src, size_t spitch, size_t sysize,
+                                         size_t width, size_t height, size_t depth,
+                                         gwv_stream s) {
+  struct hipMemcpy3DParms p = {0};
+  p.dstPtr = make_hipPitchedPtr(dst, dpitch, width, dysize);
+  p.srcPtr = make_hipPitchedPtr((void *)(uintptr_t)src, spitch, width, sysize);
+  p.extent = make_hipExtent(width, height, depth);
+  p.kind = hipMemcpyDefault;
+  return hipMemcpy3DAsync(&p, s);
+}
+
+#define GWV_HAVE_MEMSET_D16_D32 1
+static inline gwv_err gwv_memset_d16_async(void *dst, uint16_t v, size_t n, gwv_stream s) {
+  return hipMemsetD16Async((hipDeviceptr_t)dst, v, n, s);
+}
+static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_stream s) {
+  return hipMemsetD32Async((hipDeviceptr_t)dst, (int)v, n, s);
+}
+
+#if HIP_VERSION_MAJOR >= 6
+#define GWV_GEN GWC_GEN_ROCM6
+#define GWV_ATTR_TYPE(a) ((a).type)
+_Static_assert((int)hipMemoryTypeUnregistered == GWC_HIP6_UNREGISTERED &&
+                   (int)hipMemoryTypeHost == GWC_HIP6_HOST && (int)hipMemoryTypeDevice == GWC_HIP6_DEVICE &&
+                   (int)hipMemoryTypeManaged == GWC_HIP6_MANAGED && (int)hipMemoryTypeArray == GWC_HIP6_ARRAY &&
+                   (int)hipMemoryTypeUnified == GWC_HIP6_UNIFIED,
+               "hipMemoryType (ROCm 6) values changed: update gpu_classify.h");
+#else
+#define GWV_GEN GWC_GEN_ROCM5
+#define GWV_ATTR_TYPE(a) ((a).memoryType)
+/* hipMemoryTypeManaged (4) only exists in late 5.x headers; it is not checked here. */
+_Static_assert((int)hipMemoryTypeHost == GWC_HIP5_HOST && (int)hipMemoryTypeDevice == GWC_HIP5_DEVICE &&
+                   (int)hipMemoryTypeArray == GWC_HIP5_ARRAY && (int)hipMemoryTypeUnified == GWC_HIP5_UNIFIED,
+               "hipMemoryType (ROCm 5) values changed: update gpu_classify.h");
+#endif
+_Static_assert((int)hipErrorInvalidValue == GWC_HIP_ERROR_INVALID_VALUE,
+               "hipErrorInvalidValue changed: update gpu_classify.h");
+
+/* hipPointerGetAttributes, then hipMemGetAddressRange for base/extent when the pointer is
+ * one HIP knows. Neither depends on the current device. */
+static inline void gwv_query(const void *ptr, gwc_attrs *a) {
+  hipPointerAttribute_t h;
+  memset(&h, 0, sizeof h);
+  hipError_t e = hipPointerGetAttributes(&h, ptr);
+  a->gen = GWV_GEN;
+  a->status = (int)e;
+  a->memtype = (int)GWV_ATTR_TYPE(h);
+  a->is_managed = h.isManaged;
+  a->device = h.device;
+  a->device_pointer = (uintptr_t)h.devicePointer;
+  a->host_pointer = (uintptr_t)h.hostPointer;
+  a->range_start = 0;
+  a->range_size = 0;
+  if (e != hipSuccess) {
+    (void)hipGetLastError(); /* ROCm 5's "unregistered" error must not stick */
+    return;
+  }
+#if HIP_VERSION_MAJOR >= 6
+  if (a->memtype == GWC_HIP6_UNREGISTERED)
+    return;
+#endif
+  hipDeviceptr_t base = NULL;
+  size_t size = 0;
+  if (hipMemGetAddressRange(&base, &size, (hipDeviceptr_t)(uintptr_t)ptr) == hipSuccess) {
+    a->range_start = (uintptr_t)base;
+    a->range_size = size;
+  } else {
+    (void)hipGetLastError(); /* range unknown is allowed: base NULL, extent 0 */
+  }
+}
+static inline const char *gwv_query_error_name(int status) {
+  return hipGetErrorName((hipError_t)status);
+}
+static inline const char *gwv_query_error_text(int status) {
+  return hipGetErrorString((hipError_t)status);
+}
+
+#endif /* GW_GPU_VENDOR_HIP_H */

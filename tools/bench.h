@@ -1,0 +1,127 @@
+/*
+ * `gpuwrap bench` internals: the raw-runtime baseline interface, results, statistics.
+ *
+ * Every measured path runs twice in one process, side by side: once through the raw
+ * runtime (the CPU backend's modelled runtime + memcpy, or the CUDA driver API loaded with
+ * dlopen) and once through gpuwrap, on the same buffers. Both sides are synchronous calls
+ * (complete on return) and are timed with the same timer (device events on CUDA, the host
+ * clock on the CPU backend).
+ */
+#ifndef GW_TOOL_BENCH_H
+#define GW_TOOL_BENCH_H
+
+#include "tool.h"
+
+#include <stdint.h>
+
+/* ---- the raw runtime side -------------------------------------------------------------- */
+typedef struct gw_raw {
+  const char *name;       /* what the raw side is */
+  const char *timer_what; /* how device work is timed */
+  const char *query_what; /* the raw pointer query, or NULL if the runtime has none */
+  const char *fill_what;  /* the raw device fill */
+  /* One raw pointer query (NULL if none). 0 on success. */
+  int (*query)(const void *p);
+  /* Allocate/free GW_MEM_DEVICE, GW_MEM_PINNED or GW_MEM_MANAGED memory. */
+  int (*alloc)(gw_memkind kind, size_t bytes, void **out);
+  void (*free)(gw_memkind kind, void *p);
+  /* Page-lock / unlock host memory (exact base on unregister). */
+  int (*host_register)(void *p, size_t bytes);
+  int (*host_unregister)(void *p);
+  /* Device address of pinned / registered host memory. */
+  int (*device_ptr)(void *host, void **dev);
+  /* Synchronous copies (addresses as the host knows them: unified addressing). */
+  int (*copy)(void *dst, const void *src, size_t bytes);
+  int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
+  /* Synchronous fill of `bytes` (multiple of 16) at device address `dev` with a 32-bit word. */
+  int (*fill32)(void *dev, size_t bytes, uint32_t word);
+  /* Time device work: begin, then end returns elapsed seconds once the work is done. */
+  void (*timer_begin)(void);
+  double (*timer_end)(void);
+  /* Free device memory in bytes (SIZE_MAX if unlimited/unknown). */
+  size_t (*device_free_mem)(void);
+  /* Text of the last raw failure. */
+  const char *(*last_error)(void);
+  void (*close)(void);
+} gw_raw;
+
+/* Open the raw side for a backend/device; 0 on success, else err says why. */
+int gw_raw_cpu_open(int device, gw_raw *out, char *err, size_t n);
+int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n);
+
+/* ---- statistics ------------------------------------------------------------------------- */
+typedef struct {
+  int n;                          /* samples; 0 = not measured */
+  double med, min, max, q1, q3;   /* seconds per operation */
+} gw_stat;
+/* Sort samples (seconds per op) in place and summarise them. */
+gw_stat gw_stat_of(double *samples, int n);
+
+/* ---- results ----------------------------------------------------------------------------- */
+typedef enum { GW_UNIT_LATENCY, GW_UNIT_BANDWIDTH } gw_unit;
+
+typedef struct {
+  char section[16];  /* query, wrap, register, copy, face, zerocopy, fill */
+  char path[64];     /* e.g. "device->pinned" */
+  char note[96];     /* what each side is, where it is not obvious */
+  size_t bytes;      /* bytes moved/registered per op (0 for latencies of size-free ops) */
+  int threads;
+  gw_unit unit;
+  gw_stat raw, gw;
+  double allocs_per_op; /* heap allocations per gpuwrap op; < 0 when not counted */
+} gw_result;
+
+typedef struct {
+  gw_backend backend;
+  int device;
+  int quick;
+  int threads;
+  size_t max_size;
+  double time_scale; /* multiplies repetition counts */
+  gw_context *ctx;
+  gw_raw raw;
+  int errors; /* failed calls: the run is not trustworthy */
+  gw_result *res;
+  int nres, cap;
+} gw_bench;
+
+gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes, gw_unit unit);
+/* Record a failure of a call the benchmark depends on (printed on stderr, counted). */
+void gw_bench_error(gw_bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Progress line on stderr. */
+void gw_bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gw_bench_progress_done(void);
+/* ratio: gw time / raw time for latencies, gw bandwidth / raw bandwidth for bandwidths
+ * (medians); < 0 if either side is missing. */
+double gw_result_ratio(const gw_result *r);
+/* Bandwidth in GB/s of a median (bytes / seconds). */
+double gw_result_gbps(const gw_result *r, const gw_stat *s);
+/* Repetitions for `bytes` per op, scaled by the run's time scale. */
+int gw_bench_reps(const gw_bench *b, size_t bytes, int min_reps, int max_reps);
+
+/* Sections. */
+void gw_bench_query(gw_bench *b);
+void gw_bench_wrap(gw_bench *b);
+void gw_bench_register(gw_bench *b);
+void gw_bench_copy(gw_bench *b);
+void gw_bench_face(gw_bench *b);
+void gw_bench_fill(gw_bench *b);
+
+/* Outputs. */
+void gw_bench_print_table(const gw_bench *b, FILE *f);
+/* The DESIGN.md targets and whether met; returns the number missed. */
+int gw_bench_print_targets(const gw_bench *b, FILE *f);
+int gw_bench_write_json(const gw_bench *b, const char *path);
+int gw_bench_write_csv(const gw_bench *b, const char *path);
+int gw_bench_write_svg(const gw_bench *b, const char *path);
+
+/* Page-aligned host memory (pageable), and its release. Pages are touched if `touch`. */
+void *gw_bench_host_alloc(size_t bytes, int touch);
+void gw_bench_host_free(void *p, size_t bytes);
+
+/* gw_release that accepts NULL. */
+static inline void gw_bench_release(gw_array *a) {
+  if (a) gw_release(a);
+}
+
+#endif /* GW_TOOL_BENCH_H */

@@ -1,0 +1,109 @@
+/*
+ * bench sections "zerocopy" (gw_fill of a wrapped pinned host array: a device kernel writing
+ * host memory over the link) and "fill" (device and managed memory). Raw side: the raw
+ * fill (PTX kernel on CUDA, a store loop on the CPU backend) at the device address of the
+ * same memory. Both sides write the same 32-bit pattern (1.5f) and are synchronous.
+ */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsizes) {
+  size_t want = 2 * sizes[nsizes - 1], rot = (b->quick ? 8u : 256u) << 20;
+  if (want < rot) want = rot;
+  if (kind == GW_MEM_MANAGED && want > ((size_t)1 << 30)) want = (size_t)1 << 30;
+  if (kind != GW_MEM_PINNED)
+    while (want > 4096 && want > b->raw.device_free_mem() / 2) want /= 2;
+  void *p = NULL, *dp = NULL;
+  if (b->raw.alloc(kind, want, &p)) {
+    gw_bench_progress("fill: no %s memory (%s), skipped", gw_memkind_name(kind), b->raw.last_error());
+    gw_bench_progress_done();
+    return;
+  }
+  if (kind == GW_MEM_PINNED) {
+    if (b->raw.device_ptr(p, &dp)) {
+      gw_bench_error(b, "fill: device address of pinned memory: %s", b->raw.last_error());
+      b->raw.free(kind, p);
+      return;
+    }
+  } else {
+    dp = p;
+  }
+  int64_t shape[1] = {(int64_t)(want / 4)};
+  gw_array *arena = NULL;
+  if (gw_wrap(b->ctx, p, GW_FLOAT32, 1, shape, NULL, 0, &arena) != GW_OK) {
+    gw_bench_error(b, "fill: gw_wrap %s: %s", gw_memkind_name(kind), gw_last_error());
+    b->raw.free(kind, p);
+    return;
+  }
+  const float value = 1.5f;
+  uint32_t word;
+  memcpy(&word, &value, 4);
+  const char *section = kind == GW_MEM_PINNED ? "zerocopy" : "fill";
+  char path[64];
+  snprintf(path, sizeof path, kind == GW_MEM_PINNED ? "fill pinned (zero-copy)" : "fill %s", gw_memkind_name(kind));
+  for (int z = 0; z < nsizes; z++) {
+    size_t s = sizes[z], nslot = want / s;
+    if (nslot < 1) continue;
+    char sz[32];
+    gw_bench_progress("%s %s", path, gw_tool_fmt_size(s, sz, sizeof sz));
+    gw_result *r = gw_bench_add(b, section, path, s, GW_UNIT_BANDWIDTH);
+    snprintf(r->note, sizeof r->note, "raw: %s", b->raw.fill_what);
+    int reps = gw_bench_reps(b, s, 5, 200);
+    double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
+    gw_array **views = calloc((size_t)reps + 2, sizeof *views);
+    int failed = !vr || !vg || !views;
+    for (int rr = -2; rr < reps && !failed; rr++) {
+      size_t off = ((size_t)(rr + 2) % nslot) * s;
+      b->raw.timer_begin();
+      failed = b->raw.fill32((char *)dp + off, s, word ^ 1u);
+      double t = b->raw.timer_end();
+      if (rr >= 0) vr[rr] = t;
+    }
+    if (failed) gw_bench_error(b, "%s raw: %s", path, b->raw.last_error());
+    for (int k = 0; k < reps + 2 && !failed; k++) {
+      /* Slots after the raw side's, so neither side finds the other's data in cache. */
+      int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / 4)}, vshape[1] = {(int64_t)(s / 4)};
+      if (gw_view(arena, start, vshape, NULL, &views[k]) != GW_OK) {
+        gw_bench_error(b, "%s: gw_view: %s", path, gw_last_error());
+        failed = 1;
+      }
+    }
+    for (int rr = -2; rr < reps && !failed; rr++) {
+      b->raw.timer_begin();
+      gw_status st = gw_fill(views[rr + 2], &value);
+      double t = b->raw.timer_end();
+      if (st != GW_OK) {
+        gw_bench_error(b, "%s gw_fill: %s: %s", path, gw_err_name(st), gw_last_error());
+        failed = 1;
+      }
+      if (rr >= 0) vg[rr] = t;
+    }
+    if (!failed) {
+      r->raw = gw_stat_of(vr, reps);
+      r->gw = gw_stat_of(vg, reps);
+      size_t off = ((size_t)(2 * reps + 3) % nslot) * s;
+      float got[2] = {0, 0};
+      if (b->raw.copy(&got[0], (char *)p + off, 4) || b->raw.copy(&got[1], (char *)p + off + s - 4, 4) ||
+          got[0] != value || got[1] != value)
+        gw_bench_error(b, "%s %zu bytes: memory does not hold the filled value after gw_fill", path, s);
+    }
+    for (int k = 0; views && k < reps + 2; k++) gw_bench_release(views[k]);
+    free(views);
+    free(vr);
+    free(vg);
+  }
+  gw_release(arena);
+  b->raw.free(kind, p);
+}
+
+void gw_bench_fill(gw_bench *b) {
+  size_t sizes[32];
+  int nsizes = 0;
+  for (size_t s = 4096; s <= b->max_size && nsizes < 32; s *= 4) sizes[nsizes++] = s;
+  fill_kind(b, GW_MEM_PINNED, sizes, nsizes);
+  fill_kind(b, GW_MEM_DEVICE, sizes, nsizes);
+  fill_kind(b, GW_MEM_MANAGED, sizes, nsizes);
+  gw_bench_progress_done();
+}

@@ -1,0 +1,228 @@
+/* `gpuwrap bench` outputs: the table, the DESIGN.md targets, JSON and CSV. */
+#include "bench.h"
+
+#include <string.h>
+
+static const char *fmt_stat(const gw_result *r, const gw_stat *s, char *buf, size_t n) {
+  if (!s->n) {
+    snprintf(buf, n, "%s", "n/a");
+  } else if (r->unit == GW_UNIT_BANDWIDTH) {
+    /* bandwidth: median, and the range from the slowest to the fastest rep */
+    snprintf(buf, n, "%.2f GB/s [%.2f..%.2f]", (double)r->bytes / s->med / 1e9, (double)r->bytes / s->max / 1e9,
+             (double)r->bytes / s->min / 1e9);
+  } else if (s->med >= 1e-3) {
+    snprintf(buf, n, "%.3f ms [%.3f..%.3f]", s->med * 1e3, s->min * 1e3, s->max * 1e3);
+  } else {
+    snprintf(buf, n, "%.0f ns [%.0f..%.0f]", s->med * 1e9, s->min * 1e9, s->max * 1e9);
+  }
+  return buf;
+}
+
+void gw_bench_print_table(const gw_bench *b, FILE *f) {
+  const char *last = "";
+  for (int i = 0; i < b->nres; i++) {
+    const gw_result *r = &b->res[i];
+    if (strcmp(r->section, last) != 0) {
+      fprintf(f, "\n%-9s %-26s %9s %3s  %-30s %-30s %7s %6s\n", r->section, "path", "size", "thr", "raw median [min..max]",
+              "gpuwrap median [min..max]", "ratio", "allocs");
+      last = r->section;
+    }
+    char sz[32] = "-", a[64], g[64], ratio[16] = "n/a", al[16] = "-";
+    if (r->bytes) gw_tool_fmt_size(r->bytes, sz, sizeof sz);
+    double q = gw_result_ratio(r);
+    if (q >= 0) snprintf(ratio, sizeof ratio, "%.2fx", q);
+    if (r->allocs_per_op >= 0) snprintf(al, sizeof al, "%.1f", r->allocs_per_op);
+    fprintf(f, "%-9s %-26s %9s %3d  %-30s %-30s %7s %6s\n", "", r->path, sz, r->threads, fmt_stat(r, &r->raw, a, sizeof a),
+            fmt_stat(r, &r->gw, g, sizeof g), ratio, al);
+  }
+  fprintf(f, "\nratio: gpuwrap/raw time for latencies (lower is better), gpuwrap/raw bandwidth for\n"
+             "bandwidths (higher is better). allocs: heap allocations per gpuwrap operation.\n");
+}
+
+/* The result with this section/path and the largest size (or threads == 1 for latencies). */
+static const gw_result *find(const gw_bench *b, const char *section, const char *path) {
+  const gw_result *best = NULL;
+  for (int i = 0; i < b->nres; i++) {
+    const gw_result *r = &b->res[i];
+    if (strcmp(r->section, section) || strcmp(r->path, path) || r->threads != 1) continue;
+    if (!best || r->bytes > best->bytes) best = r;
+  }
+  return best;
+}
+
+typedef struct {
+  char what[80], target[40], measured[64];
+  int met; /* 1 met, 0 missed, -1 not measured */
+} target_row;
+
+static int add_row(target_row *rows, int n, const char *what, const char *target, int met, const char *fmt, double v) {
+  target_row *t = &rows[n];
+  snprintf(t->what, sizeof t->what, "%s", what);
+  snprintf(t->target, sizeof t->target, "%s", target);
+  if (met < 0)
+    snprintf(t->measured, sizeof t->measured, "not measured");
+  else
+    snprintf(t->measured, sizeof t->measured, fmt, v);
+  t->met = met;
+  return n + 1;
+}
+
+static int targets(const gw_bench *b, target_row *rows) {
+  int n = 0;
+  static const char *qk[] = {"device", "pinned", "managed", "pageable"};
+  for (int i = 0; i < 4; i++) {
+    char path[64], what[80];
+    snprintf(path, sizeof path, "query %s", qk[i]);
+    snprintf(what, sizeof what, "gw_pointer_query, %s pointer", qk[i]);
+    const gw_result *r = find(b, "query", path);
+    double q = r ? gw_result_ratio(r) : -1;
+    n = add_row(rows, n, what, "<= 1.2x raw query", q < 0 ? -1 : q <= 1.2, "%.2fx", q);
+  }
+  static const char *wk[] = {"device", "pinned", "managed"};
+  for (int i = 0; i < 3; i++) {
+    char path[64], what[80];
+    snprintf(path, sizeof path, "wrap %s", wk[i]);
+    snprintf(what, sizeof what, "gw_wrap + gw_release, %s memory", wk[i]);
+    const gw_result *r = find(b, "wrap", path);
+    int ok = r && r->gw.n;
+    n = add_row(rows, n, what, "<= 300 ns", ok ? r->gw.med <= 300e-9 : -1, "%.0f ns", ok ? r->gw.med * 1e9 : 0);
+  }
+  const gw_result *r = find(b, "wrap", "wrap pageable warm");
+  int ok = r && r->gw.n;
+  n = add_row(rows, n, "warm wrap + release of a gw_pin'ned range", "<= 1 us", ok ? r->gw.med <= 1e-6 : -1, "%.0f ns",
+              ok ? r->gw.med * 1e9 : 0);
+  static const struct { const char *path, *what, *target; double min; } cp[] = {
+      {"device->pinned", "copy device->pinned (largest size)", ">= 0.95x raw", 0.95},
+      {"pinned->device", "copy pinned->device (largest size)", ">= 0.95x raw", 0.95},
+      {"device->device", "copy device->device (largest size)", ">= 0.95x raw", 0.95},
+      {"host->device", "copy pageable host->device (largest size)", ">= 2x raw pageable", 2.0},
+      {"device->host", "copy device->pageable host (largest size)", ">= 2x raw pageable", 2.0},
+  };
+  for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++) {
+    r = find(b, "copy", cp[i].path);
+    double q = r ? gw_result_ratio(r) : -1;
+    n = add_row(rows, n, cp[i].what, cp[i].target, q < 0 ? -1 : q >= cp[i].min, "%.2fx", q);
+  }
+  /* Link bandwidth: the raw pinned copy in the kernel's direction (device writes host). */
+  const gw_result *link = find(b, "copy", "device->pinned");
+  r = find(b, "zerocopy", "fill pinned (zero-copy)");
+  double lbw = link ? gw_result_gbps(link, &link->raw) : 0, zbw = r ? gw_result_gbps(r, &r->gw) : 0;
+  n = add_row(rows, n, "gw_fill of wrapped pinned memory vs link (raw device->pinned copy)", ">= 0.90x link",
+              lbw > 0 && zbw > 0 ? zbw / lbw >= 0.9 : -1, "%.2fx", lbw > 0 ? zbw / lbw : 0);
+  n = add_row(rows, n, "halo update of a 3-D field", "<= 1.3x transfer time", -1, "%g", 0);
+  return n;
+}
+
+int gw_bench_print_targets(const gw_bench *b, FILE *f) {
+  target_row rows[32];
+  int n = targets(b, rows), missed = 0;
+  fprintf(f, "\nperformance targets (DESIGN.md; set for an H200%s)\n", b->backend == GW_BACKEND_CPU ? ", shown here for the CPU model" : "");
+  fprintf(f, "%-66s %-22s %-14s %s\n", "what", "target", "measured", "met");
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%-66s %-22s %-14s %s\n", rows[i].what, rows[i].target, rows[i].measured,
+            rows[i].met < 0 ? "-" : rows[i].met ? "yes" : "NO");
+    if (rows[i].met == 0) missed++;
+  }
+  if (b->backend != GW_BACKEND_CUDA)
+    fprintf(f, "(the halo update is measured by the halo exchange's own benchmark, not here)\n");
+  return missed;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void json_stat(FILE *f, const gw_stat *s) {
+  if (!s->n) {
+    fprintf(f, "null");
+    return;
+  }
+  fprintf(f, "{\"n\": %d, \"median_s\": %.6e, \"min_s\": %.6e, \"max_s\": %.6e, \"q1_s\": %.6e, \"q3_s\": %.6e}", s->n,
+          s->med, s->min, s->max, s->q1, s->q3);
+}
+
+int gw_bench_write_json(const gw_bench *b, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "{\n  \"tool\": \"gpuwrap bench\",\n  \"version\": \"%d.%d.%d\",\n  \"backend\": ", GW_VERSION_MAJOR,
+          GW_VERSION_MINOR, GW_VERSION_PATCH);
+  json_str(f, gw_backend_name(b->backend));
+  fprintf(f, ",\n  \"device\": %d,\n  \"quick\": %s,\n  \"raw\": ", b->device, b->quick ? "true" : "false");
+  json_str(f, b->raw.name);
+  fprintf(f, ",\n  \"timer\": ");
+  json_str(f, b->raw.timer_what);
+  fprintf(f, ",\n  \"errors\": %d,\n  \"results\": [\n", b->errors);
+  for (int i = 0; i < b->nres; i++) {
+    const gw_result *r = &b->res[i];
+    fprintf(f, "    {\"section\": ");
+    json_str(f, r->section);
+    fprintf(f, ", \"path\": ");
+    json_str(f, r->path);
+    fprintf(f, ", \"bytes\": %zu, \"threads\": %d, \"unit\": \"%s\", \"raw\": ", r->bytes, r->threads,
+            r->unit == GW_UNIT_BANDWIDTH ? "bandwidth" : "latency");
+    json_stat(f, &r->raw);
+    fprintf(f, ", \"gpuwrap\": ");
+    json_stat(f, &r->gw);
+    double q = gw_result_ratio(r);
+    if (q >= 0)
+      fprintf(f, ", \"ratio\": %.4f", q);
+    else
+      fprintf(f, ", \"ratio\": null");
+    if (r->allocs_per_op >= 0) fprintf(f, ", \"allocs_per_op\": %.2f", r->allocs_per_op);
+    fprintf(f, ", \"note\": ");
+    json_str(f, r->note);
+    fprintf(f, "}%s\n", i + 1 < b->nres ? "," : "");
+  }
+  fprintf(f, "  ],\n  \"targets\": [\n");
+  target_row rows[32];
+  int n = targets(b, rows);
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "    {\"what\": ");
+    json_str(f, rows[i].what);
+    fprintf(f, ", \"target\": ");
+    json_str(f, rows[i].target);
+    fprintf(f, ", \"measured\": ");
+    json_str(f, rows[i].measured);
+    fprintf(f, ", \"met\": %s}%s\n", rows[i].met < 0 ? "null" : rows[i].met ? "true" : "false", i + 1 < n ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+int gw_bench_write_csv(const gw_bench *b, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "section,path,bytes,threads,unit,raw_median_s,raw_min_s,raw_max_s,raw_q1_s,raw_q3_s,"
+             "gw_median_s,gw_min_s,gw_max_s,gw_q1_s,gw_q3_s,ratio,allocs_per_op\n");
+  for (int i = 0; i < b->nres; i++) {
+    const gw_result *r = &b->res[i];
+    fprintf(f, "%s,\"%s\",%zu,%d,%s", r->section, r->path, r->bytes, r->threads,
+            r->unit == GW_UNIT_BANDWIDTH ? "bandwidth" : "latency");
+    const gw_stat *ss[2] = {&r->raw, &r->gw};
+    for (int k = 0; k < 2; k++) {
+      if (ss[k]->n)
+        fprintf(f, ",%.6e,%.6e,%.6e,%.6e,%.6e", ss[k]->med, ss[k]->min, ss[k]->max, ss[k]->q1, ss[k]->q3);
+      else
+        fprintf(f, ",,,,,");
+    }
+    double q = gw_result_ratio(r);
+    if (q >= 0)
+      fprintf(f, ",%.4f", q);
+    else
+      fprintf(f, ",");
+    if (r->allocs_per_op >= 0)
+      fprintf(f, ",%.2f\n", r->allocs_per_op);
+    else
+      fprintf(f, ",\n");
+  }
+  return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,145 @@
+/* bench sections "wrap" (wrap + release per memory kind) and "register" (cost vs size). */
+#include "alloc_count.h"
+#include "bench.h"
+
+#include <stdlib.h>
+
+/* One wrap + release of `bytes` at p as float32; 0 on success. */
+static int wrap_release(gw_bench *b, void *p, size_t bytes) {
+  int64_t shape[1] = {(int64_t)(bytes / sizeof(float))};
+  gw_array *a = NULL;
+  gw_status s = gw_wrap(b->ctx, p, GW_FLOAT32, 1, shape, NULL, 0, &a);
+  if (s != GW_OK) return -1;
+  gw_bench_release(a);
+  return 0;
+}
+
+/* Time `batch` gw wraps (use_gw) or raw ops per sample; per-op seconds. */
+static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_register, int samples, int batch) {
+  double *v = calloc((size_t)samples, sizeof *v);
+  gw_stat st = {0};
+  if (!v) return st;
+  int failed = 0;
+  for (int w = 0; w < 2 && !failed; w++) { /* warm-up */
+    if (use_gw)
+      failed = wrap_release(b, p, bytes);
+    else if (raw_register)
+      failed = b->raw.host_register(p, bytes) || b->raw.host_unregister(p);
+    else
+      failed = b->raw.query(p);
+  }
+  for (int r = 0; r < samples && !failed; r++) {
+    double t0 = gw_tool_now();
+    for (int k = 0; k < batch && !failed; k++) {
+      if (use_gw)
+        failed = wrap_release(b, p, bytes);
+      else if (raw_register)
+        failed = b->raw.host_register(p, bytes) || b->raw.host_unregister(p);
+      else
+        failed = b->raw.query(p);
+    }
+    v[r] = (gw_tool_now() - t0) / batch;
+  }
+  if (failed)
+    gw_bench_error(b, "wrap: %s failed: %s", use_gw ? "gw_wrap" : "raw call", use_gw ? gw_last_error() : b->raw.last_error());
+  else
+    st = gw_stat_of(v, samples);
+  free(v);
+  return st;
+}
+
+static double allocs_per_wrap(gw_bench *b, void *p, size_t bytes) {
+  if (!gw_tool_alloc_counting()) return -1;
+  int n = 64;
+  unsigned long c0 = gw_tool_alloc_count();
+  for (int k = 0; k < n; k++)
+    if (wrap_release(b, p, bytes)) return -1;
+  return (double)(gw_tool_alloc_count() - c0) / n;
+}
+
+void gw_bench_wrap(gw_bench *b) {
+  size_t bytes = 1 << 20;
+  int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
+  static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    void *p = NULL;
+    if (b->raw.alloc(kinds[i], bytes, &p) != 0) continue;
+    gw_bench_progress("wrap+release %s", gw_memkind_name(kinds[i]));
+    char path[64];
+    snprintf(path, sizeof path, "wrap %s", gw_memkind_name(kinds[i]));
+    gw_result *r = gw_bench_add(b, "wrap", path, 0, GW_UNIT_LATENCY);
+    snprintf(r->note, sizeof r->note, "1 MiB; raw: one pointer query (the least a wrap must ask)%s",
+             b->raw.query ? "" : " - none here");
+    if (b->raw.query) r->raw = time_ops(b, p, bytes, 0, 0, samples, batch);
+    r->gw = time_ops(b, p, bytes, 1, 0, samples, batch);
+    r->allocs_per_op = allocs_per_wrap(b, p, bytes);
+    b->raw.free(kinds[i], p);
+  }
+
+  void *h = gw_bench_host_alloc(bytes, 1);
+  if (!h) return;
+  gw_bench_progress("wrap+release pageable (cold: registers each time)");
+  gw_result *r = gw_bench_add(b, "wrap", "wrap pageable cold", 0, GW_UNIT_LATENCY);
+  snprintf(r->note, sizeof r->note, "1 MiB touched; raw: register + unregister");
+  int cold = b->quick ? 9 : 31;
+  r->raw = time_ops(b, h, bytes, 0, 1, cold, 1);
+  r->gw = time_ops(b, h, bytes, 1, 0, cold, 1);
+  r->allocs_per_op = allocs_per_wrap(b, h, bytes);
+
+  gw_bench_progress("wrap+release pageable (warm: after gw_pin)");
+  gw_status s = gw_pin(b->ctx, h, bytes);
+  if (s != GW_OK) {
+    gw_bench_error(b, "gw_pin: %s", gw_last_error());
+  } else {
+    r = gw_bench_add(b, "wrap", "wrap pageable warm", 0, GW_UNIT_LATENCY);
+    snprintf(r->note, sizeof r->note, "1 MiB after gw_pin; raw: cold register + unregister (what gw_pin saves)");
+    r->gw = time_ops(b, h, bytes, 1, 0, samples, batch / 4);
+    r->allocs_per_op = allocs_per_wrap(b, h, bytes);
+    if (gw_unpin(b->ctx, h, bytes) != GW_OK) gw_bench_error(b, "gw_unpin: %s", gw_last_error());
+    r->raw = time_ops(b, h, bytes, 0, 1, cold, 1);
+  }
+  gw_bench_host_free(h, bytes);
+  gw_bench_progress_done();
+}
+
+/* One register+unregister pair; fresh untouched memory each rep when !touched. */
+static gw_stat reg_cost(gw_bench *b, size_t bytes, int touched, int use_gw, int reps) {
+  double *v = calloc((size_t)reps, sizeof *v);
+  gw_stat st = {0};
+  if (!v) return st;
+  void *keep = touched ? gw_bench_host_alloc(bytes, 1) : NULL;
+  int n = 0;
+  for (int r = -1; r < reps; r++) { /* r == -1: warm-up */
+    void *p = touched ? keep : gw_bench_host_alloc(bytes, 0);
+    if (!p) break;
+    double t0 = gw_tool_now();
+    int failed = use_gw ? wrap_release(b, p, bytes) : (b->raw.host_register(p, bytes) || b->raw.host_unregister(p));
+    double t = gw_tool_now() - t0;
+    if (!touched) gw_bench_host_free(p, bytes);
+    if (failed) {
+      gw_bench_error(b, "register %zu bytes: %s", bytes, use_gw ? gw_last_error() : b->raw.last_error());
+      break;
+    }
+    if (r >= 0) v[n++] = t;
+  }
+  if (touched) gw_bench_host_free(keep, bytes);
+  if (n == reps) st = gw_stat_of(v, n);
+  free(v);
+  return st;
+}
+
+void gw_bench_register(gw_bench *b) {
+  size_t maxs = b->max_size;
+  for (int touched = 1; touched >= 0; touched--) {
+    for (size_t s = 4096; s <= maxs; s *= 4) {
+      char sz[32];
+      gw_bench_progress("register %s %s", gw_tool_fmt_size(s, sz, sizeof sz), touched ? "touched" : "untouched");
+      gw_result *r = gw_bench_add(b, "register", touched ? "register touched" : "register untouched", s, GW_UNIT_LATENCY);
+      snprintf(r->note, sizeof r->note, "raw: register + unregister; gpuwrap: wrap + release of pageable memory");
+      int reps = gw_bench_reps(b, s * 16, 3, b->quick ? 9 : 31);
+      r->raw = reg_cost(b, s, touched, 0, reps);
+      r->gw = reg_cost(b, s, touched, 1, reps);
+    }
+  }
+  gw_bench_progress_done();
+}

@@ -1,0 +1,32 @@
+/* Shared declarations of the gpuwrap command-line tool (never installed). */
+#ifndef GW_TOOL_H
+#define GW_TOOL_H
+
+#include "gpuwrap.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Commands: argv[0] is the command name. Return the process exit status. */
+int gw_tool_info(int argc, char **argv);
+int gw_tool_demo(int argc, char **argv);
+int gw_tool_bench(int argc, char **argv);
+
+/* Exit status for bad usage (unknown command or option). */
+#define GW_TOOL_EXIT_USAGE 2
+
+/* "cpu" | "cuda" | "hip" | "auto" -> backend; -1 if unknown. */
+int gw_tool_parse_backend(const char *s, gw_backend *out);
+/* Parse a size with optional K/M/G suffix (binary); 0 on failure. */
+size_t gw_tool_parse_size(const char *s);
+/* "4 KiB", "1 GiB", ... into buf. */
+const char *gw_tool_fmt_size(size_t bytes, char *buf, size_t n);
+/* One line describing a gw_ptrinfo ("kind=pinned device=0 base=... extent=... flags=..."). */
+void gw_tool_print_ptrinfo(FILE *f, const char *indent, const gw_ptrinfo *pi);
+/* Names of GW_PTR_* flags set in `flags` ("gpuwrap-registered|host-registered" or "-"). */
+const char *gw_tool_ptrflags(unsigned flags, char *buf, size_t n);
+/* Monotonic host clock in seconds. */
+double gw_tool_now(void);
+
+#endif /* GW_TOOL_H */

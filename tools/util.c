@@ -1,0 +1,78 @@
+/* Small helpers shared by the tool's commands. */
+#include "tool.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int gw_tool_parse_backend(const char *s, gw_backend *out) {
+  static const struct { const char *name; gw_backend b; } names[] = {
+      {"auto", GW_BACKEND_AUTO}, {"cpu", GW_BACKEND_CPU}, {"cuda", GW_BACKEND_CUDA}, {"hip", GW_BACKEND_HIP}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcasecmp(s, names[i].name) == 0) {
+      *out = names[i].b;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+size_t gw_tool_parse_size(const char *s) {
+  char *end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return 0;
+  unsigned shift = 0;
+  switch (*end) {
+  case '\0': break;
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  default: return 0;
+  }
+  if (*end == 'i') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end != '\0') return 0;
+  return (size_t)(v << shift);
+}
+
+const char *gw_tool_fmt_size(size_t bytes, char *buf, size_t n) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  size_t v = bytes;
+  while (u < 4 && v >= 1024 && v % 1024 == 0) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, n, "%zu %s", v, units[u]);
+  return buf;
+}
+
+const char *gw_tool_ptrflags(unsigned flags, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (flags & GW_PTR_GPUWRAP_REGISTERED) snprintf(buf, n, "gpuwrap-registered");
+  if (flags & GW_PTR_HOST_REGISTERED) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, "%shost-registered", l ? "|" : "");
+  }
+  unsigned rest = flags & ~(GW_PTR_GPUWRAP_REGISTERED | GW_PTR_HOST_REGISTERED);
+  if (rest) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, "%s0x%x", l ? "|" : "", rest);
+  }
+  if (!buf[0]) snprintf(buf, n, "-");
+  return buf;
+}
+
+void gw_tool_print_ptrinfo(FILE *f, const char *indent, const gw_ptrinfo *pi) {
+  char fl[96];
+  fprintf(f, "%skind=%s device=%d base=%p extent=%zu device_ptr=%p host_ptr=%p flags=%s\n", indent,
+          gw_memkind_name(pi->kind), pi->device, pi->base, pi->extent, pi->device_ptr, pi->host_ptr,
+          gw_tool_ptrflags(pi->flags, fl, sizeof fl));
+}
+
+double gw_tool_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
