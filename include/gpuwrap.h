@@ -206,8 +206,9 @@ typedef struct gw_array gw_array;
  * @return GW_OK;
  *   GW_EINVAL  NULL ctx/out, NULL ptr with elements, negative dim, too many dims, element or
  *              byte count overflow, ptr misaligned for dtype, unknown dtype or flags, OWN of
- *              memory registered by someone else (where the backend can tell), OWN together
- *              with NO_REGISTER... (gw_last_error() names the argument);
+ *              memory registered by someone else (where the backend can tell), OWN of an
+ *              interior pointer, OWN in gw_wrap_with_deleter (gw_last_error() names the
+ *              argument); OWN | NO_REGISTER is valid: a host-only array that free()s ptr;
  *   GW_ERANGE  the elements reach outside the allocation's known extent;
  *   GW_EOWNED  OWN of memory a live array already owns;
  *   GW_ENOTSUP the device cannot address the span (several registrations, no contiguous

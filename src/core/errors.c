@@ -16,9 +16,10 @@ const char *gw_strerror(gw_status s) {
     GW_STATUS_TABLE(GW_STATUS_TEXT_)
 #undef GW_STATUS_TEXT_
   }
-  /* One static string for every unknown value: the text must stay valid forever and
-   * never depend on a buffer the caller could see change. */
-  return "unknown gpuwrap status";
+  /* The value itself is the useful part; a per-thread buffer keeps it race-free. */
+  static _Thread_local char unknown[48];
+  snprintf(unknown, sizeof unknown, "unknown gpuwrap status %d", (int)s);
+  return unknown;
 }
 
 const char *gw_err_name(gw_status s) {

@@ -76,6 +76,8 @@ void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi);
 /* Whether [p, p+1) lies in a range gpuwrap registered (for GW_PTR_GPUWRAP_REGISTERED). */
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len);
 size_t gw__page_size(void);
+/* Changes whenever a range is unregistered: lets a wrap tell a stale "pinned" answer. */
+unsigned long gw__registry_generation(void);
 /* Number of gpuwrap's ranges under [lo, hi). */
 size_t gw__registry_count_in(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi);
 

@@ -34,6 +34,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 /* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
 static atomic_size_t total;
+/* Bumped whenever a range leaves the table (see gw__registry_generation). */
+static atomic_ulong generation;
 
 size_t gw__page_size(void) {
   static size_t page;
@@ -105,6 +107,7 @@ static void drop(gw_context *ctx, table *t, uintptr_t lo, uintptr_t hi) {
     memmove(&t->r[i], &t->r[i + 1], (t->n - i - 1) * sizeof *t->r);
     t->n--;
     atomic_fetch_sub(&total, 1);
+    atomic_fetch_add(&generation, 1);
   }
 }
 
@@ -228,4 +231,8 @@ size_t gw_registry_ranges(void) {
   for (int i = 0; i < MAX_TABLES; i++) n += tables[i].n;
   pthread_mutex_unlock(&lock);
   return n;
+}
+
+unsigned long gw__registry_generation(void) {
+  return atomic_load_explicit(&generation, memory_order_acquire);
 }

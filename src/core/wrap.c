@@ -57,8 +57,10 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   a->ctx = ctx;
   a->dtype = dtype;
   a->ndim = ndim;
-  memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
-  memcpy(a->strides, strides, (size_t)ndim * sizeof *strides);
+  if (ndim > 0) { /* shape may be NULL for a 0-d array */
+    memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(a->strides, strides, (size_t)ndim * sizeof *strides);
+  }
   a->kind = GW_MEM_UNKNOWN;
   a->device = -1;
   a->freeway = GW__FREE_NONE;
@@ -134,14 +136,29 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
 
   gw_ptrinfo info;
-  s = ctx->ops->query(ctx->state, p, &info);
-  if (s != GW_OK) goto fail;
+  bool ours;
+  unsigned long gen;
+  do {
+    /* Pages gpuwrap itself pinned (gw_pin, or another live wrap) are pageable memory to
+     * us: the wrap takes registry references, and may reach past that registration. If a
+     * gpuwrap range went away between the query and the look-up, the query's "pinned" may
+     * have described it: ask again rather than take it for someone else's pinning. */
+    gen = gw__registry_generation();
+    s = ctx->ops->query(ctx->state, p, &info);
+    if (s != GW_OK) goto fail;
+    ours = info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
+  } while (info.kind == GW_MEM_PINNED && !ours && gen != gw__registry_generation());
   char *lo = p + g.lo, *hi = p + g.hi;
-  /* Pages gpuwrap itself pinned (gw_pin, or another live wrap) are pageable memory to us:
-   * the wrap takes registry references, and may reach past that registration. */
-  bool ours = info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
-  if (!ours && info.base && info.extent &&
-      (lo < (char *)info.base || hi > (char *)info.base + info.extent)) {
+  /* Host memory someone else registered may be only part of the span: the registry uses
+   * that part as it is and registers the rest (CUDA cannot tell registered from allocated
+   * pinned memory, so there any pinned memory is treated so). */
+  bool registered_elsewhere =
+      info.kind == GW_MEM_PINNED && !own &&
+      ((info.flags & GW_PTR_HOST_REGISTERED) || !ctx->caps.tells_registered);
+  bool beyond = info.base && info.extent &&
+                (lo < (char *)info.base || hi > (char *)info.base + info.extent);
+  if (beyond && registered_elsewhere && !(flags & GW_WRAP_NO_REGISTER)) ours = true;
+  if (!ours && beyond) {
     s = gw__fail(GW_ERANGE,
                  "ptr/shape/strides: the elements span [%p, %p), outside the %s allocation "
                  "[%p, %p) holding ptr",
@@ -283,6 +300,15 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
   }
   a->kind = kind;
   a->free_ptr = p;
+  /* Recorded as owned, so an owning wrap of gw_data() is refused rather than a double free. */
+  s = gw__owned_claim(p);
+  if (s != GW_OK) {
+    if (kind == GW_MEM_HOST) free(p);
+    else (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
+    free(a);
+    return s;
+  }
+  a->in_owned_table = true;
   gw__context_retain(ctx);
   *out = a;
   return GW_OK;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 /* ---- environment ---- */
@@ -209,7 +210,10 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
   /* A zero-byte request still gets a distinct, classifiable pointer. */
   size_t size = bytes ? bytes : 1;
   void *p = NULL;
-  int rc = posix_memalign(&p, 256, size);
+  /* Whole pages, as a real runtime hands out: a page shared with malloc'd memory would make
+   * a neighbour's page-aligned registration overlap this allocation. */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  int rc = posix_memalign(&p, page, (size + page - 1) / page * page);
   if (rc != 0)
     return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d",
                     who, bytes, kind_name(kind), device);

@@ -125,7 +125,10 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   return GW_OK;
 }
 
-static void context_fini(void *state) { free(state); }
+static void context_fini(void *state) {
+  gwg_staging_fini(state);
+  free(state);
+}
 
 /* ---- pointer query ----------------------------------------------------------------------- */
 

@@ -253,7 +253,8 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
   gw_status s = gwg_enter(ex.device, &prev);
   if (s != GW_OK)
     return s;
-  s = copy_on(c, &x, &ex);
+  if (!gwg_staging_copy(state, &x, ex.device, ex.s, &s)) /* pageable, large: staged */
+    s = copy_on(c, &x, &ex);
   /* Pageable memory: the API promises completion (the caller may free or reuse it). */
   if (s == GW_OK && (ex.sync || x.dst_kind == GW_MEM_HOST || x.src_kind == GW_MEM_HOST)) {
     gwv_err e = gwv_StreamSynchronize(ex.s);

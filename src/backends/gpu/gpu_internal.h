@@ -24,6 +24,7 @@ typedef struct {
   gw__caps caps;
   int max_blocks;   /* grid cap for grid-stride kernels: SMs x 8 */
   size_t max_pitch; /* largest pitch 2-D/3-D copies accept */
+  void *staging;    /* gpu_staging.c's state, made on first use (NULL until then) */
 } gwg_ctx;
 
 /* A gw_stream's backend half: the vendor stream and the device it belongs to. */
@@ -60,6 +61,14 @@ gw_status gwg_synchronize(void *state);
 gw_status gwg_stream_create(void *state, void **stream);
 gw_status gwg_stream_destroy(void *state, void *stream);
 gw_status gwg_stream_synchronize(void *state, void *stream);
+
+/* gpu_staging.c: pipelined copies between pageable host memory and device/managed memory
+ * through pinned bounce buffers. gwg_staging_copy returns 0 when the copy is not for it
+ * (layout, kinds, size, device, busy), else runs it on `device` (current) and stream `s`,
+ * complete on return, and stores the result in *out. gwg_staging_fini frees the state
+ * (from context_fini). */
+int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, gw_status *out);
+void gwg_staging_fini(void *state);
 
 /* "cuda" "Malloc" -> "cudaMalloc": call names in messages follow the vendor. */
 #define GWV_CALL(name) GWV_NAME name

@@ -18,6 +18,7 @@
 
 typedef cudaError_t gwv_err;
 typedef cudaStream_t gwv_stream;
+typedef cudaEvent_t gwv_event;
 typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 
 #define GWV_SUCCESS cudaSuccess
@@ -28,6 +29,7 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_HOST_ALLOC_FLAGS (cudaHostAllocMapped | cudaHostAllocPortable)
 #define GWV_HOST_REGISTER_FLAGS (cudaHostRegisterMapped | cudaHostRegisterPortable)
 #define GWV_ATTACH_GLOBAL cudaMemAttachGlobal
+#define GWV_EVENT_FLAGS cudaEventDisableTiming
 
 #define gwv_GetDeviceCount cudaGetDeviceCount
 #define gwv_GetDevice cudaGetDevice
@@ -50,6 +52,10 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define gwv_StreamDestroy cudaStreamDestroy
 #define gwv_StreamSynchronize cudaStreamSynchronize
 #define gwv_DeviceSynchronize cudaDeviceSynchronize
+#define gwv_EventCreateWithFlags cudaEventCreateWithFlags
+#define gwv_EventRecord cudaEventRecord
+#define gwv_EventSynchronize cudaEventSynchronize
+#define gwv_EventDestroy cudaEventDestroy
 #define gwv_GetLastError cudaGetLastError
 #define gwv_GetErrorName cudaGetErrorName
 #define gwv_GetErrorString cudaGetErrorString
@@ -60,6 +66,7 @@ typedef enum {
   GWV_ATTR_HOST_PTR_FOR_REGISTERED = cudaDevAttrCanUseHostPointerForRegisteredMem,
   GWV_ATTR_SM_COUNT = cudaDevAttrMultiProcessorCount,
   GWV_ATTR_MAX_PITCH = cudaDevAttrMaxPitch,
+  GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES = cudaDevAttrPageableMemoryAccessUsesHostPageTables,
 } gwv_attr;
 static inline int gwv_device_attr(gwv_attr a, int device) {
   int v = 0;

@@ -33,6 +33,7 @@
 
 typedef hipError_t gwv_err;
 typedef hipStream_t gwv_stream;
+typedef hipEvent_t gwv_event;
 
 #define GWV_SUCCESS hipSuccess
 #define GWV_SYNC_STREAM ((hipStream_t)0) /* the blocking null stream, like cudaMemcpy's */
@@ -41,6 +42,7 @@ typedef hipStream_t gwv_stream;
 #define GWV_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
 #define GWV_HOST_REGISTER_FLAGS (hipHostRegisterMapped | hipHostRegisterPortable)
 #define GWV_ATTACH_GLOBAL hipMemAttachGlobal
+#define GWV_EVENT_FLAGS hipEventDisableTiming
 
 #define gwv_GetDeviceCount hipGetDeviceCount
 #define gwv_GetDevice hipGetDevice
@@ -62,6 +64,10 @@ typedef hipStream_t gwv_stream;
 #define gwv_StreamDestroy hipStreamDestroy
 #define gwv_StreamSynchronize hipStreamSynchronize
 #define gwv_DeviceSynchronize hipDeviceSynchronize
+#define gwv_EventCreateWithFlags hipEventCreateWithFlags
+#define gwv_EventRecord hipEventRecord
+#define gwv_EventSynchronize hipEventSynchronize
+#define gwv_EventDestroy hipEventDestroy
 #define gwv_GetLastError hipGetLastError
 #define gwv_GetErrorName hipGetErrorName
 #define gwv_GetErrorString hipGetErrorString
@@ -73,6 +79,7 @@ typedef enum {
   GWV_ATTR_HOST_PTR_FOR_REGISTERED = hipDeviceAttributeCanUseHostPointerForRegisteredMem,
   GWV_ATTR_SM_COUNT = hipDeviceAttributeMultiprocessorCount,
   GWV_ATTR_MAX_PITCH = hipDeviceAttributeMaxPitch,
+  GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES = hipDeviceAttributePageableMemoryAccessUsesHostPageTables,
 } gwv_attr;
 static inline int gwv_device_attr(gwv_attr a, int device) {
   int v = 0;

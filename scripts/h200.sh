@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The batched GPU run (device machine with one or two H200s): build with CUDA, the whole
+# suite on the CUDA backend, compute-sanitizer, DLPack consumers, MPI halo, bench.
+# Usage: scripts/h200.sh [quick|full]   logs under $OUT (default ./h200-out)
+set -uo pipefail
+mode=${1:-quick}
+OUT=${OUT:-$PWD/h200-out}
+L=$OUT/logs; mkdir -p "$L"
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+t0=$(date +%s)
+log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary.txt"; }
+
+{ nvidia-smi; nvidia-smi -q | grep -iE "driver version|cuda version|product name|link|bus id"; } > "$L/nvidia-smi.txt" 2>&1
+log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
+
+cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=ON -DGW_CUDA=ON -DGW_HIP=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -30 "$L/configure.txt"; }
+cmake --build build-h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; }
+log "built"
+
+build-h200/bin/gpuwrap info > "$L/info.txt" 2>&1; log "info rc=$?"
+build-h200/bin/gpuwrap demo --backend cuda > "$L/demo.txt" 2>&1; log "demo rc=$? $(tail -1 "$L/demo.txt")"
+
+ctest --test-dir build-h200 -j8 --timeout 600 --output-on-failure > "$L/ctest.txt" 2>&1
+log "ctest (all backends): $(grep -E 'tests passed|tests failed' "$L/ctest.txt")"
+grep -E "\*\*\*Failed|\(Failed\)|Timeout|Not Run" "$L/ctest.txt" | head -40 | tee -a "$OUT/summary.txt"
+log "cuda tests skipped: $(grep -cE 'cuda\..*Skipped' "$L/ctest.txt")"
+
+# compute-sanitizer memcheck over the CUDA tests (each test process under the tool)
+if command -v compute-sanitizer >/dev/null; then
+  n=0; bad=0
+  for t in $(ctest --test-dir build-h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
+    cmd=$(ctest --test-dir build-h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1)
+    [ -z "$cmd" ] && continue
+    n=$((n+1))
+    GPUWRAP_TEST_BACKEND=cuda GPUWRAP_BACKEND=cuda timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $cmd >> "$L/memcheck.txt" 2>&1
+    rc=$?; if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then bad=$((bad+1)); echo "MEMCHECK $t rc=$rc" >> "$L/memcheck.txt"; fi
+  done
+  log "compute-sanitizer memcheck: $n test processes, $bad with reports/failures"
+  grep -E "^MEMCHECK|ERROR SUMMARY: [1-9]" "$L/memcheck.txt" | head -20 | tee -a "$OUT/summary.txt"
+fi
+
+# DLPack against the real consumers
+GPUWRAP_LIB=$PWD/build-h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+  timeout 300 python3 tests/dlpack/test_torch_cupy.py > "$L/dlpack_torch_cupy.txt" 2>&1
+log "dlpack torch/cupy rc=$? $(tail -1 "$L/dlpack_torch_cupy.txt")"
+GPUWRAP_LIB=$PWD/build-h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/share_with_torch.py > "$L/share_with_torch.txt" 2>&1
+log "share_with_torch rc=$?"
+
+# staging bandwidth next to cudaMemcpy
+GPUWRAP_TEST_BACKEND=cuda timeout 300 build-h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1
+log "staging bandwidth rc=$?"; tail -12 "$L/staging_bw.txt" >> "$OUT/summary.txt"
+
+# MPI halo on the GPUs (one rank per GPU)
+ngpu=$(nvidia-smi -L | wc -l)
+if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
+  M="mpirun --allow-run-as-root --oversubscribe --bind-to none -x GPUWRAP_BACKEND=cuda"
+  for np in 1 $ngpu; do
+    timeout 300 $M -np $np build-h200/tests/halo/test_halo_mpi > "$L/halo_test_np$np.txt" 2>&1
+    log "halo test np=$np rc=$? $(tail -1 "$L/halo_test_np$np.txt")"
+    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 64 -s 20 --check > "$L/diff_check_np$np.txt" 2>&1
+    log "diffusion3d --check np=$np rc=$? $(tail -2 "$L/diff_check_np$np.txt" | tr '\n' ' ')"
+    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 100 --mem device --halo-only --path host --periodic > "$L/diff_halo_np$np.txt" 2>&1
+    log "diffusion3d halo-only np=$np rc=$? $(tail -3 "$L/diff_halo_np$np.txt" | tr '\n' ' ')"
+  done
+fi
+
+# the bench
+if [ "$mode" = full ]; then
+  timeout 540 build-h200/bin/gpuwrap bench --backend cuda --json "$OUT/bench.json" --csv "$OUT/bench.csv" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
+else
+  timeout 240 build-h200/bin/gpuwrap bench --backend cuda --quick --json "$OUT/bench.json" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
+fi
+log "bench ($mode) rc=$?"
+tail -40 "$OUT/bench.txt"
+tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
+log "done"

@@ -1,0 +1,484 @@
+/*
+ * Staged, pipelined copies between PAGEABLE host memory and device/managed memory.
+ *
+ * The runtime's own pageable copy (cudaMemcpy on malloc'd memory) stages through a small
+ * pinned buffer with one host thread: 7.6-9.4 GB/s host-to-device, 14.7-18.2 GB/s
+ * device-to-host on the H200 test machine, where pinned memory moves 55 GB/s. Here the
+ * context keeps a few pinned bounce buffers and a small pool of host threads:
+ *
+ *   host-to-device: the threads memcpy chunk i+1 from the caller's memory into a bounce
+ *                   buffer while the DMA of chunk i (bounce -> device) runs;
+ *   device-to-host: up to `buffers` DMAs (device -> bounce) are queued ahead, and the
+ *                   threads memcpy chunk i out of its bounce buffer while the next DMAs run.
+ *
+ * A buffer is reused once the event recorded after its DMA has completed. The DMAs go on
+ * the operation's stream (the legacy default stream for synchronous copies, as cudaMemcpy,
+ * or the caller's gw_stream), so ordering against earlier work is that of the plain path;
+ * the call returns when every chunk has landed (the caller's memory is pageable).
+ *
+ * Only 1-D contiguous copies (after the core's normalisation) of at least `min` bytes take
+ * this path, when the executing device is the context's and the device does not read
+ * pageable memory through the host's page tables (there the runtime's copy is fast). One
+ * staged copy at a time per context: a second thread that finds the staging busy takes
+ * the plain path instead of waiting. Bounce buffers, events and threads are made on the
+ * first staged copy and kept until the context goes (gwg_staging_fini).
+ *
+ * Tunables (defaults below; environment read when the context first considers staging):
+ *   GPUWRAP_STAGING_MIN      smallest copy staged, bytes (K/M/G suffixes); "off" disables
+ *   GPUWRAP_STAGING_CHUNK    bounce buffer size = largest chunk, bytes (K/M/G suffixes)
+ *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
+ *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..8
+ */
+#define _POSIX_C_SOURCE 200809L /* pthreads, sysconf, sched_yield */
+
+#include "gpu_internal.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- tunables: the one place ------------------------------------------------------------ */
+
+/* Below this the runtime's own pageable copy is used: pipeline start-up (thread hand-off,
+ * one chunk not overlapped, event round trips) does not pay for itself. */
+#define GWG_STAGING_MIN_DEFAULT ((size_t)1 << 20)
+/* Bounce buffer size, the largest chunk: large enough that a DMA (~75 us at 55 GB/s)
+ * dwarfs the per-chunk cost (launch, event, thread hand-off); small enough that the
+ * buffers stay in the host's last-level cache and cost little pinned memory. */
+#define GWG_STAGING_CHUNK_DEFAULT ((size_t)4 << 20)
+/* Bounce buffers: 3 = one being filled/drained by the host, two DMAs queued. */
+#define GWG_STAGING_BUFFERS_DEFAULT 3
+#define GWG_STAGING_BUFFERS_MAX 8
+/* Copy threads by default: half the online CPUs, at most this many (a single core's
+ * memcpy, 10-20 GB/s, is far below the link's 55 GB/s). */
+#define GWG_STAGING_THREADS_DEFAULT_MAX 8
+#define GWG_STAGING_THREADS_MAX 64
+/* A copy smaller than SPLIT x chunk is cut into SPLIT chunks (so it still pipelines), but
+ * no chunk below CHUNK_MIN. */
+#define GWG_STAGING_SPLIT 4
+#define GWG_STAGING_CHUNK_MIN ((size_t)256 << 10)
+/* No thread gets less than this much of a chunk (hand-off costs a few microseconds). */
+#define GWG_STAGING_PIECE_MIN ((size_t)64 << 10)
+/* Idle spins (pause instructions, ~40 ns each on x86) of a worker during a copy before it
+ * starts yielding its CPU, and after a copy before it goes to sleep. */
+#define GWG_STAGING_SPINS 4096
+#define GWG_STAGING_LINGER_SPINS 2048
+
+/* ---- the thread pool ------------------------------------------------------------------------ */
+
+/* One worker; its hand-off flag lives on its own cache line. */
+typedef struct {
+  int go; /* 0 free, 1 piece posted, 2 being copied (atomics) */
+  char *dst;
+  const char *src;
+  size_t n;
+  struct gwg_pool *pool;
+  pthread_t tid;
+  char pad[64];
+} gwg_worker;
+
+typedef struct gwg_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int state; /* 0 idle (workers sleep), 1 copying (workers spin), -1 quit */
+  int nworkers;
+  gwg_worker w[GWG_STAGING_THREADS_MAX - 1];
+} gwg_pool;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Take posted piece (go 1 -> 2), copy it, mark it done (0). The posting thread takes
+ * pieces back the same way when a worker is slow to wake, so nobody waits on a sleeper. */
+static int take_piece(gwg_worker *w) {
+  int one = 1;
+  if (!__atomic_compare_exchange_n(&w->go, &one, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return 0;
+  memcpy(w->dst, w->src, w->n);
+  __atomic_store_n(&w->go, 0, __ATOMIC_RELEASE);
+  return 1;
+}
+
+static void *worker_main(void *arg) {
+  gwg_worker *w = arg;
+  gwg_pool *p = w->pool;
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    while (p->state == 0)
+      pthread_cond_wait(&p->cv, &p->mu);
+    int st = p->state;
+    pthread_mutex_unlock(&p->mu);
+    if (st < 0)
+      return NULL;
+    /* Copies are running: take pieces as they come; after the last one, linger a little
+     * (back-to-back copies then skip the wake-up), then sleep. */
+    unsigned idle = 0, linger = 0;
+    for (;;) {
+      if (__atomic_load_n(&w->go, __ATOMIC_ACQUIRE) == 1) {
+        take_piece(w);
+        idle = linger = 0;
+        continue;
+      }
+      st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+      if (st < 0 || (st == 0 && ++linger > GWG_STAGING_LINGER_SPINS))
+        break;
+      if (st == 1)
+        linger = 0;
+      if (++idle < GWG_STAGING_SPINS)
+        cpu_relax();
+      else
+        sched_yield();
+    }
+  }
+}
+
+static void pool_set_state(gwg_pool *p, int st) {
+  pthread_mutex_lock(&p->mu);
+  __atomic_store_n(&p->state, st, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* Start up to `n` workers; returns how many run. */
+static int pool_start(gwg_pool *p, int n) {
+  p->state = 0;
+  p->nworkers = 0;
+  if (pthread_mutex_init(&p->mu, NULL) != 0)
+    return -1;
+  if (pthread_cond_init(&p->cv, NULL) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    gwg_worker *w = &p->w[i];
+    memset(w, 0, sizeof *w);
+    w->pool = p;
+    if (pthread_create(&w->tid, NULL, worker_main, w) != 0)
+      break; /* fewer threads: slower, still right */
+    p->nworkers++;
+  }
+  return p->nworkers;
+}
+
+static void pool_stop(gwg_pool *p) {
+  pool_set_state(p, -1);
+  for (int i = 0; i < p->nworkers; i++)
+    pthread_join(p->w[i].tid, NULL);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  p->nworkers = 0;
+}
+
+/* memcpy on the calling thread plus the workers (the pool must be in state 1). Pieces
+ * are multiples of 4 KiB, so the bounce-buffer side of each stays page aligned. */
+static void pool_memcpy(gwg_pool *p, char *dst, const char *src, size_t n) {
+  size_t parts = n / GWG_STAGING_PIECE_MIN;
+  if (parts > (size_t)p->nworkers + 1)
+    parts = (size_t)p->nworkers + 1;
+  if (parts <= 1) {
+    memcpy(dst, src, n);
+    return;
+  }
+  size_t piece = (n + parts - 1) / parts;
+  piece = (piece + 4095) & ~(size_t)4095;
+  size_t off = piece; /* piece 0 is ours */
+  int posted = 0;
+  for (int i = 0; off < n && i < p->nworkers; i++, posted++, off += piece) {
+    gwg_worker *w = &p->w[i];
+    w->dst = dst + off;
+    w->src = src + off;
+    w->n = n - off < piece ? n - off : piece;
+    __atomic_store_n(&w->go, 1, __ATOMIC_RELEASE);
+  }
+  memcpy(dst, src, piece < n ? piece : n);
+  for (int i = posted - 1; i >= 0; i--) /* steal from the back: the last posted are the */
+    take_piece(&p->w[i]);                /* likeliest still untaken */
+  for (int i = 0; i < posted; i++)
+    while (__atomic_load_n(&p->w[i].go, __ATOMIC_ACQUIRE))
+      cpu_relax();
+}
+
+/* ---- per-context staging state ------------------------------------------------------------ */
+
+typedef struct {
+  pthread_mutex_t lock; /* held for a whole staged copy */
+  int device;
+  int enabled; /* 0: never stage (off, host page tables, or setup failed) */
+  size_t min, chunk;
+  int nbuf, nthreads;
+  int ready; /* buffers, events and threads exist */
+  char *buf[GWG_STAGING_BUFFERS_MAX];
+  gwv_event ev[GWG_STAGING_BUFFERS_MAX];
+  int inflight[GWG_STAGING_BUFFERS_MAX]; /* event recorded, not yet waited for */
+  gwg_pool pool;
+} gwg_staging;
+
+/* "8M", "256k", "1048576", "1G"; 0 when unparsable. */
+static int parse_size(const char *s, size_t *out) {
+  char *end = NULL;
+  if (!s || !isdigit((unsigned char)*s))
+    return 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  switch (*end) {
+  case 'k': case 'K': v <<= 10; end++; break;
+  case 'm': case 'M': v <<= 20; end++; break;
+  case 'g': case 'G': v <<= 30; end++; break;
+  default: break;
+  }
+  if (*end == 'i' || *end == 'B' || *end == 'b') /* KiB, MB */
+    end++;
+  if (*end == 'B')
+    end++;
+  if (*end != '\0')
+    return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+static long env_int(const char *name, long def, long lo, long hi) {
+  const char *s = getenv(name);
+  char *end = NULL;
+  if (!s || !*s)
+    return def;
+  long v = strtol(s, &end, 10);
+  if (*end != '\0')
+    return def;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void read_config(gwg_staging *st) {
+  const char *m = getenv("GPUWRAP_STAGING_MIN");
+  size_t v;
+  st->min = GWG_STAGING_MIN_DEFAULT;
+  if (m && (!strcmp(m, "off") || !strcmp(m, "OFF") || !strcmp(m, "never")))
+    st->enabled = 0;
+  else if (parse_size(m, &v))
+    st->min = v;
+  st->chunk = GWG_STAGING_CHUNK_DEFAULT;
+  if (parse_size(getenv("GPUWRAP_STAGING_CHUNK"), &v))
+    st->chunk = v;
+  if (st->chunk < 4096)
+    st->chunk = 4096;
+  if (st->chunk > ((size_t)1 << 30))
+    st->chunk = (size_t)1 << 30;
+  st->chunk = (st->chunk + 4095) & ~(size_t)4095;
+  st->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS", GWG_STAGING_BUFFERS_DEFAULT, 2,
+                          GWG_STAGING_BUFFERS_MAX);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long def = cpus > 1 ? cpus / 2 : 1;
+  if (def > GWG_STAGING_THREADS_DEFAULT_MAX)
+    def = GWG_STAGING_THREADS_DEFAULT_MAX;
+  st->nthreads = (int)env_int("GPUWRAP_STAGING_THREADS", def, 1, GWG_STAGING_THREADS_MAX);
+}
+
+/* Serialises creation of the (cheap) per-context objects across threads. */
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static gwg_staging *staging_get(gwg_ctx *c) {
+  gwg_staging *st = __atomic_load_n(&c->staging, __ATOMIC_ACQUIRE);
+  if (st)
+    return st;
+  pthread_mutex_lock(&create_lock);
+  st = c->staging;
+  if (!st && (st = calloc(1, sizeof *st)) != NULL) {
+    if (pthread_mutex_init(&st->lock, NULL) != 0) {
+      free(st);
+      st = NULL;
+    } else {
+      st->device = c->device;
+      /* Where the device walks the host's page tables (ATS, e.g. Grace Hopper) the
+       * runtime copies pageable memory at full speed itself. */
+      st->enabled = !gwv_device_attr(GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES, c->device);
+      read_config(st);
+      __atomic_store_n(&c->staging, st, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&create_lock);
+  return st;
+}
+
+static void release_resources(gwg_staging *st) {
+  for (int i = 0; i < GWG_STAGING_BUFFERS_MAX; i++) {
+    if (st->ev[i]) {
+      (void)gwv_EventDestroy(st->ev[i]);
+      st->ev[i] = NULL;
+    }
+    if (st->buf[i]) {
+      (void)gwv_FreeHost(st->buf[i]);
+      st->buf[i] = NULL;
+    }
+  }
+  (void)gwv_GetLastError();
+  st->ready = 0;
+}
+
+/* Bounce buffers, events, threads; the context's device is current. 0 on failure (the
+ * copy then takes the plain path, and staging stays off for this context). */
+static int staging_setup(gwg_staging *st) {
+  for (int i = 0; i < st->nbuf; i++) {
+    void *p = NULL;
+    if (gwv_HostAlloc(&p, st->chunk, GWV_HOST_ALLOC_FLAGS) != GWV_SUCCESS) {
+      release_resources(st);
+      return 0;
+    }
+    st->buf[i] = p;
+    if (gwv_EventCreateWithFlags(&st->ev[i], GWV_EVENT_FLAGS) != GWV_SUCCESS) {
+      st->ev[i] = NULL;
+      release_resources(st);
+      return 0;
+    }
+  }
+  if (pool_start(&st->pool, st->nthreads - 1) < 0) {
+    release_resources(st);
+    return 0;
+  }
+  st->ready = 1;
+  return 1;
+}
+
+void gwg_staging_fini(void *state) {
+  gwg_ctx *c = state;
+  gwg_staging *st = c->staging;
+  if (!st)
+    return;
+  if (st->ready) {
+    pool_stop(&st->pool);
+    int prev = 0;
+    int entered = gwg_enter(st->device, &prev) == GW_OK;
+    if (!entered)
+      (void)gwv_GetLastError();
+    release_resources(st);
+    if (entered)
+      gwg_leave(st->device, prev);
+  }
+  pthread_mutex_destroy(&st->lock);
+  free(st);
+  c->staging = NULL;
+}
+
+/* ---- the pipelines ---------------------------------------------------------------------------- */
+
+/* Chunk length for a copy of n bytes: the buffer size, or n / SPLIT for smaller copies. */
+static size_t pick_chunk(const gwg_staging *st, size_t n) {
+  size_t c = (n / GWG_STAGING_SPLIT + 4095) & ~(size_t)4095;
+  if (c < GWG_STAGING_CHUNK_MIN)
+    c = GWG_STAGING_CHUNK_MIN;
+  return c < st->chunk ? c : st->chunk;
+}
+
+/* Wait for buffer b's last DMA. */
+static gw_status wait_buf(gwg_staging *st, int b) {
+  if (!st->inflight[b])
+    return GW_OK;
+  st->inflight[b] = 0;
+  gwv_err e = gwv_EventSynchronize(st->ev[b]);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, "staged copy: " GWV_CALL("EventSynchronize"));
+  return GW_OK;
+}
+
+/* DMA between buffer b and the device side, then the event that frees the buffer. */
+static gw_status dma(gwg_staging *st, int b, void *dst, const void *src, size_t n,
+                     gwv_stream s, int *unrecorded) {
+  gwv_err e = gwv_MemcpyAsync(dst, src, n, GWV_MEMCPY_DEFAULT, s);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, "staged copy: " GWV_CALL("MemcpyAsync") "(dst %p, src %p, %zu bytes)",
+                    dst, src, n);
+  e = gwv_EventRecord(st->ev[b], s);
+  if (e != GWV_SUCCESS) {
+    *unrecorded = 1;
+    return gwg_fail(e, "staged copy: " GWV_CALL("EventRecord"));
+  }
+  st->inflight[b] = 1;
+  return GW_OK;
+}
+
+static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
+                     int *unrecorded) {
+  size_t chunk = pick_chunk(st, n);
+  gw_status rc = GW_OK;
+  int b = 0;
+  for (size_t off = 0; off < n && rc == GW_OK; off += chunk, b = (b + 1) % st->nbuf) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    if ((rc = wait_buf(st, b)) != GW_OK)
+      break;
+    pool_memcpy(&st->pool, st->buf[b], src + off, len);
+    rc = dma(st, b, dst + off, st->buf[b], len, s, unrecorded);
+  }
+  return rc;
+}
+
+static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
+                     int *unrecorded) {
+  size_t chunk = pick_chunk(st, n);
+  size_t nchunks = (n + chunk - 1) / chunk;
+  gw_status rc = GW_OK;
+  size_t next = 0; /* next chunk to DMA */
+  for (; next < nchunks && next < (size_t)st->nbuf && rc == GW_OK; next++) {
+    size_t off = next * chunk, len = n - off < chunk ? n - off : chunk;
+    rc = dma(st, (int)next, st->buf[next], src + off, len, s, unrecorded);
+  }
+  for (size_t i = 0; i < nchunks && rc == GW_OK; i++) {
+    int b = (int)(i % (size_t)st->nbuf);
+    size_t off = i * chunk, len = n - off < chunk ? n - off : chunk;
+    if ((rc = wait_buf(st, b)) != GW_OK)
+      break;
+    pool_memcpy(&st->pool, dst + off, st->buf[b], len);
+    if (next < nchunks) {
+      size_t noff = next * chunk, nlen = n - noff < chunk ? n - noff : chunk;
+      rc = dma(st, b, st->buf[b], src + noff, nlen, s, unrecorded);
+      next++;
+    }
+  }
+  return rc;
+}
+
+int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, gw_status *out) {
+  gwg_ctx *c = state;
+  if (x->ndim != 1 || x->dst_stride[0] != (int64_t)x->elem ||
+      x->src_stride[0] != (int64_t)x->elem || device != c->device)
+    return 0;
+  int up = x->src_kind == GW_MEM_HOST &&
+           (x->dst_kind == GW_MEM_DEVICE || x->dst_kind == GW_MEM_MANAGED);
+  int down = x->dst_kind == GW_MEM_HOST &&
+             (x->src_kind == GW_MEM_DEVICE || x->src_kind == GW_MEM_MANAGED);
+  if (!up && !down)
+    return 0;
+  size_t n = (size_t)x->shape[0] * x->elem;
+  gwg_staging *st = staging_get(c);
+  if (!st || !__atomic_load_n(&st->enabled, __ATOMIC_RELAXED) || n < st->min || n == 0)
+    return 0;
+  if (pthread_mutex_trylock(&st->lock) != 0)
+    return 0; /* another thread is staging on this context: plain path, no waiting */
+  if (!st->ready && !staging_setup(st)) {
+    __atomic_store_n(&st->enabled, 0, __ATOMIC_RELAXED); /* no pinned memory: stay plain */
+    pthread_mutex_unlock(&st->lock);
+    return 0;
+  }
+  int unrecorded = 0;
+  pool_set_state(&st->pool, 1);
+  gw_status rc = up ? h2d(st, x->dst, x->src, n, s, &unrecorded)
+                    : d2h(st, x->dst, x->src, n, s, &unrecorded);
+  pool_set_state(&st->pool, 0);
+  /* Every DMA finished before returning: the caller's memory and our buffers are free. */
+  for (int b = 0; b < st->nbuf; b++) {
+    gw_status r = wait_buf(st, b);
+    if (rc == GW_OK)
+      rc = r;
+  }
+  if (unrecorded) { /* a DMA went out without its event: drain the stream */
+    if (gwv_StreamSynchronize(s) != GWV_SUCCESS)
+      (void)gwv_GetLastError();
+  }
+  pthread_mutex_unlock(&st->lock);
+  *out = rc;
+  return 1;
+}

@@ -1,0 +1,16 @@
+/* Private to the halo module. Never installed. */
+#ifndef GW_HALO_INTERNAL_H
+#define GW_HALO_INTERNAL_H
+
+#include "gpuwrap/halo.h"
+
+/* Record the detail for gw_halo_last_error() and return s. */
+gw_status gw__halo_fail(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* gw__halo_fail(GW_EBACKEND, ...) with MPI's text for `code`; GW_OK if code is MPI_SUCCESS. */
+gw_status gw__halo_mpi(int code, const char *what, int dim);
+
+/* Whether MPI can take device pointers of `backend`: GPUWRAP_HALO_GPU_AWARE=0|1 if set,
+ * else the MPI library's own answer (0 when it has no way to say). */
+int gw__halo_gpu_aware(gw_backend backend);
+
+#endif /* GW_HALO_INTERNAL_H */

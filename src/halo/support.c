@@ -1,0 +1,78 @@
+/* Errors of the halo module, and asking MPI whether it takes device pointers. */
+#include "halo_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h> /* MPIX_Query_cuda_support / MPIX_Query_rocm_support, when built in */
+#endif
+
+static _Thread_local char halo_err[512];
+
+const char *gw_halo_last_error(void) { return halo_err; }
+
+gw_status gw__halo_fail(gw_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(halo_err, sizeof halo_err, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+gw_status gw__halo_mpi(int code, const char *what, int dim) {
+  if (code == MPI_SUCCESS) return GW_OK;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
+  if (dim >= 0) return gw__halo_fail(GW_EBACKEND, "%s (dim %d): %s", what, dim, text);
+  return gw__halo_fail(GW_EBACKEND, "%s: %s", what, text);
+}
+
+const char *gw_halo_path_name(gw_halo_path p) {
+  switch (p) {
+  case GW_HALO_PATH_AUTO: return "auto";
+  case GW_HALO_PATH_HOST: return "host";
+  case GW_HALO_PATH_DEVICE: return "device";
+  }
+  return "invalid";
+}
+
+static int mpi_says_gpu_aware(gw_backend backend) {
+  switch (backend) {
+  case GW_BACKEND_CUDA:
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+    return MPIX_Query_cuda_support() == 1;
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+    {
+      int yes = 0;
+      return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
+    }
+#else
+    return 0;
+#endif
+  case GW_BACKEND_HIP:
+#if defined(OMPI_HAVE_MPI_EXT_ROCM) && OMPI_HAVE_MPI_EXT_ROCM
+    return MPIX_Query_rocm_support() == 1;
+#elif defined(MPIX_GPU_SUPPORT_HIP)
+    {
+      int yes = 0;
+      return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_HIP, &yes) == MPI_SUCCESS && yes;
+    }
+#else
+    return 0;
+#endif
+  default:
+    /* The CPU backend's "device" memory is host memory behind the model: MPI could read
+     * it, but a faithful model of a GPU says no unless the environment says yes. */
+    return 0;
+  }
+}
+
+int gw__halo_gpu_aware(gw_backend backend) {
+  const char *env = getenv("GPUWRAP_HALO_GPU_AWARE");
+  if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
+  return mpi_says_gpu_aware(backend);
+}

@@ -1,0 +1,504 @@
+/*
+ * Staged copies between pageable host memory and device/managed memory
+ * (src/backends/gpu/gpu_staging.c) through the public API: pageable memory wrapped with
+ * GW_WRAP_NO_REGISTER (so it stays pageable), device memory from gw_alloc. Random data,
+ * every byte compared, guard bytes around each destination checked, device contents read
+ * and written with the test's own CUDA runtime (an independent path). Sizes 1 B .. 256 MiB,
+ * odd sizes and odd offsets on both sides. Each case sets its GPUWRAP_STAGING_* variables
+ * before making its context (they are read on the context's first pageable copy).
+ * "bandwidth" prints GB/s of gw_copy and of cudaMemcpy on the same pageable buffers; it
+ * never fails on timing. Every case skips (77) without a CUDA device.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
+
+#include "gpuwrap.h"
+#include "gwt.h"
+
+#include <cuda_runtime_api.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      GWT_FAIL_("%s: %s", #x, cudaGetErrorName(e_));                                       \
+      return 1;                                                                            \
+    }                                                                                      \
+  } while (0)
+#define GW_OK_(x)                                                                          \
+  do {                                                                                     \
+    gw_status s_ = (x);                                                                    \
+    if (s_ != GW_OK) {                                                                     \
+      GWT_FAIL_("%s: %s (%s)", #x, gw_err_name(s_), gw_last_error());                      \
+      return 1;                                                                            \
+    }                                                                                      \
+  } while (0)
+
+#define GUARD 64
+#define MiB ((size_t)1 << 20)
+
+static int ndev;
+
+static int have_cuda(void) {
+  int n = 0;
+  if (gw_backend_device_count(GW_BACKEND_CUDA, &n) != GW_OK || n < 1) {
+    fprintf(stderr, "skip: no CUDA device (%s)\n", gw_last_error());
+    return 0;
+  }
+  ndev = n;
+  return 1;
+}
+
+/* Configure staging for the next context ("" = unset). */
+static void env(const char *min, const char *chunk, const char *threads, const char *buffers) {
+  const char *names[4] = {"GPUWRAP_STAGING_MIN", "GPUWRAP_STAGING_CHUNK",
+                          "GPUWRAP_STAGING_THREADS", "GPUWRAP_STAGING_BUFFERS"};
+  const char *vals[4] = {min, chunk, threads, buffers};
+  for (int i = 0; i < 4; i++) {
+    if (vals[i] && *vals[i])
+      setenv(names[i], vals[i], 1);
+    else
+      unsetenv(names[i]);
+  }
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static void fill_random(unsigned char *p, size_t n) {
+  uint64_t x = rng_state;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    memcpy(p + i, &x, 8);
+  }
+  for (; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (unsigned char)x;
+  }
+  rng_state = x;
+}
+
+static int first_diff(const unsigned char *a, const unsigned char *b, size_t n, size_t *at) {
+  if (memcmp(a, b, n) == 0)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) {
+      *at = i;
+      return 1;
+    }
+  return 0;
+}
+
+static int all_equal(const unsigned char *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != v)
+      return 0;
+  return 1;
+}
+
+/* The working set of one case: pageable host buffers (wrapped, not registered) and a
+ * device (or managed) buffer, each `cap` bytes plus guards. */
+typedef struct {
+  gw_context *ctx;
+  size_t cap;
+  unsigned char *h, *ref; /* h: the wrapped pageable buffer; ref: the test's own */
+  gw_array *ha, *da;
+  unsigned char *d;
+  gw_memkind dkind;
+} rig;
+
+static int rig_make(rig *r, gw_memkind dkind, size_t cap) {
+  memset(r, 0, sizeof *r);
+  r->cap = cap;
+  r->dkind = dkind;
+  GW_OK_(gw_context_create(GW_BACKEND_CUDA, 0, &r->ctx));
+  size_t all = cap + 3 * GUARD; /* room for offsets < GUARD past cap bytes */
+  r->h = malloc(all);
+  r->ref = malloc(all);
+  ASSERT_TRUE(r->h && r->ref);
+  memset(r->h, 0x5a, all);
+  int64_t shape[1] = {(int64_t)all};
+  GW_OK_(gw_wrap(r->ctx, r->h, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &r->ha));
+  ASSERT_EQ_INT(gw_kind(r->ha), GW_MEM_HOST); /* still pageable */
+  GW_OK_(gw_alloc(r->ctx, dkind, GW_UINT8, 1, shape, &r->da));
+  r->d = gw_data(r->da);
+  ASSERT_TRUE(r->d != NULL);
+  return 0;
+}
+
+static void rig_free(rig *r) {
+  gw_release(r->ha);
+  gw_release(r->da);
+  free(r->h);
+  free(r->ref);
+  if (r->ctx)
+    gw_context_destroy(r->ctx);
+  memset(r, 0, sizeof *r);
+}
+
+static gw_array *view(gw_array *a, size_t off, size_t n) {
+  int64_t st[1] = {(int64_t)off}, sh[1] = {(int64_t)n};
+  gw_array *v = NULL;
+  if (gw_view(a, st, sh, NULL, &v) != GW_OK)
+    GWT_FAIL_("gw_view(%zu, %zu): %s", off, n, gw_last_error());
+  return v;
+}
+
+/* Host [ho, ho+n) -> device [dof, dof+n) and back into host [ho2, ho2+n); every byte and
+ * the guards checked. Offsets are below GUARD. */
+static int roundtrip(rig *r, size_t n, size_t ho, size_t dof, size_t ho2) {
+  size_t all = r->cap + 3 * GUARD;
+  unsigned char *src = r->h + GUARD + ho;
+  /* host -> device: poison the device, random source */
+  CK(cudaMemset(r->d, 0xa5, all));
+  fill_random(src, n);
+  memcpy(r->ref, src, n); /* the expected bytes */
+  gw_array *hv = view(r->ha, GUARD + ho, n), *dv = view(r->da, GUARD + dof, n);
+  ASSERT_TRUE(hv && dv);
+  gw_status s = gw_copy(dv, hv);
+  if (s != GW_OK) {
+    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): %s", n, ho, dof, gw_last_error());
+    return 1;
+  }
+  gw_release(hv);
+  gw_release(dv);
+  unsigned char *chk = malloc(n + 2 * GUARD);
+  ASSERT_TRUE(chk);
+  CK(cudaMemcpy(chk, r->d + dof, n + 2 * GUARD, cudaMemcpyDefault));
+  size_t at = 0;
+  if (first_diff(chk + GUARD, r->ref, n, &at))
+    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): byte %zu is %02x, want %02x", n, ho, dof,
+              at, chk[GUARD + at], r->ref[at]);
+  if (!all_equal(chk, GUARD, 0xa5) || !all_equal(chk + GUARD + n, GUARD, 0xa5))
+    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): wrote outside the destination", n, ho, dof);
+
+  /* device -> host: fresh random device contents through our runtime, poisoned host */
+  fill_random(r->ref, n);
+  CK(cudaMemcpy(r->d + GUARD + dof, r->ref, n, cudaMemcpyDefault));
+  memset(r->h, 0x5a, all);
+  hv = view(r->ha, GUARD + ho2, n);
+  dv = view(r->da, GUARD + dof, n);
+  ASSERT_TRUE(hv && dv);
+  s = gw_copy(hv, dv);
+  gw_release(hv);
+  gw_release(dv);
+  if (s != GW_OK) {
+    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): %s", n, dof, ho2, gw_last_error());
+    free(chk);
+    return 1;
+  }
+  unsigned char *dst = r->h + GUARD + ho2;
+  if (first_diff(dst, r->ref, n, &at))
+    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): byte %zu is %02x, want %02x", n, dof, ho2,
+              at, dst[at], r->ref[at]);
+  if (!all_equal(r->h, GUARD + ho2, 0x5a) || !all_equal(dst + n, GUARD, 0x5a))
+    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): wrote outside the destination", n, dof, ho2);
+  free(chk);
+  return gwt_failures ? 1 : 0;
+}
+
+static const size_t small_sizes[] = {1, 2, 3, 7, 100, 4095, 4096, 4097, 65535, 65537,
+                                     262143, 262144 + 5, 1048575};
+static const size_t big_sizes[] = {1048576, 1048577, 3 * 1048576 + 13, 4 * 1048576 - 1,
+                                   16 * 1048576 + 4093, 33 * 1048576 + 1, 64 * 1048576 + 7,
+                                   256 * 1048576};
+
+static int sweep(rig *r, size_t maxn) {
+  static const size_t offs[][3] = {{0, 0, 0}, {1, 3, 7}, {7, 0, 1}, {3, 5, 0}};
+  for (size_t i = 0; i < sizeof small_sizes / sizeof *small_sizes; i++)
+    for (size_t k = 0; k < 4; k++)
+      if (small_sizes[i] <= maxn && roundtrip(r, small_sizes[i], offs[k][0], offs[k][1], offs[k][2]))
+        return 1;
+  for (size_t i = 0; i < sizeof big_sizes / sizeof *big_sizes; i++) {
+    size_t n = big_sizes[i];
+    if (n > maxn)
+      continue;
+    for (size_t k = 0; k < (n > 32 * MiB ? 2u : 4u); k++)
+      if (roundtrip(r, n, offs[k][0], offs[k][1], offs[k][2]))
+        return 1;
+  }
+  return 0;
+}
+
+/* Defaults (staging from 1 MiB, 4 MiB chunks): every size 1 B .. 256 MiB. */
+static int test_sizes(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("", "", "", "");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, 256 * MiB + 64);
+  if (!rc)
+    rc = sweep(&r, 256 * MiB);
+  rig_free(&r);
+  return rc;
+}
+
+/* Everything staged, tiny chunks, 2 buffers: many chunks, ragged last chunk, buffer reuse. */
+static int test_small_chunks(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("0", "4096", "3", "2");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, 4 * MiB);
+  if (!rc)
+    rc = sweep(&r, 4 * MiB);
+  rig_free(&r);
+  return rc;
+}
+
+/* Everything staged, 1 MiB chunks split over 5 threads (ragged pieces), 4 buffers. */
+static int test_threads(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("0", "1M", "5", "4");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, 40 * MiB);
+  if (!rc)
+    rc = sweep(&r, 40 * MiB);
+  rig_free(&r);
+  return rc;
+}
+
+/* Staging off: the runtime's path, same checks. */
+static int test_off(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("off", "", "", "");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, 20 * MiB);
+  if (!rc)
+    rc = sweep(&r, 20 * MiB);
+  rig_free(&r);
+  return rc;
+}
+
+/* Pageable <-> managed. */
+static int test_managed(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("0", "1M", "4", "3");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_MANAGED, 24 * MiB);
+  if (!rc)
+    rc = sweep(&r, 24 * MiB);
+  rig_free(&r);
+  return rc;
+}
+
+/* gw_copy_async on a gw_stream: ordered after the stream's earlier work (a fill), complete
+ * on return (pageable memory). */
+static int test_stream(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("", "2M", "", "");
+  rig r;
+  if (rig_make(&r, GW_MEM_DEVICE, 24 * MiB)) {
+    rig_free(&r);
+    return 1;
+  }
+  gw_stream *s = NULL;
+  int rc = 0;
+  if (gw_stream_create(r.ctx, &s) != GW_OK) {
+    GWT_FAIL_("gw_stream_create: %s", gw_last_error());
+    rig_free(&r);
+    return 1;
+  }
+  size_t n = 24 * MiB - 5;
+  for (int it = 0; it < 3 && !rc; it++) {
+    unsigned char v = (unsigned char)(0x11 * (it + 1));
+    gw_array *dv = view(r.da, 3, n), *hv = view(r.ha, 1, n);
+    /* fill on the stream, then copy back on it: the copy must see the fill */
+    if (gw_fill_async(dv, &v, s) != GW_OK || gw_copy_async(hv, dv, s) != GW_OK) {
+      GWT_FAIL_("fill/copy on a stream: %s", gw_last_error());
+      rc = 1;
+    } else if (!all_equal(r.h + 1, n, v)) {
+      GWT_FAIL_("d2h on a stream after a fill: not all bytes are %02x", v);
+      rc = 1;
+    }
+    /* upload random data on the stream, read it back with our runtime */
+    fill_random(r.h + 1, n);
+    if (!rc && gw_copy_async(dv, hv, s) != GW_OK) {
+      GWT_FAIL_("h2d on a stream: %s", gw_last_error());
+      rc = 1;
+    }
+    if (!rc) {
+      unsigned char *chk = malloc(n);
+      if (!chk || cudaMemcpy(chk, r.d + 3, n, cudaMemcpyDefault) != cudaSuccess ||
+          memcmp(chk, r.h + 1, n) != 0) {
+        GWT_FAIL_("h2d on a stream: contents differ (%d)", it);
+        rc = 1;
+      }
+      free(chk);
+    }
+    gw_release(dv);
+    gw_release(hv);
+  }
+  gw_stream_destroy(s);
+  rig_free(&r);
+  return rc;
+}
+
+/* Several threads copying through one context at once (one stages, the others may take
+ * the runtime's path): all right. */
+typedef struct {
+  gw_context *ctx;
+  int id, failed;
+} job;
+
+static void *copier(void *arg) {
+  job *j = arg;
+  size_t n = 12 * MiB + (size_t)j->id * 4099;
+  unsigned char *a = malloc(n), *b = malloc(n);
+  int64_t sh[1] = {(int64_t)n};
+  gw_array *ha = NULL, *hb = NULL, *d = NULL;
+  if (!a || !b || gw_wrap(j->ctx, a, GW_UINT8, 1, sh, NULL, GW_WRAP_NO_REGISTER, &ha) != GW_OK ||
+      gw_wrap(j->ctx, b, GW_UINT8, 1, sh, NULL, GW_WRAP_NO_REGISTER, &hb) != GW_OK ||
+      gw_alloc(j->ctx, GW_MEM_DEVICE, GW_UINT8, 1, sh, &d) != GW_OK) {
+    j->failed = 1;
+  }
+  uint64_t x = 0x1234567ull * (uint64_t)(j->id + 1);
+  for (int it = 0; it < 8 && !j->failed; it++) {
+    for (size_t i = 0; i < n; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      a[i] = (unsigned char)x;
+    }
+    memset(b, 0, n);
+    if (gw_copy(d, ha) != GW_OK || gw_copy(hb, d) != GW_OK || memcmp(a, b, n) != 0)
+      j->failed = 1;
+  }
+  gw_release(ha);
+  gw_release(hb);
+  gw_release(d);
+  free(a);
+  free(b);
+  return NULL;
+}
+
+static int test_concurrent(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("", "", "", "");
+  gw_context *ctx = NULL;
+  GW_OK_(gw_context_create(GW_BACKEND_CUDA, 0, &ctx));
+  enum { T = 4 };
+  pthread_t t[T];
+  job j[T];
+  int started[T];
+  for (int i = 0; i < T; i++) {
+    j[i].ctx = ctx;
+    j[i].id = i;
+    j[i].failed = 0;
+    started[i] = pthread_create(&t[i], NULL, copier, &j[i]) == 0;
+    if (!started[i])
+      j[i].failed = 1;
+  }
+  for (int i = 0; i < T; i++) {
+    if (started[i])
+      pthread_join(t[i], NULL);
+    EXPECT_EQ_INT(j[i].failed, 0);
+  }
+  gw_context_destroy(ctx);
+  return gwt_failures ? 1 : 0;
+}
+
+/* The caller's current device is given back (device 1 current, context on device 0). */
+static int test_current_device(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  if (ndev < 2) {
+    fprintf(stderr, "skip: needs two devices\n");
+    return GWT_SKIP;
+  }
+  env("", "", "", "");
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, 8 * MiB);
+  if (!rc) {
+    CK(cudaSetDevice(1));
+    rc = roundtrip(&r, 8 * MiB - 3, 1, 2, 3);
+    int d = -1;
+    CK(cudaGetDevice(&d));
+    EXPECT_EQ_INT(d, 1);
+    CK(cudaSetDevice(0));
+  }
+  rig_free(&r);
+  return rc || gwt_failures;
+}
+
+/* GB/s of gw_copy (staged) and cudaMemcpy on the same pageable buffers; prints, never
+ * fails on timing. GPUWRAP_STAGING_* from the environment are honoured here. */
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int test_bandwidth(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  const size_t sizes[] = {256 << 10, 512 << 10, 1 * MiB, 2 * MiB, 4 * MiB, 16 * MiB, 64 * MiB,
+                          256 * MiB};
+  rig r;
+  if (rig_make(&r, GW_MEM_DEVICE, 256 * MiB)) {
+    rig_free(&r);
+    return 1;
+  }
+  fill_random(r.h, r.cap);
+  fprintf(stderr, "%10s %10s %10s %7s %10s %10s %7s\n", "bytes", "h2d raw", "h2d gw", "ratio",
+          "d2h raw", "d2h gw", "ratio");
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    size_t n = sizes[i];
+    int reps = n >= 64 * MiB ? 7 : 25;
+    double t[4][32];
+    gw_array *hv = view(r.ha, GUARD, n), *dv = view(r.da, GUARD, n);
+    ASSERT_TRUE(hv && dv);
+    for (int k = -2; k < reps; k++) {
+      double t0 = now();
+      CK(cudaMemcpy(r.d + GUARD, r.h + GUARD, n, cudaMemcpyHostToDevice));
+      double t1 = now();
+      GW_OK_(gw_copy(dv, hv));
+      double t2 = now();
+      CK(cudaMemcpy(r.h + GUARD, r.d + GUARD, n, cudaMemcpyDeviceToHost));
+      double t3 = now();
+      GW_OK_(gw_copy(hv, dv));
+      double t4 = now();
+      if (k >= 0) {
+        t[0][k] = t1 - t0, t[1][k] = t2 - t1, t[2][k] = t3 - t2, t[3][k] = t4 - t3;
+      }
+    }
+    gw_release(hv);
+    gw_release(dv);
+    double g[4];
+    for (int q = 0; q < 4; q++) {
+      qsort(t[q], (size_t)reps, sizeof(double), cmp_double);
+      g[q] = (double)n / t[q][reps / 2] / 1e9;
+    }
+    fprintf(stderr, "%10zu %10.2f %10.2f %7.2f %10.2f %10.2f %7.2f\n", n, g[0], g[1], g[1] / g[0],
+            g[2], g[3], g[3] / g[2]);
+  }
+  rig_free(&r);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const gwt_case cases[] = {
+      {"sizes", test_sizes},
+      {"small_chunks", test_small_chunks},
+      {"threads", test_threads},
+      {"off", test_off},
+      {"managed", test_managed},
+      {"stream", test_stream},
+      {"concurrent", test_concurrent},
+      {"current_device", test_current_device},
+      {"bandwidth", test_bandwidth},
+  };
+  return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}

@@ -1,0 +1,195 @@
+/* Concurrency: 8+ threads wrap, pin and release overlapping pieces of one buffer many times;
+ * afterwards the registry is empty and nothing is registered. One array shared by threads
+ * that retain and release it: its deleter runs once. (Run under -fsanitize=thread too.) */
+#include "test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define NTHREADS 8
+#define NPAGES 32
+
+static gw_context *g_ctx;
+static unsigned char *g_buf;
+static size_t g_pg;
+static int g_iters = 400;
+
+typedef struct {
+  uint64_t rng;
+  int id;
+} worker_arg;
+
+static uint64_t next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void *worker(void *p) {
+  worker_arg *w = p;
+  unsigned char *tmp = malloc(NPAGES * g_pg);
+  for (int it = 0; it < g_iters; it++) {
+    size_t off = next(&w->rng) % (NPAGES * g_pg - 1);
+    size_t len = 1 + next(&w->rng) % (NPAGES * g_pg - off - 1);
+    if (len > 8 * g_pg)
+      len = 8 * g_pg;
+    int64_t shape[1] = {(int64_t)len};
+    gw_array *a = NULL, *h = NULL;
+    int mode = (int)(next(&w->rng) % 4);
+    if (mode == 0) {
+      gw_status s = gw_pin(g_ctx, g_buf + off, len);
+      if (s != GW_OK)
+        TST_FAIL("thread %d: gw_pin: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    }
+    gw_status s = gw_wrap(g_ctx, g_buf + off, GW_UINT8, 1, shape, NULL, 0, &a);
+    if (s != GW_OK)
+      TST_FAIL("thread %d: wrap [%zu, +%zu): %s: %s", w->id, off, len, gw_err_name(s), gw_last_error());
+    if (gw_data(a) == NULL)
+      TST_FAIL("thread %d: wrapped pageable memory has no device address", w->id);
+    gw_ptrinfo info;
+    s = gw_pointer_query(g_ctx, g_buf + off, &info);
+    if (s != GW_OK || info.kind != GW_MEM_PINNED)
+      TST_FAIL("thread %d: wrapped memory not pinned (%s, kind %d)", w->id, gw_err_name(s), (int)info.kind);
+    if (mode == 1) { /* read it through a copy (everyone only reads g_buf) */
+      s = gw_wrap(g_ctx, tmp, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &h);
+      if (s == GW_OK)
+        s = gw_copy(h, a);
+      if (s != GW_OK)
+        TST_FAIL("thread %d: copy: %s: %s", w->id, gw_err_name(s), gw_last_error());
+      if (memcmp(tmp, g_buf + off, len) != 0)
+        TST_FAIL("thread %d: copied bytes differ", w->id);
+      gw_release(h);
+    }
+    if (mode == 2) { /* a view that outlives the array */
+      gw_array *v = NULL;
+      int64_t st[1] = {0}, vs[1] = {(int64_t)(len + 1) / 2}, step[1] = {2};
+      s = gw_view(a, st, vs, step, &v);
+      if (s != GW_OK)
+        TST_FAIL("thread %d: view: %s", w->id, gw_last_error());
+      gw_release(a);
+      a = v;
+    }
+    gw_release(a);
+    if (mode == 0) {
+      s = gw_unpin(g_ctx, g_buf + off, len);
+      if (s != GW_OK)
+        TST_FAIL("thread %d: gw_unpin: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    }
+  }
+  free(tmp);
+  return NULL;
+}
+
+TEST_IMPL(overlapping_wraps_8_threads) {
+  g_ctx = tst_open(0);
+  g_pg = tst_page();
+  tst_leaks before = tst_leak_snapshot();
+  long regs = gw_cpu_op_calls(GW_CPU_OP_REGISTER), unregs = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER);
+  g_buf = tst_pages(NPAGES);
+  tst_random_fill(g_buf, NPAGES * g_pg);
+  pthread_t t[NTHREADS];
+  worker_arg args[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    args[i].rng = tst_rand64() | 1;
+    args[i].id = i;
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, worker, &args[i]), 0);
+  }
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  ASSERT_NO_LEAK(before);
+  if (tst_is_cpu()) {
+    long r = gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs, u = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER) - unregs;
+    printf("  %ld registrations, %ld unregistrations\n", r, u);
+    ASSERT_EQ_INT(r, u);
+    ASSERT_TRUE(r > 0);
+  }
+  for (size_t p = 0; p < NPAGES; p++) {
+    gw_ptrinfo info;
+    ASSERT_OK(gw_pointer_query(g_ctx, g_buf + p * g_pg, &info));
+    ASSERT_EQ_INT(info.kind, GW_MEM_HOST);
+  }
+  free(g_buf);
+  gw_context_destroy(g_ctx);
+  return 0;
+}
+
+static gw_array *g_shared;
+static atomic_int g_deleted;
+static void counting_deleter(void *ptr, void *user) {
+  (void)ptr;
+  (void)user;
+  atomic_fetch_add(&g_deleted, 1);
+}
+static void *retainer(void *p) {
+  (void)p;
+  for (int i = 0; i < 20000; i++) {
+    gw_array *a = gw_retain(g_shared);
+    if (gw_numel(a) != 1000)
+      TST_FAIL("shared array changed");
+    gw_release(a);
+  }
+  gw_release(g_shared); /* each thread was handed one reference */
+  return NULL;
+}
+
+TEST_IMPL(shared_array_refcount) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  int64_t shape[1] = {1000};
+  gw_array *d = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &d));
+  ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(d), GW_INT32, 1, shape, NULL, 0, counting_deleter, NULL, &g_shared));
+  pthread_t t[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++)
+    gw_retain(g_shared);
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, retainer, NULL), 0);
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  ASSERT_EQ_INT(atomic_load(&g_deleted), 0);
+  gw_release(g_shared);
+  ASSERT_EQ_INT(atomic_load(&g_deleted), 1);
+  gw_release(d);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+static void *wrapper_of_own(void *p) {
+  /* every thread tries to own the same device memory; exactly one may at a time */
+  atomic_int *owners = p;
+  void *mem = gw_data(g_shared);
+  int64_t shape[1] = {1000};
+  for (int i = 0; i < 500; i++) {
+    gw_array *a = NULL;
+    gw_status s = gw_wrap_with_deleter(g_ctx, mem, GW_INT32, 1, shape, NULL, 0, counting_deleter, NULL, &a);
+    if (s != GW_OK)
+      TST_FAIL("deleter wrap: %s", gw_last_error());
+    gw_release(a);
+    s = gw_wrap(g_ctx, mem, GW_INT32, 1, shape, NULL, GW_WRAP_OWN, &a);
+    if (s != GW_EOWNED)
+      TST_FAIL("OWN of memory owned by a live array: %s", gw_err_name(s));
+  }
+  atomic_fetch_add(owners, 1);
+  return NULL;
+}
+
+TEST_IMPL(concurrent_own_refused) {
+  g_ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  int64_t shape[1] = {1000};
+  ASSERT_OK(gw_alloc(g_ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &g_shared));
+  atomic_int done = 0;
+  pthread_t t[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, wrapper_of_own, &done), 0);
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  ASSERT_EQ_INT(atomic_load(&done), NTHREADS);
+  ASSERT_EQ_INT(atomic_load(&g_deleted), NTHREADS * 500);
+  gw_release(g_shared);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(g_ctx);
+  return 0;
+}
