@@ -288,6 +288,7 @@ class Context:
     """A (backend, device) pair: backend "auto", "cpu", "cuda" or "hip"."""
 
     def __init__(self, backend="auto", device=0):
+        self._h = None  # close() runs even when creation fails
         lib = load_library()
         b = BACKENDS.index(backend) if isinstance(backend, str) else int(backend)
         h = ctypes.c_void_p()

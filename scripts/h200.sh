@@ -14,9 +14,10 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary
 { nvidia-smi; nvidia-smi -q | grep -iE "driver version|cuda version|product name|link|bus id"; } > "$L/nvidia-smi.txt" 2>&1
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 
-cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=ON -DGW_CUDA=ON -DGW_HIP=OFF \
+cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -30 "$L/configure.txt"; }
-cmake --build build-h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; }
+cmake --build build-h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+grep -E "warning:" "$L/build.txt" | sort -u | head -20 | tee -a "$OUT/summary.txt"
 log "built"
 
 build-h200/bin/gpuwrap info > "$L/info.txt" 2>&1; log "info rc=$?"
@@ -31,7 +32,7 @@ log "cuda tests skipped: $(grep -cE 'cuda\..*Skipped' "$L/ctest.txt")"
 if command -v compute-sanitizer >/dev/null; then
   n=0; bad=0
   for t in $(ctest --test-dir build-h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
-    cmd=$(ctest --test-dir build-h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1)
+    cmd=$(ctest --test-dir build-h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
     [ -z "$cmd" ] && continue
     n=$((n+1))
     GPUWRAP_TEST_BACKEND=cuda GPUWRAP_BACKEND=cuda timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $cmd >> "$L/memcheck.txt" 2>&1

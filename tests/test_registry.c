@@ -70,14 +70,18 @@ TEST_IMPL(two_wraps_register_once) {
 }
 
 TEST_IMPL(interior_pieces_one_page) {
-  /* two wraps of different bytes of one page share one registration */
+  /* two wraps of disjoint bytes of one page: registrations are byte ranges (as CUDA tracks
+   * them), so each wrap registers exactly its bytes and neither touches the other's */
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
   tst_leaks before = tst_leak_snapshot();
   char *buf = tst_pages(1);
   gw_array *a = wrap_bytes(ctx, buf + 8, 100);
   gw_array *b = wrap_bytes(ctx, buf + 1000, 200);
-  ASSERT_EQ_SIZE(gw_cpu_live_registrations(), before.regs + 1);
+  ASSERT_EQ_SIZE(gw_cpu_live_registrations(), before.regs + 2);
+  ASSERT_EQ_INT(query(ctx, buf + 500).kind, GW_MEM_HOST); /* the bytes between: untouched */
+  ASSERT_EQ_PTR(query(ctx, buf + 1000).base, buf + 1000);
+  ASSERT_EQ_SIZE(query(ctx, buf + 1000).extent, 200);
   gw_release(a);
   check_through_device(b);
   gw_release(b);

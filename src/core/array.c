@@ -34,7 +34,7 @@ gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_
   }
   int64_t e = (int64_t)elem, bl, bh;
   if (__builtin_mul_overflow(l, e, &bl) || __builtin_mul_overflow(h, e, &bh) ||
-      __builtin_add_overflow(bh, e, &bh) || (uint64_t)(bh - bl) > (uint64_t)PTRDIFF_MAX)
+      __builtin_add_overflow(bh, e, &bh) || (uint64_t)bh - (uint64_t)bl > (uint64_t)PTRDIFF_MAX)
     return gw__fail(GW_EINVAL, "shape/strides: byte size of the span overflows");
   *lo = bl;
   *hi = bh;
@@ -172,7 +172,8 @@ gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out
   int64_t strides[GW_MAX_DIMS], s = 1;
   for (int d = ndim - 1; d >= 0; d--) {
     strides[d] = s;
-    s *= shape[d] ? shape[d] : 1;
+    /* Only an empty array can overflow here, and any strides fit an empty array. */
+    if (__builtin_mul_overflow(s, shape[d] ? shape[d] : 1, &s)) s = 0;
   }
   return make_view(a, ndim, shape, strides, 0, out);
 }

@@ -86,7 +86,7 @@ typedef struct gw__backend_ops {
   gw_status (*alloc)(void *state, gw_memkind kind, size_t bytes, void **out);
   gw_status (*free)(void *state, gw_memkind kind, int device, void *ptr);
 
-  /* Page-lock exactly [base, base+bytes) (page aligned). GW_EALREADY if any part of it is
+  /* Page-lock exactly [base, base+bytes) (any alignment). GW_EALREADY if any part of it is
    * registered already; unregister needs the exact base (GW_ENOTREG otherwise). */
   gw_status (*host_register)(void *state, void *base, size_t bytes);
   gw_status (*host_unregister)(void *state, void *base);

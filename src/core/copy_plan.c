@@ -91,8 +91,11 @@ gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x) {
                   .dst_device = dr->device, .src_device = sr->device};
   for (int d = 0; d < dst->ndim; d++) {
     x->shape[d] = dst->shape[d];
-    x->dst_stride[d] = dst->strides[d] * (int64_t)e;
-    x->src_stride[d] = src->strides[d] * (int64_t)e;
+    /* A dim of extent 1 may carry any stride (never stepped over): keep it out of the
+     * arithmetic, normalisation drops it anyway. */
+    bool one = dst->shape[d] == 1;
+    x->dst_stride[d] = one ? 0 : dst->strides[d] * (int64_t)e;
+    x->src_stride[d] = one ? 0 : src->strides[d] * (int64_t)e;
   }
   gw__xfer_normalise(x);
   return GW_OK;
@@ -104,7 +107,7 @@ void gw__plan_fill(const gw_array *dst, const void *value, gw__fillspec *f) {
   x.src = x.dst;
   for (int d = 0; d < dst->ndim; d++) {
     x.shape[d] = dst->shape[d];
-    x.dst_stride[d] = x.src_stride[d] = dst->strides[d] * (int64_t)x.elem;
+    x.dst_stride[d] = x.src_stride[d] = dst->shape[d] == 1 ? 0 : dst->strides[d] * (int64_t)x.elem;
   }
   gw__xfer_normalise(&x);
   const gw_array *r = dst->root ? dst->root : dst;

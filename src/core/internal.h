@@ -57,7 +57,7 @@ struct gw_array {
   void *free_ptr; /* what the free/deleter gets */
   gw_deleter deleter;
   void *deleter_user;
-  uintptr_t reg_lo, reg_hi; /* page span referenced in the registry (lo == hi: none) */
+  uintptr_t reg_lo, reg_hi; /* byte span referenced in the registry (lo == hi: none) */
   bool in_owned_table;
 };
 
@@ -68,8 +68,8 @@ bool gw__is_c_contiguous(const gw_array *a);
 int64_t gw__numel(int ndim, const int64_t *shape);
 
 /* ---- registration registry (registry.c) ---- */
-/* Take a reference on every page of [lo, hi) (page aligned), registering the gaps that no
- * one pinned yet. On failure nothing is held. */
+/* Take a reference on every byte of [lo, hi), registering the gaps that no one pinned yet.
+ * On failure nothing is held. */
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi);
 /* Drop the references acquire took; unregister ranges that reach zero. */
 void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi);
@@ -80,6 +80,14 @@ size_t gw__page_size(void);
 unsigned long gw__registry_generation(void);
 /* Number of gpuwrap's ranges under [lo, hi). */
 size_t gw__registry_count_in(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi);
+
+/* ---- fork safety (fork.c): each module's lock, taken (1) / released (0) around fork ---- */
+void gw__pin_lock(int on);
+void gw__registry_lock(int on);
+void gw__owned_lock(int on);
+void gw__cpu_inject_lock(int on);
+void gw__cpu_model_lock(int on);
+void gw__registry_forget_all(void);
 
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
 gw_status gw__owned_claim(void *p);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+void gw__owned_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
 static uintptr_t *addrs; /* sorted */
 static size_t n, cap;
 

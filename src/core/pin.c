@@ -17,6 +17,7 @@ typedef struct {
 } pin_record;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+void gw__pin_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
 static pin_record *pins;
 static size_t npins, cap;
 
@@ -26,10 +27,10 @@ static pin_record *find(const gw__backend_ops *ops, uintptr_t p, size_t bytes) {
   return NULL;
 }
 
-static void page_span(uintptr_t p, size_t bytes, uintptr_t *lo, uintptr_t *hi) {
-  size_t page = gw__page_size();
-  *lo = p & ~(uintptr_t)(page - 1);
-  *hi = (p + bytes + page - 1) & ~(uintptr_t)(page - 1);
+/* The registry's span of a pin: exactly its bytes, as for a wrap (see registry.c). */
+static void byte_span(uintptr_t p, size_t bytes, uintptr_t *lo, uintptr_t *hi) {
+  *lo = p;
+  *hi = p + bytes;
 }
 
 static gw_status check_args(gw_context *ctx, void *ptr, size_t bytes) {
@@ -62,7 +63,7 @@ gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes) {
     cap = c;
   }
   uintptr_t lo, hi;
-  page_span((uintptr_t)ptr, bytes, &lo, &hi);
+  byte_span((uintptr_t)ptr, bytes, &lo, &hi);
   s = gw__registry_acquire(ctx, lo, hi);
   if (s == GW_OK) {
     if (r) r->count++;
@@ -83,7 +84,7 @@ gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes) {
   }
   if (--r->count == 0) *r = pins[--npins];
   uintptr_t lo, hi;
-  page_span((uintptr_t)ptr, bytes, &lo, &hi);
+  byte_span((uintptr_t)ptr, bytes, &lo, &hi);
   gw__registry_release(ctx, lo, hi);
   pthread_mutex_unlock(&lock);
   return GW_OK;

@@ -40,11 +40,8 @@ static int own_dir(char *buf, size_t n) {
 
 static void *try_open(const char *dir, const char *file, char *why, size_t whyn) {
   char path[PATH_MAX];
-  if (dir) {
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-  } else {
-    snprintf(path, sizeof path, "%s", file);
-  }
+  int n = dir ? snprintf(path, sizeof path, "%s/%s", dir, file) : snprintf(path, sizeof path, "%s", file);
+  if (n < 0 || (size_t)n >= sizeof path) return NULL; /* a path that long cannot exist */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();

@@ -3,8 +3,16 @@
  *
  * The runtimes refuse a registration that overlaps an existing one ("already registered")
  * and unregister only by exact base, so wrapping one buffer twice, or overlapping pieces of
- * it, needs bookkeeping: ranges are page aligned and never overlap; a wrap takes a reference
- * on every range under its span and registers only the gaps. Memory someone else pinned is
+ * it, needs bookkeeping: ranges never overlap; a wrap takes a reference on every range
+ * under its span and registers only the gaps.
+ *
+ * Ranges are byte ranges, not whole pages. CUDA tracks registrations by byte (two disjoint
+ * byte ranges of one page register fine, measured on the H200), and a page-aligned
+ * registration reaches into the neighbours of the wrapped buffer: measured on the H200
+ * (2026-11-30), a plain cudaMemcpy of a malloc'd neighbour whose first page had been
+ * registered that way failed with "invalid argument", as did DMA copies of a buffer whose
+ * span a neighbour's registration partly covered. Registering exactly the wrapped bytes
+ * leaves other memory as it was. Memory someone else pinned is
  * used as it is and never registered or unregistered here. One table per backend (keyed by
  * its ops table), one process-wide mutex: the runtime calls it serialises are milliseconds
  * long anyway, and a warm wrap is a binary search.
@@ -18,7 +26,7 @@
 #include <unistd.h>
 
 typedef struct {
-  uintptr_t lo, hi; /* [lo, hi), page aligned */
+  uintptr_t lo, hi; /* [lo, hi) */
   long refs;
 } range;
 
@@ -31,29 +39,25 @@ typedef struct {
 #define MAX_TABLES 4
 static table tables[MAX_TABLES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 /* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
 static atomic_size_t total;
 /* Bumped whenever a range leaves the table (see gw__registry_generation). */
 static atomic_ulong generation;
 
-size_t gw__page_size(void) {
-  static size_t page;
-  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-  return page;
-}
+size_t gw__page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+void gw__registry_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
 
 /* A child after fork shares none of the parent's registrations with its runtime: it must
- * never unregister them, so it starts with an empty registry. */
-static void child_after_fork(void) {
-  pthread_mutex_init(&lock, NULL);
+ * never unregister them, so it starts with an empty registry (called with the lock held,
+ * from the fork handler in fork.c). */
+void gw__registry_forget_all(void) {
   for (int i = 0; i < MAX_TABLES; i++) {
     free(tables[i].r);
     tables[i] = (table){0};
   }
   atomic_store(&total, 0);
 }
-static void install_atfork(void) { pthread_atfork(NULL, NULL, child_after_fork); }
 
 static table *table_for(const gw__backend_ops *ops, int create) {
   for (int i = 0; i < MAX_TABLES; i++)
@@ -111,55 +115,104 @@ static void drop(gw_context *ctx, table *t, uintptr_t lo, uintptr_t hi) {
   }
 }
 
-static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *end) {
+/* Is p pinned by someone else? 1 yes (*start, *end: that pinning's bounds as far as the
+ * runtime says), 0 no, <0 the query's failure status. */
+static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *start, uintptr_t *end) {
   gw_ptrinfo info;
-  if (ctx->ops->query(ctx->state, (const void *)p, &info) != GW_OK) return -1;
+  gw_status s = ctx->ops->query(ctx->state, (const void *)p, &info);
+  if (s != GW_OK) return s;
   if (info.kind == GW_MEM_HOST) return 0;
   size_t page = gw__page_size();
-  *end = info.base && info.extent ? (uintptr_t)info.base + info.extent : p + page;
-  *end = (*end + page - 1) & ~(uintptr_t)(page - 1); /* page granularity */
+  bool known = info.base && info.extent;
+  /* Without a known extent, assume the rest of the page is theirs too. */
+  *start = known ? (uintptr_t)info.base : p;
+  *end = known ? (uintptr_t)info.base + info.extent : ((p / page) + 1) * page;
+  if (*end <= p) *end = p + 1;
   return 1;
 }
 
+static gw_status add_range(gw_context *ctx, table *t, uintptr_t a, uintptr_t b) {
+  gw_status s = insert(t, first_after(t, a), a, b);
+  if (s != GW_OK) (void)ctx->ops->host_unregister(ctx->state, (void *)a);
+  return s;
+}
+
+/* Where after a someone else's pinning may start, sampling one byte per page of (a, b): a
+ * foreign range that covers a page boundary is found with its exact start. */
+static gw_status scan_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintptr_t *out) {
+  size_t page = gw__page_size();
+  for (uintptr_t x = (a / page + 1) * page; x < b; x += page) {
+    uintptr_t fs, fe;
+    int foreign = pinned_elsewhere(ctx, x, &fs, &fe);
+    if (foreign < 0) return (gw_status)foreign;
+    if (foreign) {
+      b = fs > a && fs < x ? fs : x;
+      break;
+    }
+  }
+  *out = b;
+  return GW_OK;
+}
+
+/* A foreign range hidden inside one page: registering [a, m) succeeds exactly when no
+ * foreign byte lies below m, so a binary search with trial registrations is exact. */
+static gw_status bisect_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintptr_t *out) {
+  uintptr_t good = a + 1, bad = b; /* [a, good) is free; [a, bad) is not */
+  while (bad - good > 1) {
+    uintptr_t mid = good + (bad - good) / 2;
+    gw_status s = ctx->ops->host_register(ctx->state, (void *)a, mid - a);
+    if (s == GW_OK) {
+      s = ctx->ops->host_unregister(ctx->state, (void *)a);
+      if (s != GW_OK) return s;
+      good = mid;
+    } else if (s == GW_EALREADY) {
+      bad = mid;
+    } else {
+      return s;
+    }
+  }
+  *out = good;
+  return GW_OK;
+}
+
 /*
- * Cover the gap [a, b) that no range of ours holds: register it, or, where part of it was
- * pinned by someone else (the runtime says "already registered"), split it until the
- * foreign pages are found and left alone. *done advances over what is covered, in order,
- * so a failure can be rolled back with drop(lo, *done).
+ * Cover the gap [a, b) that no range of ours holds: register it, leaving alone any part
+ * someone else pinned, without fragments (one registration per free stretch: a DMA copy
+ * may not span two registrations). *done advances over what is covered, in order, so a
+ * failure can be rolled back with drop(lo, *done).
  */
 static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, uintptr_t *done) {
-  size_t page = gw__page_size();
   while (a < b) {
-    uintptr_t end;
-    int foreign = pinned_elsewhere(ctx, a, &end);
-    if (foreign < 0) return GW_EBACKEND;
+    uintptr_t fs = a, fe = b;
+    int foreign = pinned_elsewhere(ctx, a, &fs, &fe);
+    if (foreign < 0) return (gw_status)foreign;
     if (foreign) {
-      a = end < b ? end : b;
+      a = fe < b ? fe : b;
       *done = a;
       continue;
     }
     gw_status s = ctx->ops->host_register(ctx->state, (void *)a, b - a);
     if (s == GW_OK) {
-      s = insert(t, first_after(t, a), a, b);
-      if (s != GW_OK) {
-        (void)ctx->ops->host_unregister(ctx->state, (void *)a);
-        return s;
-      }
-      *done = b;
-      return GW_OK;
+      s = add_range(ctx, t, a, b);
+      if (s == GW_OK) *done = b;
+      return s;
     }
-    if (s != GW_EALREADY || b - a <= page) return s;
-    /* Someone else's registration starts inside the gap: halve and retry. */
-    uintptr_t mid = a + (((b - a) / page) / 2) * page;
-    s = cover_gap(ctx, t, a, mid, done);
+    if (s != GW_EALREADY) return s;
+    uintptr_t stop = b;
+    s = scan_foreign(ctx, a, b, &stop);
+    if (s == GW_OK) s = ctx->ops->host_register(ctx->state, (void *)a, stop - a);
+    if (s == GW_EALREADY) {
+      s = bisect_foreign(ctx, a, stop, &stop);
+      if (s == GW_OK) s = ctx->ops->host_register(ctx->state, (void *)a, stop - a);
+    }
+    if (s == GW_OK) s = add_range(ctx, t, a, stop);
     if (s != GW_OK) return s;
-    a = mid;
+    *done = a = stop; /* someone else's pinning starts here: the loop skips it */
   }
   return GW_OK;
 }
 
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
-  pthread_once(&atfork_once, install_atfork);
   pthread_mutex_lock(&lock);
   table *t = table_for(ctx->ops, 1);
   if (!t) {

@@ -148,7 +148,13 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     if (s != GW_OK) goto fail;
     ours = info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
   } while (info.kind == GW_MEM_PINNED && !ours && gen != gw__registry_generation());
-  char *lo = p + g.lo, *hi = p + g.hi;
+  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
+  uintptr_t up = (uintptr_t)p;
+  if ((g.lo < 0 && up < (uintptr_t)(-g.lo)) || UINTPTR_MAX - up < (uintptr_t)g.hi) {
+    s = gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
+    goto fail;
+  }
+  char *lo = (char *)(up + (uintptr_t)g.lo), *hi = (char *)(up + (uintptr_t)g.hi);
   /* Host memory someone else registered may be only part of the span: the registry uses
    * that part as it is and registers the rest (CUDA cannot tell registered from allocated
    * pinned memory, so there any pinned memory is treated so). */
@@ -203,9 +209,8 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
       a->dev0 = p;
       a->device = -1;
     } else if (!(flags & GW_WRAP_NO_REGISTER)) {
-      size_t page = gw__page_size();
-      uintptr_t rlo = (uintptr_t)lo & ~(uintptr_t)(page - 1);
-      uintptr_t rhi = ((uintptr_t)hi + page - 1) & ~(uintptr_t)(page - 1);
+      /* Exactly the wrapped bytes, not whole pages (see registry.c). */
+      uintptr_t rlo = (uintptr_t)lo, rhi = (uintptr_t)hi;
       s = gw__registry_acquire(ctx, rlo, rhi);
       if (s != GW_OK) goto fail;
       a->reg_lo = rlo;

@@ -154,7 +154,15 @@ static int roundtrip(rig *r, size_t n, size_t ho, size_t dof, size_t ho2) {
   size_t all = r->cap + 3 * GUARD;
   unsigned char *src = r->h + GUARD + ho;
   /* host -> device: poison the device, random source */
-  CK(cudaMemset(r->d, 0xa5, all));
+  { /* cudaMemset works on the current device's memory only: switch for it, then back */
+    struct cudaPointerAttributes pa;
+    int cur = 0;
+    CK(cudaPointerGetAttributes(&pa, r->d));
+    CK(cudaGetDevice(&cur));
+    CK(cudaSetDevice(pa.device));
+    CK(cudaMemset(r->d, 0xa5, all));
+    CK(cudaSetDevice(cur));
+  }
   fill_random(src, n);
   memcpy(r->ref, src, n); /* the expected bytes */
   gw_array *hv = view(r->ha, GUARD + ho, n), *dv = view(r->da, GUARD + dof, n);

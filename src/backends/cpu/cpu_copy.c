@@ -49,7 +49,7 @@ static void copy_row(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, 
 }
 
 gw_status gw__cpu_copy(const gw__xfer *x) {
-  int empty;
+  int empty = 0;
   gw_status st = check_dims("copy", x->ndim, x->elem, x->shape, &empty);
   if (st || empty)
     return st;
@@ -137,7 +137,7 @@ gw_status gw__cpu_fill(const gw__fillspec *f) {
   const size_t elem = f->elem;
   if (elem != 1 && elem != 2 && elem != 4 && elem != 8 && elem != 16)
     return gw__fail(GW_EINVAL, "fill: element size %zu is not 1, 2, 4, 8 or 16 bytes", elem);
-  int empty;
+  int empty = 0;
   gw_status st = check_dims("fill", f->ndim, elem, f->shape, &empty);
   if (st || empty)
     return st;

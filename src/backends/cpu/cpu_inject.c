@@ -25,6 +25,7 @@ typedef struct {
 } trigger;
 
 static pthread_mutex_t inject_lock = PTHREAD_MUTEX_INITIALIZER;
+void gw__cpu_inject_lock(int on) { on ? pthread_mutex_lock(&inject_lock) : pthread_mutex_unlock(&inject_lock); }
 static trigger op_trigger[GW_CPU_OP_COUNT]; /* inject_lock */
 static trigger any_trigger;                 /* inject_lock */
 static atomic_long failures;

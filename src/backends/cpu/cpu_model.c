@@ -92,6 +92,7 @@ typedef struct {
 } table;
 
 static pthread_mutex_t model_lock = PTHREAD_MUTEX_INITIALIZER;
+void gw__cpu_model_lock(int on) { on ? pthread_mutex_lock(&model_lock) : pthread_mutex_unlock(&model_lock); }
 static table allocs;   /* model_lock */
 static table regs;     /* model_lock */
 /* allocs.n + regs.n, so a query of pageable memory with empty tables skips the lock. */

@@ -236,7 +236,18 @@ static gw_status copy_on(const gwg_ctx *c, const gw__xfer *x, const exec_t *ex) 
   (void)elem_size_ok;
   (void)reachable;
 #endif
-  return copy_blocks(x, &b, ex->s);
+  gw_status s = copy_blocks(x, &b, ex->s);
+#if GW_HAVE_KERNELS
+  /* The runtime refuses a DMA copy of host memory that spans two registrations (wraps of
+   * overlapping pieces of one buffer leave adjacent ranges) with "invalid value"; a kernel
+   * reaches every registered byte through its mapped address, so it does the copy. */
+  if (s != GW_OK && kernel && (x->dst_kind == GW_MEM_PINNED || x->src_kind == GW_MEM_PINNED)) {
+    (void)gwv_GetLastError();
+    if (gwk_copy(x, (void *)ex->s, c->max_blocks) == 0) return GW_OK;
+    (void)gwv_GetLastError();
+  }
+#endif
+  return s;
 }
 
 gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
