@@ -142,7 +142,7 @@ static gw_status add_range(gw_context *ctx, table *t, uintptr_t a, uintptr_t b) 
 static gw_status scan_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintptr_t *out) {
   size_t page = gw__page_size();
   for (uintptr_t x = (a / page + 1) * page; x < b; x += page) {
-    uintptr_t fs, fe;
+    uintptr_t fs = x, fe = x;
     int foreign = pinned_elsewhere(ctx, x, &fs, &fe);
     if (foreign < 0) return (gw_status)foreign;
     if (foreign) {

@@ -156,11 +156,11 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
   char *lo = (char *)(up + (uintptr_t)g.lo), *hi = (char *)(up + (uintptr_t)g.hi);
   /* Host memory someone else registered may be only part of the span: the registry uses
-   * that part as it is and registers the rest (CUDA cannot tell registered from allocated
-   * pinned memory, so there any pinned memory is treated so). */
+   * that part as it is and registers the rest. Only where the backend can tell a
+   * registration from a pinned allocation (CUDA cannot: there a span past any pinned
+   * memory is GW_ERANGE). */
   bool registered_elsewhere =
-      info.kind == GW_MEM_PINNED && !own &&
-      ((info.flags & GW_PTR_HOST_REGISTERED) || !ctx->caps.tells_registered);
+      info.kind == GW_MEM_PINNED && !own && (info.flags & GW_PTR_HOST_REGISTERED);
   bool beyond = info.base && info.extent &&
                 (lo < (char *)info.base || hi > (char *)info.base + info.extent);
   if (beyond && registered_elsewhere && !(flags & GW_WRAP_NO_REGISTER)) ours = true;

@@ -181,14 +181,65 @@ static const char *block_call(const blk_t *b) {
   }
 }
 
+/* Bytes from p to the end of the host registration holding it (SIZE_MAX if none). */
+static size_t registration_left(const gwg_ctx *c, const char *p) {
+  gwc_attrs a;
+  gwv_query(p, &a);
+  gwc_caps caps = {.pageable_access = c->caps.pageable_access,
+                   .host_ptr_for_registered = c->caps.host_ptr_for_registered};
+  gw_ptrinfo r;
+  if (gwc_classify(p, &a, &caps, &r) != GW_OK || r.kind != GW_MEM_PINNED || !r.base || !r.extent)
+    return SIZE_MAX;
+  return (size_t)((const char *)r.base + r.extent - p);
+}
+
+/* One row in pieces that never cross the end of a host registration. */
+static gwv_err split_row(const gwg_ctx *c, char *d, const char *s, size_t w, gwv_stream st) {
+  while (w > 0) {
+    size_t n = w, ls = registration_left(c, s), ld = registration_left(c, d);
+    if (ls < n) n = ls;
+    if (ld < n) n = ld;
+    gwv_err e = gwv_MemcpyAsync(d, s, n, GWV_MEMCPY_DEFAULT, st);
+    if (e != GWV_SUCCESS) return e;
+    d += n;
+    s += n;
+    w -= n;
+  }
+  return GWV_SUCCESS;
+}
+
+/*
+ * The runtime refuses ("invalid value") a DMA copy whose host side spans two registrations,
+ * as wraps of overlapping pieces of one buffer leave them (measured on the H200, CUDA 13):
+ * redo the block row by row, each row split at registration ends.
+ */
+static gwv_err run_block_split(const gwg_ctx *c, const blk_t *b, char *d, const char *s,
+                               gwv_stream st) {
+  size_t depth = b->kind == BLK_3D ? b->depth : 1;
+  size_t height = (b->kind == BLK_3D || b->kind == BLK_2D || b->kind == BLK_2D_ELEMS) ? b->height : 1;
+  for (size_t z = 0; z < depth; z++)
+    for (size_t y = 0; y < height; y++) {
+      size_t dofs = z * b->dpitch * b->dysize + y * b->dpitch;
+      size_t sofs = z * b->spitch * b->sysize + y * b->spitch;
+      gwv_err e = split_row(c, d + dofs, s + sofs, b->width, st);
+      if (e != GWV_SUCCESS) return e;
+    }
+  return GWV_SUCCESS;
+}
+
 /* One block per index of the outer dims (an odometer over dims [0, b->outer)). */
-static gw_status copy_blocks(const gw__xfer *x, const blk_t *b, gwv_stream st) {
+static gw_status copy_blocks(const gwg_ctx *c, const gw__xfer *x, const blk_t *b, gwv_stream st) {
+  const int pinned = x->dst_kind == GW_MEM_PINNED || x->src_kind == GW_MEM_PINNED;
   int64_t idx[GW_MAX_DIMS] = {0};
   int64_t count = numel(b->outer, x->shape);
   char *d = x->dst;
   const char *s = x->src;
   for (int64_t it = 0; it < count; it++) {
     gwv_err e = run_block(b, d, s, st);
+    if (e != GWV_SUCCESS && pinned && GWV_IS_INVALID_VALUE(e)) {
+      (void)gwv_GetLastError();
+      e = run_block_split(c, b, d, s, st);
+    }
     if (e != GWV_SUCCESS)
       return gwg_fail(e, "%s(dst %p, src %p, %zu bytes/row)", block_call(b), (void *)d,
                       (const void *)s, b->width);
@@ -236,7 +287,7 @@ static gw_status copy_on(const gwg_ctx *c, const gw__xfer *x, const exec_t *ex) 
   (void)elem_size_ok;
   (void)reachable;
 #endif
-  gw_status s = copy_blocks(x, &b, ex->s);
+  gw_status s = copy_blocks(c, x, &b, ex->s);
 #if GW_HAVE_KERNELS
   /* The runtime refuses a DMA copy of host memory that spans two registrations (wraps of
    * overlapping pieces of one buffer leave adjacent ranges) with "invalid value"; a kernel
