@@ -3,7 +3,7 @@
 # missing, so the README's two commands work on a fresh machine and cost nothing after.
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config clang libclang-rt-14-dev valgrind
-      libopenmpi-dev openmpi-bin python3 python3-numpy libamdhip64-dev)
+      libopenmpi-dev openmpi-bin python3 python3-numpy libamdhip64-dev hipcc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
