@@ -161,15 +161,6 @@ static void erase(table *t, range *r) {
   atomic_fetch_sub_explicit(&live_ranges, 1, memory_order_relaxed);
 }
 
-static const char *kind_name(gw_memkind k) {
-  switch (k) {
-  case GW_MEM_HOST: return "host";
-  case GW_MEM_PINNED: return "pinned";
-  case GW_MEM_DEVICE: return "device";
-  case GW_MEM_MANAGED: return "managed";
-  default: return "unknown";
-  }
-}
 
 /* ---- rules ---- */
 
@@ -205,7 +196,7 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
                               void **out) {
   if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
     return gw__fail(GW_EINVAL, "%s: kind %d (%s) is not device, pinned or managed memory", who,
-                    (int)kind, kind_name(kind));
+                    (int)kind, gw_memkind_name(kind));
   if (!out)
     return gw__fail(GW_EINVAL, "%s: out is NULL", who);
   /* A zero-byte request still gets a distinct, classifiable pointer. */
@@ -217,7 +208,7 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
   int rc = posix_memalign(&p, page, (size + page - 1) / page * page);
   if (rc != 0)
     return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d",
-                    who, bytes, kind_name(kind), device);
+                    who, bytes, gw_memkind_name(kind), device);
   pthread_mutex_lock(&model_lock);
   const range *clash = overlapping(&allocs, (uintptr_t)p, (uintptr_t)p + size);
   if (clash || reserve(&allocs)) {
@@ -225,7 +216,7 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
         clash ? gw__fail(GW_EBACKEND,
                          "%s: new memory [%p, +%zu) overlaps live %s allocation [%p, +%zu) "
                          "(was backend memory released with free()?)",
-                         who, p, size, kind_name(clash->kind), (void *)clash->base, clash->size)
+                         who, p, size, gw_memkind_name(clash->kind), (void *)clash->base, clash->size)
               : gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
     pthread_mutex_unlock(&model_lock);
     free(p);
@@ -255,10 +246,10 @@ gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void 
   if (r && r->base != p)
     st = gw__fail(GW_EINVAL,
                   "%s: %p is inside %s allocation [%p, +%zu), not its base (invalid value)", who,
-                  ptr, kind_name(r->kind), (void *)r->base, r->size);
+                  ptr, gw_memkind_name(r->kind), (void *)r->base, r->size);
   else if (r && kind != GW_MEM_UNKNOWN && kind != r->kind)
     st = gw__fail(GW_EINVAL, "%s: %p is a %s allocation, not %s memory (invalid value)", who,
-                  ptr, kind_name(r->kind), kind_name(kind));
+                  ptr, gw_memkind_name(r->kind), gw_memkind_name(kind));
   else if (r)
     st = gw__fail(GW_EINVAL, "%s: %p belongs to cpu device %d, not device %d (invalid value)",
                   who, ptr, r->device, device);
@@ -295,7 +286,7 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
     st = gw__fail(GW_EALREADY,
                   "%s: [%p, +%zu) overlaps %s allocation [%p, +%zu) (already registered: "
                   "cudaErrorHostMemoryAlreadyRegistered, 712)",
-                  who, base, bytes, kind_name(r->kind), (void *)r->base, r->size);
+                  who, base, bytes, gw_memkind_name(r->kind), (void *)r->base, r->size);
   else if (reserve(&regs))
     st = gw__fail(GW_ENOMEM, "%s: cannot grow the registration table", who);
   else
@@ -321,7 +312,7 @@ gw_status gw__cpu_model_unregister(const char *who, void *base) {
     st = gw__fail(GW_ENOTREG,
                   "%s: %p is in a %s allocation [%p, +%zu), not a registration (not "
                   "registered: cudaErrorHostMemoryNotRegistered, 713)",
-                  who, base, kind_name(a->kind), (void *)a->base, a->size);
+                  who, base, gw_memkind_name(a->kind), (void *)a->base, a->size);
   else
     st = gw__fail(GW_ENOTREG,
                   "%s: %p is not registered (cudaErrorHostMemoryNotRegistered, 713: never "
