@@ -10,17 +10,23 @@
  * Dirichlet (u = 0 outside: the boundary halo cells are set to 0 and the exchange never
  * writes them) or, with --periodic, periodic.
  *
- * Where the stencil runs: on the host, through gw_host_data(). On the CPU backend the
- * arrays are pageable host memory. On a GPU backend this example has no GPU stencil kernel,
- * so by default the arrays are managed memory (GPU and host both reach it: the halo copies
- * run on the GPU, the stencil on the host). --mem device puts them in device memory, which
- * the host cannot compute on: use it with --halo-only to time the halo exchange of device
- * arrays alone (the stencil is skipped).
+ * Where the stencil runs (--stencil auto|host|gpu):
+ *   gpu   a CUDA kernel (diffusion3d_cuda.cu, built when CUDA is available: D3D_HAVE_CUDA)
+ *         on gw_data() of the arrays, which are device memory by default. The default when
+ *         the context's backend is CUDA and the example has the kernel. Each step is: halo
+ *         exchange (complete when it returns), kernel, device synchronize.
+ *   host  through gw_host_data(). On the CPU backend the arrays are pageable host memory;
+ *         on another GPU backend (HIP, or CUDA with --stencil host, or a build without the
+ *         kernel) they are managed memory by default (the halo copies run on the GPU, the
+ *         stencil on the host). --mem device with the host stencil needs --halo-only (the
+ *         stencil is skipped: only the exchange of device arrays is timed).
  *
  * The initial condition is a function of the global coordinate only, and every cell is
  * computed by the same function in the same order of operations, so the field on N ranks
  * equals the one-rank result bit for bit; --check verifies that (gathers the field to rank
- * 0 and runs a one-rank reference there, on the whole global grid).
+ * 0 and runs a one-rank reference there, on the whole global grid). The GPU kernel computes
+ * the same expression in the same order with no fused multiply-add (-fmad=false, as
+ * -ffp-contract=off here), so --check holds for it too.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -33,6 +39,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef D3D_HAVE_CUDA /* diffusion3d_cuda.cu */
+const char *d3d_cuda_error(void);
+int d3d_cuda_init(int device);
+void d3d_cuda_fini(void);
+int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
+                     const int64_t hi[3]);
+int d3d_cuda_sync(void);
+#define HAVE_KERNEL 1
+#else
+#define HAVE_KERNEL 0
+#endif
+
+enum { STENCIL_AUTO, STENCIL_HOST, STENCIL_GPU };
+
 typedef struct {
   int64_t n;        /* local interior extent per dim */
   int steps;
@@ -42,7 +62,15 @@ typedef struct {
   int halo_only;
   gw_memkind mem;   /* GW_MEM_UNKNOWN: pick from the backend */
   gw_halo_path path;
+  int stencil;      /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
 } options;
+
+static const char weak_note[] =
+    "Weak scaling: keep -n (cells per rank) fixed and run on 1 and on N ranks (one GPU each),\n"
+    "  e.g. mpirun -np 1 diffusion3d -n 256 -s 100 --periodic, then -np N with the same -n;\n"
+    "  efficiency(N) = t1 / tN, t = the \"time/step\" line of each run (1.0 = perfect: the\n"
+    "  global grid grows with N, the work per rank does not). --periodic gives every rank the\n"
+    "  same halo traffic, so N = 1 already pays for the exchange (local copies).\n";
 
 static void usage(FILE *f, const char *argv0) {
   fprintf(f,
@@ -54,20 +82,29 @@ static void usage(FILE *f, const char *argv0) {
           "                  one-rank reference computed there\n"
           "  --overlap       split-phase halo update: compute the interior while it is in flight\n"
           "  --halo-only     skip the stencil: time the halo exchange alone\n"
-          "  --mem KIND      host | pinned | managed | device (default: host on the CPU backend,\n"
-          "                  managed on a GPU backend; device needs --halo-only)\n"
+          "  --stencil S     auto | host | gpu: where the stencil runs (default auto: the CUDA\n"
+          "                  kernel when the backend is CUDA and this build has it (%s), else host)\n"
+          "  --mem KIND      host | pinned | managed | device (default: device for the GPU stencil,\n"
+          "                  host on the CPU backend, managed otherwise; device with the host\n"
+          "                  stencil needs --halo-only)\n"
           "  --path P        auto | host | device: halo data path (default auto)\n"
+          "  --weak          print the weak-scaling note below and exit\n"
           "  -h, --help      this text\n"
+          "Output: time/step (device synchronized each step), stencil and halo time/step,\n"
+          "effective memory throughput (16 B per cell per step: read u, write v), bytes sent per\n"
+          "rank per halo update.\n"
           "Environment: GPUWRAP_BACKEND=cpu|cuda|hip; GPUWRAP_HALO_GPU_AWARE=0|1. Each rank uses\n"
-          "device (node-local rank mod device count).\n",
-          argv0);
+          "device (node-local rank mod device count).\n"
+          "%s",
+          argv0, HAVE_KERNEL ? "built" : "not built", weak_note);
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO};
+  *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+    if (!strcmp(a, "--weak")) return 3;
     if (!strcmp(a, "--periodic")) o->periodic = 1;
     else if (!strcmp(a, "--check")) o->check = 1;
     else if (!strcmp(a, "--overlap")) o->overlap = 1;
@@ -86,6 +123,11 @@ static int parse(int argc, char **argv, options *o) {
               : !strcmp(val, "auto") ? GW_HALO_PATH_AUTO : (gw_halo_path)-1;
       i++;
       if ((int)o->path < 0) return -1;
+    } else if (val && !strcmp(a, "--stencil")) {
+      o->stencil = !strcmp(val, "auto") ? STENCIL_AUTO : !strcmp(val, "host") ? STENCIL_HOST
+                 : !strcmp(val, "gpu") ? STENCIL_GPU : -1;
+      i++;
+      if (o->stencil < 0) return -1;
     } else return -1;
   }
   return o->n >= 3 && o->steps >= 0 ? 0 : -1;
@@ -113,19 +155,24 @@ static void stencil(const double *restrict u, double *restrict v, const int64_t 
       }
 }
 
-/* The cells of [1, m+1)^3 outside [2, m)^3: the ones that read halo cells. */
+/* The cells of [1, m+1)^3 outside [2, m)^3 (the ones that read halo cells) are six slabs;
+ * slab (d, side) is [lo, hi). */
+static void shell_box(int d, int side, int64_t m, int64_t lo[3], int64_t hi[3]) {
+  for (int e = 0; e < 3; e++) {
+    /* slab d: the whole extent along dims after d, the inner part along dims before */
+    lo[e] = e < d ? 2 : 1;
+    hi[e] = e < d ? m : m + 1;
+  }
+  lo[d] = side ? m : 1;
+  hi[d] = side ? m + 1 : 2;
+}
+
 static void stencil_shell(const double *u, double *v, const int64_t n[3]) {
   int64_t m = n[0] - 2;
   for (int d = 0; d < 3; d++)
     for (int side = 0; side < 2; side++) {
       int64_t lo[3], hi[3];
-      for (int e = 0; e < 3; e++) {
-        /* slab d: the whole extent along dims after d, the inner part along dims before */
-        lo[e] = e < d ? 2 : 1;
-        hi[e] = e < d ? m : m + 1;
-      }
-      lo[d] = side ? m : 1;
-      hi[d] = side ? m + 1 : 2;
+      shell_box(d, side, m, lo, hi);
       stencil(u, v, n, lo, hi);
     }
 }
@@ -175,6 +222,16 @@ static int g_rank;
     }                                                                                       \
   } while (0)
 
+#ifdef D3D_HAVE_CUDA
+#define CUDA_CHECK(expr)                                                                    \
+  do {                                                                                      \
+    if ((expr) != 0) {                                                                      \
+      fprintf(stderr, "[rank %d] %s failed: %s\n", g_rank, #expr, d3d_cuda_error());         \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
+    }                                                                                       \
+  } while (0)
+#endif
+
 static int local_rank(void) {
   MPI_Comm node;
   int r;
@@ -192,7 +249,10 @@ int main(int argc, char **argv) {
   options o;
   int pr = parse(argc, argv, &o);
   if (pr != 0) {
-    if (g_rank == 0) usage(pr > 0 ? stdout : stderr, argv[0]);
+    if (g_rank == 0) {
+      if (pr == 3) fputs(weak_note, stdout);
+      else usage(pr > 0 ? stdout : stderr, argv[0]);
+    }
     MPI_Finalize();
     return pr > 0 ? 0 : 2;
   }
@@ -206,7 +266,22 @@ int main(int argc, char **argv) {
     gw_context_destroy(ctx);
     CHECK(gw_context_create(backend, lr % ndev, &ctx));
   }
-  if (o.mem == GW_MEM_UNKNOWN) o.mem = backend == GW_BACKEND_CPU ? GW_MEM_HOST : GW_MEM_MANAGED;
+
+  /* the stencil: the CUDA kernel when the backend is CUDA and this build has it */
+  if (o.stencil == STENCIL_GPU && (!HAVE_KERNEL || backend != GW_BACKEND_CUDA)) {
+    if (g_rank == 0)
+      fprintf(stderr, "--stencil gpu: %s\n", !HAVE_KERNEL ? "this build has no CUDA stencil (built without CUDA)"
+                                                           : "needs the CUDA backend (GPUWRAP_BACKEND=cuda)");
+    gw_context_destroy(ctx);
+    MPI_Finalize();
+    return 2;
+  }
+  const int gpu = o.stencil == STENCIL_GPU || (o.stencil == STENCIL_AUTO && HAVE_KERNEL && backend == GW_BACKEND_CUDA);
+  if (o.mem == GW_MEM_UNKNOWN)
+    o.mem = gpu ? GW_MEM_DEVICE : backend == GW_BACKEND_CPU ? GW_MEM_HOST : GW_MEM_MANAGED;
+#ifdef D3D_HAVE_CUDA
+  if (gpu) CUDA_CHECK(d3d_cuda_init(gw_context_device(ctx)));
+#endif
 
   int dims[3] = {0, 0, 0}, periods[3] = {o.periodic, o.periodic, o.periodic}, coords[3];
   MPI_Comm cart;
@@ -221,10 +296,16 @@ int main(int argc, char **argv) {
   CHECK(gw_alloc(ctx, o.mem, GW_FLOAT64, 3, n, &u));
   CHECK(gw_alloc(ctx, o.mem, GW_FLOAT64, 3, n, &v));
   CHECK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &img));
-  if (!o.halo_only && (!gw_host_data(u) || !gw_host_data(v))) {
+  if (!o.halo_only && gpu && (!gw_data(u) || !gw_data(v))) {
     if (g_rank == 0)
-      fprintf(stderr, "--mem %s: the host cannot compute on this memory and this example has no GPU "
-                      "stencil; use --mem managed, or --halo-only\n", gw_memkind_name(o.mem));
+      fprintf(stderr, "--mem %s: the GPU cannot reach this memory; use --mem device, managed or pinned\n",
+              gw_memkind_name(o.mem));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (!o.halo_only && !gpu && (!gw_host_data(u) || !gw_host_data(v))) {
+    if (g_rank == 0)
+      fprintf(stderr, "--mem %s: the host cannot compute on this memory; use --stencil gpu (CUDA), "
+                      "--mem managed, or --halo-only\n", gw_memkind_name(o.mem));
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   double *h0 = gw_host_data(img);
@@ -245,7 +326,17 @@ int main(int argc, char **argv) {
 
   const int64_t lo[3] = {1, 1, 1}, hi[3] = {m + 1, m + 1, m + 1};
   const int64_t ilo[3] = {2, 2, 2}, ihi[3] = {m, m, m};
-  double t_halo = 0, t0;
+  /* Per step: the halo exchange (complete when it returns), then the stencil; with the GPU
+   * kernel the device is synchronized before the step ends, so the times are the GPU's. With
+   * --overlap the interior kernel runs while gw_halo_finish is in flight: its time then
+   * counts as halo time, and stencil time is the launch plus the shell and the sync. */
+  double t_halo = 0, t_sten = 0, t0;
+#ifdef D3D_HAVE_CUDA
+  if (gpu && !o.halo_only) { /* warm-up: loads the kernel (lazy loading); step 0 rewrites v */
+    CUDA_CHECK(d3d_cuda_stencil(gw_data(u), gw_data(v), gw_strides(u), lo, hi));
+    CUDA_CHECK(d3d_cuda_sync());
+  }
+#endif
   MPI_Barrier(cart);
   double t_start = MPI_Wtime();
   for (int s = 0; s < o.steps; s++) {
@@ -255,37 +346,76 @@ int main(int argc, char **argv) {
       t0 = MPI_Wtime();
       CHECK(gw_halo_start(h));
       t_halo += MPI_Wtime() - t0;
-      stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
+      t0 = MPI_Wtime();
+      if (gpu) {
+#ifdef D3D_HAVE_CUDA
+        CUDA_CHECK(d3d_cuda_stencil(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+#endif
+      } else {
+        stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
+      }
+      t_sten += MPI_Wtime() - t0;
       t0 = MPI_Wtime();
       CHECK(gw_halo_finish(h));
       t_halo += MPI_Wtime() - t0;
-      stencil_shell(gw_host_data(a), gw_host_data(b), n);
+      t0 = MPI_Wtime();
+      if (gpu) {
+#ifdef D3D_HAVE_CUDA
+        for (int d = 0; d < 3; d++)
+          for (int side = 0; side < 2; side++) {
+            int64_t slo[3], shi[3];
+            shell_box(d, side, m, slo, shi);
+            CUDA_CHECK(d3d_cuda_stencil(gw_data(a), gw_data(b), gw_strides(a), slo, shi));
+          }
+        CUDA_CHECK(d3d_cuda_sync());
+#endif
+      } else {
+        stencil_shell(gw_host_data(a), gw_host_data(b), n);
+      }
+      t_sten += MPI_Wtime() - t0;
     } else {
       t0 = MPI_Wtime();
       CHECK(gw_halo_update(h));
       t_halo += MPI_Wtime() - t0;
-      if (!o.halo_only) stencil(gw_host_data(a), gw_host_data(b), n, lo, hi);
+      if (o.halo_only) continue;
+      t0 = MPI_Wtime();
+      if (gpu) {
+#ifdef D3D_HAVE_CUDA
+        CUDA_CHECK(d3d_cuda_stencil(gw_data(a), gw_data(b), gw_strides(a), lo, hi));
+        CUDA_CHECK(d3d_cuda_sync());
+#endif
+      } else {
+        stencil(gw_host_data(a), gw_host_data(b), n, lo, hi);
+      }
+      t_sten += MPI_Wtime() - t0;
     }
   }
   if (backend != GW_BACKEND_CPU) CHECK(gw_synchronize(ctx));
-  double t_total = MPI_Wtime() - t_start, t_max, halo_max;
+#ifdef D3D_HAVE_CUDA
+  if (gpu) CUDA_CHECK(d3d_cuda_sync());
+#endif
+  double t_total = MPI_Wtime() - t_start, t_max, halo_max, sten_max;
   MPI_Reduce(&t_total, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
   MPI_Reduce(&t_halo, &halo_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
+  MPI_Reduce(&t_sten, &sten_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
   unsigned long long sent = info.bytes_sent, sent_max;
   MPI_Reduce(&sent, &sent_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, cart);
 
   if (g_rank == 0) {
     int steps = o.steps > 0 ? o.steps : 1;
-    double per = t_max / steps, hper = halo_max / steps;
+    double per = t_max / steps, hper = halo_max / steps, sper = sten_max / steps;
     double bytes = 2.0 * 8.0 * (double)(m * m * m) * size; /* read u, write v, per cell */
     printf("diffusion3d: %d ranks (%d x %d x %d), local %lld^3, global %lld x %lld x %lld, %s, %d steps\n",
            size, dims[0], dims[1], dims[2], (long long)m, (long long)N[0], (long long)N[1], (long long)N[2],
            o.periodic ? "periodic" : "Dirichlet", o.steps);
-    printf("  backend %s, memory %s, halo path %s (MPI GPU-aware: %s), %s\n", gw_backend_name(backend),
-           gw_memkind_name(o.mem), gw_halo_path_name(info.path), info.gpu_aware ? "yes" : "no",
+    printf("  backend %s, memory %s, stencil %s, halo path %s (MPI GPU-aware: %s), %s\n", gw_backend_name(backend),
+           gw_memkind_name(o.mem), o.halo_only ? "none" : gpu ? "gpu (CUDA kernel)" : "host",
+           gw_halo_path_name(info.path), info.gpu_aware ? "yes" : "no",
            o.halo_only ? "halo only" : o.overlap ? "split-phase overlap" : "blocking update");
-    printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks)\n", per * 1e3,
-           o.halo_only ? 0.0 : bytes / per / 1e9);
+    printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n", per * 1e3,
+           o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
+    printf("  stencil/step %.3f ms (%.1f%% of the step)   %.2f GB/s per rank in the stencil\n", sper * 1e3,
+           per > 0 ? 100.0 * sper / per : 0.0, o.halo_only || sper <= 0 ? 0.0 : bytes / size / sper / 1e9);
     printf("  halo/step %.3f ms (%.1f%% of the step)   %llu bytes sent per rank per update (max)   %.2f GB/s\n",
            hper * 1e3, per > 0 ? 100.0 * hper / per : 0.0, sent_max, hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
   }
@@ -341,6 +471,9 @@ int main(int argc, char **argv) {
 
   gw_halo_destroy(hu);
   gw_halo_destroy(hv);
+#ifdef D3D_HAVE_CUDA
+  if (gpu) d3d_cuda_fini();
+#endif
   gw_release(u);
   gw_release(v);
   gw_release(img);

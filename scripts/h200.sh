@@ -67,13 +67,25 @@ if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
     log "halo test np=$np rc=$? $(tail -1 "$L/halo_test_np$np.txt")"
     timeout 300 $M -np $np build-h200/bin/diffusion3d -n 64 -s 20 --check > "$L/diff_check_np$np.txt" 2>&1
     log "diffusion3d --check np=$np rc=$? $(tail -2 "$L/diff_check_np$np.txt" | tr '\n' ' ')"
+    # the GPU stencil (default on CUDA) against the host reference: split-phase and periodic too
+    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 64 -s 20 --periodic --overlap --check > "$L/diff_check_gpu_overlap_np$np.txt" 2>&1
+    log "diffusion3d --check (gpu stencil, periodic, overlap) np=$np rc=$? $(grep -E 'stencil|check:' "$L/diff_check_gpu_overlap_np$np.txt" | tr '\n' ' ')"
     for n in 128 256 384; do
       timeout 300 $M -np $np build-h200/bin/diffusion3d -n $n -s 100 --mem device --halo-only --path host > "$L/diff_halo_np${np}_n$n.txt" 2>&1
       log "diffusion3d halo-only (non-periodic) np=$np n=$n rc=$? $(grep -E 'time/step|bytes sent' "$L/diff_halo_np${np}_n$n.txt" | tr '\n' ' ')"
     done
-    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 50 --periodic > "$L/diff_weak_np$np.txt" 2>&1
+    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 50 --periodic --stencil host --mem managed > "$L/diff_weak_np$np.txt" 2>&1
     log "diffusion3d periodic n=256 (stencil on the host, managed memory) np=$np rc=$? $(grep -E 'time/step|halo/step' "$L/diff_weak_np$np.txt" | tr '\n' ' ')"
+    # weak scaling with the GPU stencil (device memory, CUDA kernel): same -n per rank
+    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 100 --periodic --stencil gpu > "$L/diff_gpu_np$np.txt" 2>&1
+    log "diffusion3d periodic n=256 GPU stencil np=$np rc=$? $(grep -E 'stencil|time/step|halo/step' "$L/diff_gpu_np$np.txt" | tr '\n' ' ')"
   done
+  # weak-scaling efficiency t1/tN (time/step at np=1 over np=$ngpu, same -n per rank)
+  t1=$(awk '/time\/step/{print $2; exit}' "$L/diff_gpu_np1.txt" 2>/dev/null)
+  tN=$(awk '/time\/step/{print $2; exit}' "$L/diff_gpu_np$ngpu.txt" 2>/dev/null)
+  if [ -n "$t1" ] && [ -n "$tN" ]; then
+    log "diffusion3d GPU weak scaling n=256: t1=$t1 ms t$ngpu=$tN ms efficiency=$(awk -v a="$t1" -v b="$tN" 'BEGIN{printf "%.3f", a/b}')"
+  fi
 fi
 
 # the bench

@@ -1,0 +1,101 @@
+/*
+ * diffusion3d_cuda.cu: the GPU stencil of diffusion3d (built only when CUDA is available).
+ *
+ * The kernel computes, for every cell of a box [lo, hi) of a 3-D float64 array, exactly the
+ * expression of the host stencil in diffusion3d.c, in the same order of operations:
+ *
+ *   v[c] = u[c] + R * ((u[c-sx] + u[c+sx]) + (u[c-sy] + u[c+sy]) + (u[c-sz] + u[c+sz]) - 6.0 * u[c])
+ *
+ * This file is compiled with -fmad=false (the nvcc counterpart of the host's
+ * -ffp-contract=off): no multiply-add is fused, every operation is one IEEE-754 rounding,
+ * so the GPU field equals the host reference bit for bit.
+ *
+ * The arrays come from gpuwrap (gw_data(): a device-usable address; gw_strides(): element
+ * strides). gpuwrap's CUDA plugin links its own (static) CUDA runtime; this file uses the
+ * shared one. Both work in the device's primary context, so pointers are shared; this
+ * runtime is pointed at the gpuwrap context's device by d3d_cuda_init.
+ *
+ * Kernels run on a non-blocking stream of their own, so they never serialise with the
+ * copies gpuwrap's halo exchange makes (the split-phase update overlaps the interior with
+ * the halo in flight); the caller synchronises (d3d_cuda_sync) before the next exchange.
+ */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define R 0.125 /* D*dt/h^2: the same constant as diffusion3d.c */
+
+namespace {
+
+cudaStream_t g_stream;
+char g_err[256];
+
+int fail(cudaError_t e, const char *what) {
+  snprintf(g_err, sizeof g_err, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  return -1;
+}
+
+/* Threads: x along dim 2 (the contiguous one), y along dim 1, grid z along dim 0. */
+constexpr int BX = 64, BY = 4;
+
+__global__ void __launch_bounds__(BX *BY)
+    stencil_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy, int64_t sz,
+                   int64_t lo0, int64_t lo1, int64_t lo2, int64_t hi1, int64_t hi2) {
+  int64_t k = lo2 + (int64_t)blockIdx.x * BX + threadIdx.x;
+  int64_t j = lo1 + (int64_t)blockIdx.y * BY + threadIdx.y;
+  int64_t i = lo0 + (int64_t)blockIdx.z;
+  if (j >= hi1 || k >= hi2) return;
+  int64_t c = i * sx + j * sy + k * sz;
+  v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
+}
+
+} // namespace
+
+extern "C" {
+
+/* The last failure's text. */
+const char *d3d_cuda_error(void) { return g_err; }
+
+/* Use `device` (the gpuwrap context's device) in this runtime and make the kernels' stream.
+ * 0 on success, -1 (see d3d_cuda_error). */
+int d3d_cuda_init(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return fail(e, "cudaSetDevice");
+  if (!g_stream && (e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) != cudaSuccess)
+    return fail(e, "cudaStreamCreateWithFlags");
+  return 0;
+}
+
+/* Release the stream (after a final d3d_cuda_sync). */
+void d3d_cuda_fini(void) {
+  if (g_stream) cudaStreamDestroy(g_stream);
+  g_stream = 0;
+}
+
+/* Launch v = u + R*laplacian(u) on cells [lo, hi) of float64 arrays whose element strides
+ * are `strides` (u and v alike, halo included); asynchronous. 0, or -1 on a launch error. */
+int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
+                     const int64_t hi[3]) {
+  int64_t e0 = hi[0] - lo[0], e1 = hi[1] - lo[1], e2 = hi[2] - lo[2];
+  if (e0 <= 0 || e1 <= 0 || e2 <= 0) return 0;
+  if (e0 > 65535 || (e1 + BY - 1) / BY > 65535) {
+    snprintf(g_err, sizeof g_err, "d3d_cuda_stencil: box %lld x %lld x %lld too large for the grid",
+             (long long)e0, (long long)e1, (long long)e2);
+    return -1;
+  }
+  dim3 block(BX, BY, 1);
+  dim3 grid((unsigned)((e2 + BX - 1) / BX), (unsigned)((e1 + BY - 1) / BY), (unsigned)e0);
+  stencil_kernel<<<grid, block, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1], lo[2],
+                                               hi[1], hi[2]);
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? 0 : fail(err, "stencil kernel launch");
+}
+
+/* Wait for the device: every kernel launched here and anything else on it. 0 or -1. */
+int d3d_cuda_sync(void) {
+  cudaError_t e = cudaDeviceSynchronize();
+  return e == cudaSuccess ? 0 : fail(e, "cudaDeviceSynchronize");
+}
+
+} /* extern "C" */
