@@ -26,7 +26,7 @@ build-h200/bin/gpuwrap demo --backend cuda > "$L/demo.txt" 2>&1; log "demo rc=$?
 ctest --test-dir build-h200 -j8 --timeout 600 --output-on-failure > "$L/ctest.txt" 2>&1
 log "ctest (all backends): $(grep -E 'tests passed|tests failed' "$L/ctest.txt")"
 grep -E "\*\*\*Failed|\(Failed\)|Timeout|Not Run" "$L/ctest.txt" | head -40 | tee -a "$OUT/summary.txt"
-log "cuda tests skipped: $(grep -cE 'cuda\..*Skipped' "$L/ctest.txt")"
+log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*Skipped' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*(Failed|Exception|Timeout)' "$L/ctest.txt")"
 
 # compute-sanitizer over the CUDA tests (each test process under the tool). API errors the
 # library handles on purpose (a refused registration, the DMA-over-two-registrations retry)
