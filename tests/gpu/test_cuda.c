@@ -14,22 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      GWT_FAIL_("%s: %s", #x, cudaGetErrorName(e_));                                       \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
-#define GW_OK_(x)                                                                          \
-  do {                                                                                     \
-    gw_status s_ = (x);                                                                    \
-    if (s_ != GW_OK) {                                                                     \
-      GWT_FAIL_("%s: %s (%s)", #x, gw_err_name(s_), gw_last_error());                      \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
+#include "gwt_cuda.h"
 
 static int ndev;
 static gw_context *ctx;
