@@ -95,6 +95,49 @@ static gw_status device_address_of(gw_context *ctx, char *first, char *last, cha
   return GW_OK;
 }
 
+/*
+ * What p is, for a wrap of the byte span g: the backend's answer, whether the pages are
+ * gpuwrap's own registration (then the wrap is a pageable one that takes registry
+ * references), the span's bounds, and the extent check.
+ */
+static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geometry *g,
+                          gw_ptrinfo *info, bool *ours, char **lo_out, char **hi_out) {
+  unsigned long gen;
+  do {
+    /* If a gpuwrap range went away between the query and the look-up, the query's
+     * "pinned" may have described it: ask again rather than take it for someone else's. */
+    gen = gw__registry_generation();
+    gw_status s = ctx->ops->query(ctx->state, p, info);
+    if (s != GW_OK) return s;
+    *ours = info->kind == GW_MEM_PINNED &&
+            gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
+  } while (info->kind == GW_MEM_PINNED && !*ours && gen != gw__registry_generation());
+  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
+  uintptr_t up = (uintptr_t)p;
+  if ((g->lo < 0 && up < (uintptr_t)(-g->lo)) || UINTPTR_MAX - up < (uintptr_t)g->hi)
+    return gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
+  char *lo = (char *)(up + (uintptr_t)g->lo), *hi = (char *)(up + (uintptr_t)g->hi);
+  *lo_out = lo;
+  *hi_out = hi;
+  bool beyond = info->base && info->extent &&
+                (lo < (char *)info->base || hi > (char *)info->base + info->extent);
+  if (!beyond || *ours) return GW_OK;
+  /* Host memory someone else registered may be only part of the span: the registry uses
+   * that part as it is and registers the rest. Only where the backend can tell a
+   * registration from a pinned allocation (CUDA cannot: there a span past any pinned
+   * memory is GW_ERANGE). */
+  if (info->kind == GW_MEM_PINNED && (info->flags & GW_PTR_HOST_REGISTERED) &&
+      !(flags & (GW_WRAP_OWN | GW_WRAP_NO_REGISTER))) {
+    *ours = true;
+    return GW_OK;
+  }
+  return gw__fail(GW_ERANGE,
+                  "ptr/shape/strides: the elements span [%p, %p), outside the %s allocation "
+                  "[%p, %p) holding ptr",
+                  (void *)lo, (void *)hi, gw_memkind_name(info->kind), info->base,
+                  (void *)((char *)info->base + info->extent));
+}
+
 static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
                            const int64_t *shape, const int64_t *strides, unsigned flags,
                            gw_deleter deleter, void *user, gw_array **out) {
@@ -136,42 +179,10 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
 
   gw_ptrinfo info;
-  bool ours;
-  unsigned long gen;
-  do {
-    /* Pages gpuwrap itself pinned (gw_pin, or another live wrap) are pageable memory to
-     * us: the wrap takes registry references, and may reach past that registration. If a
-     * gpuwrap range went away between the query and the look-up, the query's "pinned" may
-     * have described it: ask again rather than take it for someone else's pinning. */
-    gen = gw__registry_generation();
-    s = ctx->ops->query(ctx->state, p, &info);
-    if (s != GW_OK) goto fail;
-    ours = info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
-  } while (info.kind == GW_MEM_PINNED && !ours && gen != gw__registry_generation());
-  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
-  uintptr_t up = (uintptr_t)p;
-  if ((g.lo < 0 && up < (uintptr_t)(-g.lo)) || UINTPTR_MAX - up < (uintptr_t)g.hi) {
-    s = gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
-    goto fail;
-  }
-  char *lo = (char *)(up + (uintptr_t)g.lo), *hi = (char *)(up + (uintptr_t)g.hi);
-  /* Host memory someone else registered may be only part of the span: the registry uses
-   * that part as it is and registers the rest. Only where the backend can tell a
-   * registration from a pinned allocation (CUDA cannot: there a span past any pinned
-   * memory is GW_ERANGE). */
-  bool registered_elsewhere =
-      info.kind == GW_MEM_PINNED && !own && (info.flags & GW_PTR_HOST_REGISTERED);
-  bool beyond = info.base && info.extent &&
-                (lo < (char *)info.base || hi > (char *)info.base + info.extent);
-  if (beyond && registered_elsewhere && !(flags & GW_WRAP_NO_REGISTER)) ours = true;
-  if (!ours && beyond) {
-    s = gw__fail(GW_ERANGE,
-                 "ptr/shape/strides: the elements span [%p, %p), outside the %s allocation "
-                 "[%p, %p) holding ptr",
-                 (void *)lo, (void *)hi, gw_memkind_name(info.kind), info.base,
-                 (void *)((char *)info.base + info.extent));
-    goto fail;
-  }
+  bool ours = false;
+  char *lo = NULL, *hi = NULL;
+  s = classify(ctx, p, flags, &g, &info, &ours, &lo, &hi);
+  if (s != GW_OK) goto fail;
 
   switch (info.kind) {
   case GW_MEM_DEVICE:
