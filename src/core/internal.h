@@ -78,8 +78,6 @@ bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *b
 size_t gw__page_size(void);
 /* Changes whenever a range is unregistered: lets a wrap tell a stale "pinned" answer. */
 unsigned long gw__registry_generation(void);
-/* Number of gpuwrap's ranges under [lo, hi). */
-size_t gw__registry_count_in(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi);
 
 /* ---- fork safety (fork.c): each module's lock, taken (1) / released (0) around fork ---- */
 void gw__pin_lock(int on);

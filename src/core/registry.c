@@ -255,18 +255,6 @@ void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
   pthread_mutex_unlock(&lock);
 }
 
-/* Number of our ranges under [lo, hi) and whether they are back to back (one contiguous
- * registration, or several): used when the device cannot use host addresses. */
-size_t gw__registry_count_in(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi) {
-  pthread_mutex_lock(&lock);
-  size_t n = 0;
-  table *t = table_for(ops, 0);
-  if (t)
-    for (size_t i = first_after(t, lo); i < t->n && t->r[i].lo < hi; i++) n++;
-  pthread_mutex_unlock(&lock);
-  return n;
-}
-
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {
   bool found = false;
   if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
