@@ -99,6 +99,18 @@ double gw_result_gbps(const gw_result *r, const gw_stat *s);
 /* Repetitions for `bytes` per op, scaled by the run's time scale. */
 int gw_bench_reps(const gw_bench *b, size_t bytes, int min_reps, int max_reps);
 
+/* ---- N-thread latency harness (bench_threads.c) ------------------------------------------ */
+/* `n` calls of the measured operation on thread `thread` (0 .. threads-1); 0 on success, else
+ * writes why into err. Runs on all threads at once, so it must be thread-safe. */
+typedef int (*gw_batch_fn)(void *arg, int thread, int n, char *err, size_t errn);
+/* Time fn from `threads` threads (thread 0 is the caller) released together by a barrier:
+ * each runs `batches` timed batches of `batch` calls. Returns per-call seconds over every
+ * thread's batches (n == 0, and an error recorded as `what`, on failure). If allocs_per_call
+ * is not NULL it gets the heap allocations per call inside the timed batches, all threads
+ * together (< 0 when not counted). */
+gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches, int batch, gw_batch_fn fn, void *arg,
+                         double *allocs_per_call);
+
 /* Sections. */
 void gw_bench_query(gw_bench *b);
 void gw_bench_wrap(gw_bench *b);

@@ -1,80 +1,45 @@
 /* bench section "query": gw_pointer_query vs the raw pointer query, 1 and N threads. */
 #include "bench.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
 enum { NPTR = 16 };
 
 typedef struct {
   gw_bench *b;
-  const void *ptrs[NPTR];
-  int use_gw, batches, batch;
-  double *samples; /* batches per thread */
-  pthread_barrier_t *bar;
-  int failed;
-} qjob;
+  const void *ptrs[NPTR]; /* interior pointers, shared by all threads */
+} qargs;
 
-static void *qworker(void *arg) {
-  qjob *j = arg;
+static int query_gw(void *arg, int thread, int n, char *err, size_t errn) {
+  const qargs *q = arg;
   gw_ptrinfo pi;
-  pthread_barrier_wait(j->bar);
-  for (int r = 0; r < j->batches; r++) {
-    double t0 = gw_tool_now();
-    if (j->use_gw) {
-      for (int k = 0; k < j->batch; k++)
-        if (gw_pointer_query(j->b->ctx, j->ptrs[k % NPTR], &pi) != GW_OK) j->failed = 1;
-    } else {
-      for (int k = 0; k < j->batch; k++)
-        if (j->b->raw.query(j->ptrs[k % NPTR]) != 0) j->failed = 1;
+  (void)thread;
+  for (int k = 0; k < n; k++) {
+    if (gw_pointer_query(q->b->ctx, q->ptrs[k % NPTR], &pi) != GW_OK) {
+      snprintf(err, errn, "%s", gw_last_error());
+      return -1;
     }
-    j->samples[r] = (gw_tool_now() - t0) / j->batch;
   }
-  return NULL;
+  return 0;
+}
+
+static int query_raw(void *arg, int thread, int n, char *err, size_t errn) {
+  const qargs *q = arg;
+  (void)thread;
+  for (int k = 0; k < n; k++) {
+    if (q->b->raw.query(q->ptrs[k % NPTR]) != 0) {
+      snprintf(err, errn, "%s", q->b->raw.last_error());
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Per-call latency samples over `threads` threads querying interior pointers of p. */
 static gw_stat measure(gw_bench *b, char *p, size_t bytes, int use_gw, int threads) {
   int batches = b->quick ? 9 : 31, batch = b->quick ? 500 : 5000;
-  qjob *jobs = calloc((size_t)threads, sizeof *jobs);
-  double *all = calloc((size_t)threads * (size_t)batches, sizeof *all);
-  pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-  gw_stat st = {0};
-  if (!jobs || !all || !tid) goto out;
-  pthread_barrier_t bar;
-  pthread_barrier_init(&bar, NULL, (unsigned)threads);
-  for (int t = 0; t < threads; t++) {
-    qjob *j = &jobs[t];
-    j->b = b;
-    for (int k = 0; k < NPTR; k++) j->ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
-    j->use_gw = use_gw;
-    j->batches = batches;
-    j->batch = batch;
-    j->samples = all + (size_t)t * (size_t)batches;
-    j->bar = &bar;
-  }
-  int started = 0;
-  for (int t = 1; t < threads; t++)
-    if (pthread_create(&tid[t], NULL, qworker, &jobs[t]) == 0) started++;
-  if (started != threads - 1) {
-    gw_bench_error(b, "query: could not start %d threads", threads);
-    for (int t = 1; t <= started; t++) pthread_cancel(tid[t]);
-    goto out;
-  }
-  qworker(&jobs[0]);
-  for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
-  pthread_barrier_destroy(&bar);
-  int failed = 0;
-  for (int t = 0; t < threads; t++) failed |= jobs[t].failed;
-  if (failed)
-    gw_bench_error(b, "query: %s failed: %s", use_gw ? "gw_pointer_query" : "raw query",
-                   use_gw ? gw_last_error() : b->raw.last_error());
-  st = gw_stat_of(all, threads * batches);
-out:
-  free(jobs);
-  free(all);
-  free(tid);
-  return st;
+  qargs q = {.b = b};
+  for (int k = 0; k < NPTR; k++) q.ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
+  return gw_bench_threads(b, use_gw ? "query: gw_pointer_query" : "query: raw query", threads, batches, batch,
+                          use_gw ? query_gw : query_raw, &q, NULL);
 }
 
 void gw_bench_query(gw_bench *b) {

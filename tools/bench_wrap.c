@@ -57,6 +57,58 @@ static double allocs_per_wrap(gw_bench *b, void *p, size_t bytes) {
   return (double)(gw_tool_alloc_count() - c0) / n;
 }
 
+/* ---- wrap + release from N threads ---------------------------------------------------- */
+typedef struct {
+  gw_bench *b;
+  char *base;   /* one allocation, or one gw_pin'ned range */
+  size_t slice; /* each thread works on base + thread * slice, slice bytes */
+} slices;
+
+static int wrap_slice(void *arg, int thread, int n, char *err, size_t errn) {
+  const slices *w = arg;
+  char *p = w->base + (size_t)thread * w->slice;
+  for (int k = 0; k < n; k++) {
+    if (wrap_release(w->b, p, w->slice)) {
+      snprintf(err, errn, "%s", gw_last_error());
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int query_slice(void *arg, int thread, int n, char *err, size_t errn) {
+  const slices *w = arg;
+  const char *p = w->base + (size_t)thread * w->slice;
+  for (int k = 0; k < n; k++) {
+    if (w->b->raw.query(p) != 0) {
+      snprintf(err, errn, "%s", w->b->raw.last_error());
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/*
+ * A "(threads)" row: b->threads threads each wrap + release their own slice of p, at once.
+ * The raw side is the raw pointer query of the same slices from as many threads: one query
+ * is the least a wrap must ask, and the runtime serialises it, so the ratio is gpuwrap's own
+ * overhead under contention rather than the runtime's lock.
+ */
+static void wrap_threads(gw_bench *b, const char *path, const char *of, char *p, size_t bytes, int samples, int batch) {
+  if (b->threads <= 1) return;
+  size_t slice = bytes / (size_t)b->threads / 256 * 256; /* keep every slice float- and line-aligned */
+  if (!slice) return;
+  gw_bench_progress("%s, %d threads", path, b->threads);
+  gw_result *r = gw_bench_add(b, "wrap", path, 0, GW_UNIT_LATENCY);
+  r->threads = b->threads;
+  char sz[32];
+  snprintf(r->note, sizeof r->note, "own %s slice of %s per thread; raw: its pointer query%s",
+           gw_tool_fmt_size(slice, sz, sizeof sz), of, b->raw.query ? "" : " - none here");
+  slices w = {.b = b, .base = p, .slice = slice};
+  if (b->raw.query) r->raw = gw_bench_threads(b, "wrap: raw query", b->threads, samples, batch, query_slice, &w, NULL);
+  r->gw = gw_bench_threads(b, "wrap: gw_wrap + gw_release", b->threads, samples, batch, wrap_slice, &w, &r->allocs_per_op);
+}
+
 void gw_bench_wrap(gw_bench *b) {
   size_t bytes = 1 << 20;
   int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
@@ -73,6 +125,8 @@ void gw_bench_wrap(gw_bench *b) {
     if (b->raw.query) r->raw = time_ops(b, p, bytes, 0, 0, samples, batch);
     r->gw = time_ops(b, p, bytes, 1, 0, samples, batch);
     r->allocs_per_op = allocs_per_wrap(b, p, bytes);
+    /* Device memory is the contended floor: nothing but the runtime query is shared. */
+    if (kinds[i] == GW_MEM_DEVICE) wrap_threads(b, "wrap device (threads)", "1 MiB", p, bytes, samples, batch);
     b->raw.free(kinds[i], p);
   }
 
@@ -92,11 +146,15 @@ void gw_bench_wrap(gw_bench *b) {
     gw_bench_error(b, "gw_pin: %s", gw_last_error());
   } else {
     r = gw_bench_add(b, "wrap", "wrap pageable warm", 0, GW_UNIT_LATENCY);
+    int warm = b->nres - 1; /* r does not survive the next gw_bench_add (realloc) */
     snprintf(r->note, sizeof r->note, "1 MiB after gw_pin; raw: cold register + unregister (what gw_pin saves)");
     r->gw = time_ops(b, h, bytes, 1, 0, samples, batch / 4);
     r->allocs_per_op = allocs_per_wrap(b, h, bytes);
+    /* Still pinned: every thread's wrap takes and drops a registry reference under the
+     * registry lock, and the raw query of the slices finds them registered. */
+    wrap_threads(b, "wrap pageable warm (threads)", "1 MiB gw_pin'ned", h, bytes, samples, batch);
     if (gw_unpin(b->ctx, h, bytes) != GW_OK) gw_bench_error(b, "gw_unpin: %s", gw_last_error());
-    r->raw = time_ops(b, h, bytes, 0, 1, cold, 1);
+    b->res[warm].raw = time_ops(b, h, bytes, 0, 1, cold, 1);
   }
   gw_bench_host_free(h, bytes);
   gw_bench_progress_done();
