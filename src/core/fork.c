@@ -27,8 +27,11 @@ static void unlock_all(void) {
 }
 
 static void child(void) {
-  gw__registry_forget_all();
-  unlock_all();
+  gw__cpu_model_lock(0);
+  gw__cpu_inject_lock(0);
+  gw__owned_lock(0);
+  gw__registry_forget_all(); /* also makes the registry's lock anew */
+  gw__pin_lock(0);
 }
 
 __attribute__((constructor)) static void install(void) { pthread_atfork(lock_all, unlock_all, child); }

@@ -71,7 +71,10 @@ int64_t gw__numel(int ndim, const int64_t *shape);
 /* Take a reference on every byte of [lo, hi), registering the gaps that no one pinned yet.
  * On failure nothing is held. */
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi);
-/* Drop the references acquire took; unregister ranges that reach zero. */
+/* One more reference on the single range of ours that holds all of [lo, hi), under the read
+ * lock and without a runtime call (the warm wrap); false if there is none. */
+bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi);
+/* Drop the references acquire (or try_ref) took; unregister ranges that reach zero. */
 void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi);
 /* Whether [p, p+1) lies in a range gpuwrap registered (for GW_PTR_GPUWRAP_REGISTERED). */
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len);

@@ -27,7 +27,7 @@
 
 typedef struct {
   uintptr_t lo, hi; /* [lo, hi) */
-  long refs;
+  atomic_long refs; /* changed under the read lock by the warm path */
 } range;
 
 typedef struct {
@@ -38,7 +38,10 @@ typedef struct {
 
 #define MAX_TABLES 4
 static table tables[MAX_TABLES];
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Readers: the warm path (a wrap of memory gpuwrap already registered takes and drops a
+ * reference with atomics) and look-ups. Writers: anything that changes the table or calls
+ * the runtime. Threads wrapping registered buffers then do not serialise on the registry. */
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 /* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
 static atomic_size_t total;
 /* Bumped whenever a range leaves the table (see gw__registry_generation). */
@@ -46,17 +49,22 @@ static atomic_ulong generation;
 
 size_t gw__page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
-void gw__registry_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
+void gw__registry_lock(int on) { on ? pthread_rwlock_wrlock(&lock) : pthread_rwlock_unlock(&lock); }
 
 /* A child after fork shares none of the parent's registrations with its runtime: it must
- * never unregister them, so it starts with an empty registry (called with the lock held,
- * from the fork handler in fork.c). */
+ * never unregister them, so it starts with an empty registry and a fresh lock (called
+ * with the lock held, from the fork handler in fork.c). */
 void gw__registry_forget_all(void) {
   for (int i = 0; i < MAX_TABLES; i++) {
     free(tables[i].r);
     tables[i] = (table){0};
   }
   atomic_store(&total, 0);
+  /* The child's thread has a new thread id, and glibc's rwlock remembers its writer's, so
+   * the unlock alone would not release it: it is made anew. The unlock comes first so that
+   * tools that track lock state (TSan) see it released too. */
+  pthread_rwlock_unlock(&lock);
+  pthread_rwlock_init(&lock, NULL);
 }
 
 static table *table_for(const gw__backend_ops *ops, int create) {
@@ -91,7 +99,9 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
     t->cap = cap;
   }
   memmove(&t->r[at + 1], &t->r[at], (t->n - at) * sizeof *t->r);
-  t->r[at] = (range){lo, hi, 1};
+  t->r[at].lo = lo;
+  t->r[at].hi = hi;
+  atomic_init(&t->r[at].refs, 1);
   t->n++;
   atomic_fetch_add(&total, 1);
   return GW_OK;
@@ -101,7 +111,7 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
 static void drop(gw_context *ctx, table *t, uintptr_t lo, uintptr_t hi) {
   size_t i = first_after(t, lo);
   while (i < t->n && t->r[i].lo < hi) {
-    if (--t->r[i].refs > 0) {
+    if (atomic_fetch_sub(&t->r[i].refs, 1) > 1) {
       i++;
       continue;
     }
@@ -219,10 +229,10 @@ static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, 
 }
 
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
-  pthread_mutex_lock(&lock);
+  pthread_rwlock_wrlock(&lock);
   table *t = table_for(ctx->ops, 1);
   if (!t) {
-    pthread_mutex_unlock(&lock);
+    pthread_rwlock_unlock(&lock);
     return gw__fail(GW_ENOMEM, "registry: too many backends");
   }
   uintptr_t cur = lo;
@@ -230,7 +240,7 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
   while (cur < hi) {
     size_t i = first_after(t, cur);
     if (i < t->n && t->r[i].lo <= cur) {
-      t->r[i].refs++;
+      atomic_fetch_add(&t->r[i].refs, 1);
       cur = t->r[i].hi;
       continue;
     }
@@ -244,21 +254,61 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
     cur = gap_end;
   }
   if (s != GW_OK) drop(ctx, t, lo, cur);
-  pthread_mutex_unlock(&lock);
+  pthread_rwlock_unlock(&lock);
   return s;
 }
 
+/* The range of ours holding all of [lo, hi), or -1 (lock held). */
+static ptrdiff_t covering(const table *t, uintptr_t lo, uintptr_t hi) {
+  size_t i = first_after(t, lo);
+  return (i < t->n && t->r[i].lo <= lo && hi <= t->r[i].hi) ? (ptrdiff_t)i : -1;
+}
+
+bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi) {
+  if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
+  bool ok = false;
+  pthread_rwlock_rdlock(&lock);
+  table *t = table_for(ops, 0);
+  ptrdiff_t i = t ? covering(t, lo, hi) : -1;
+  if (i >= 0) {
+    atomic_fetch_add(&t->r[i].refs, 1);
+    ok = true;
+  }
+  pthread_rwlock_unlock(&lock);
+  return ok;
+}
+
 void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
-  pthread_mutex_lock(&lock);
+  /* Warm path: one range holds the span and others still use it: an atomic decrement
+   * under the read lock. The last reference goes through the write lock. */
+  pthread_rwlock_rdlock(&lock);
   table *t = table_for(ctx->ops, 0);
+  ptrdiff_t i = t ? covering(t, lo, hi) : -1;
+  if (i >= 0) {
+    long before = atomic_fetch_sub(&t->r[i].refs, 1);
+    pthread_rwlock_unlock(&lock);
+    if (before > 1) return;
+    /* It reached zero; between the locks someone may have taken a new reference (then it
+     * stays) or another releaser may have removed it already (then it is gone). */
+    pthread_rwlock_wrlock(&lock);
+    i = covering(t, lo, hi);
+    if (i >= 0 && atomic_load(&t->r[i].refs) == 0) {
+      atomic_fetch_add(&t->r[i].refs, 1); /* drop() takes the last one away */
+      drop(ctx, t, t->r[i].lo, t->r[i].lo + 1);
+    }
+    pthread_rwlock_unlock(&lock);
+    return;
+  }
+  pthread_rwlock_unlock(&lock);
+  pthread_rwlock_wrlock(&lock);
   if (t) drop(ctx, t, lo, hi);
-  pthread_mutex_unlock(&lock);
+  pthread_rwlock_unlock(&lock);
 }
 
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {
   bool found = false;
   if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
-  pthread_mutex_lock(&lock);
+  pthread_rwlock_rdlock(&lock);
   table *t = table_for(ops, 0);
   if (t) {
     size_t i = first_after(t, p);
@@ -268,15 +318,15 @@ bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *b
       if (len) *len = t->r[i].hi - t->r[i].lo;
     }
   }
-  pthread_mutex_unlock(&lock);
+  pthread_rwlock_unlock(&lock);
   return found;
 }
 
 size_t gw_registry_ranges(void) {
   size_t n = 0;
-  pthread_mutex_lock(&lock);
+  pthread_rwlock_rdlock(&lock);
   for (int i = 0; i < MAX_TABLES; i++) n += tables[i].n;
-  pthread_mutex_unlock(&lock);
+  pthread_rwlock_unlock(&lock);
   return n;
 }
 

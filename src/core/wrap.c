@@ -100,8 +100,18 @@ static gw_status device_address_of(gw_context *ctx, char *first, char *last, cha
  * gpuwrap's own registration (then the wrap is a pageable one that takes registry
  * references), the span's bounds, and the extent check.
  */
+static gw_status span_bounds(char *p, const geometry *g, char **lo, char **hi) {
+  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
+  uintptr_t up = (uintptr_t)p;
+  if ((g->lo < 0 && up < (uintptr_t)(-g->lo)) || UINTPTR_MAX - up < (uintptr_t)g->hi)
+    return gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
+  *lo = (char *)(up + (uintptr_t)g->lo);
+  *hi = (char *)(up + (uintptr_t)g->hi);
+  return GW_OK;
+}
+
 static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geometry *g,
-                          gw_ptrinfo *info, bool *ours, char **lo_out, char **hi_out) {
+                          gw_ptrinfo *info, bool *ours, char *lo, char *hi) {
   unsigned long gen;
   do {
     /* If a gpuwrap range went away between the query and the look-up, the query's
@@ -112,13 +122,7 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geomet
     *ours = info->kind == GW_MEM_PINNED &&
             gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
   } while (info->kind == GW_MEM_PINNED && !*ours && gen != gw__registry_generation());
-  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
-  uintptr_t up = (uintptr_t)p;
-  if ((g->lo < 0 && up < (uintptr_t)(-g->lo)) || UINTPTR_MAX - up < (uintptr_t)g->hi)
-    return gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
-  char *lo = (char *)(up + (uintptr_t)g->lo), *hi = (char *)(up + (uintptr_t)g->hi);
-  *lo_out = lo;
-  *hi_out = hi;
+  (void)g;
   bool beyond = info->base && info->extent &&
                 (lo < (char *)info->base || hi > (char *)info->base + info->extent);
   if (!beyond || *ours) return GW_OK;
@@ -136,6 +140,23 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geomet
                   "[%p, %p) holding ptr",
                   (void *)lo, (void *)hi, gw_memkind_name(info->kind), info->base,
                   (void *)((char *)info->base + info->extent));
+}
+
+/* The array over [lo, hi) of pageable memory on which the caller holds registry
+ * references (released with the array). */
+static gw_status attach_registered(gw_context *ctx, gw_array *a, char *p, char *lo, char *hi,
+                                   bool own) {
+  a->reg_lo = (uintptr_t)lo;
+  a->reg_hi = (uintptr_t)hi;
+  a->kind = GW_MEM_PINNED;
+  a->device = ctx->device;
+  a->host0 = p;
+  if (own) a->freeway = GW__FREE_LIBC;
+  char *dlo;
+  gw_status s = device_address_of(ctx, lo, hi - 1, &dlo);
+  if (s != GW_OK) return s;
+  a->dev0 = dlo + (p - lo);
+  return GW_OK;
 }
 
 static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
@@ -178,10 +199,20 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     goto fail;
   }
 
+  char *lo = NULL, *hi = NULL;
+  s = span_bounds(p, &g, &lo, &hi);
+  if (s != GW_OK) goto fail;
+  /* Warm path: bytes gpuwrap already registered (another live wrap, a gw_pin) take one more
+   * reference, with no runtime call and no exclusive lock. */
+  bool registers = !(flags & GW_WRAP_NO_REGISTER) && !ctx->caps.pageable_access;
+  if (registers && gw__registry_try_ref(ctx->ops, (uintptr_t)lo, (uintptr_t)hi)) {
+    s = attach_registered(ctx, a, p, lo, hi, own);
+    if (s != GW_OK) goto fail;
+    goto owned;
+  }
   gw_ptrinfo info;
   bool ours = false;
-  char *lo = NULL, *hi = NULL;
-  s = classify(ctx, p, flags, &g, &info, &ours, &lo, &hi);
+  s = classify(ctx, p, flags, &g, &info, &ours, lo, hi);
   if (s != GW_OK) goto fail;
 
   switch (info.kind) {
@@ -213,31 +244,24 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     /* Pages gpuwrap pinned (gw_pin or another wrap) take a reference, like pageable. */
     /* fall through */
   case GW_MEM_HOST:
+    if (registers) {
+      /* Exactly the wrapped bytes, not whole pages (see registry.c). */
+      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi);
+      if (s != GW_OK) goto fail;
+      s = attach_registered(ctx, a, p, lo, hi, own);
+      if (s != GW_OK) goto fail;
+      break;
+    }
     a->kind = GW_MEM_HOST;
     a->host0 = p;
     if (own) a->freeway = GW__FREE_LIBC;
-    if (ctx->caps.pageable_access) {
-      a->dev0 = p;
-      a->device = -1;
-    } else if (!(flags & GW_WRAP_NO_REGISTER)) {
-      /* Exactly the wrapped bytes, not whole pages (see registry.c). */
-      uintptr_t rlo = (uintptr_t)lo, rhi = (uintptr_t)hi;
-      s = gw__registry_acquire(ctx, rlo, rhi);
-      if (s != GW_OK) goto fail;
-      a->reg_lo = rlo;
-      a->reg_hi = rhi;
-      char *dlo;
-      s = device_address_of(ctx, lo, hi - 1, &dlo);
-      if (s != GW_OK) goto fail;
-      a->dev0 = dlo + (p - lo);
-      a->kind = GW_MEM_PINNED;
-      a->device = ctx->device;
-    }
+    if (ctx->caps.pageable_access) a->dev0 = p; /* the device reads it where it is */
     break;
   case GW_MEM_UNKNOWN:
     s = gw__fail(GW_EBACKEND, "ptr: %p: the %s runtime could not classify it", ptr, ctx->ops->name);
     goto fail;
   }
+owned:
   if (own) {
     s = gw__owned_claim(ptr);
     if (s != GW_OK) goto fail;
