@@ -18,6 +18,7 @@
  * long anyway, and a warm wrap is a binary search.
  */
 #include "gpuwrap/cpu.h"
+#include "brlock.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -40,8 +41,9 @@ typedef struct {
 static table tables[MAX_TABLES];
 /* Readers: the warm path (a wrap of memory gpuwrap already registered takes and drops a
  * reference with atomics) and look-ups. Writers: anything that changes the table or calls
- * the runtime. Threads wrapping registered buffers then do not serialise on the registry. */
-static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+ * the runtime. Threads wrapping registered buffers then do not serialise on the registry
+ * (brlock.h: readers do not even share a cache line). */
+static br_lock lock = BR_LOCK_INITIALIZER;
 /* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
 static atomic_size_t total;
 /* Bumped whenever a range leaves the table (see gw__registry_generation). */
@@ -49,10 +51,10 @@ static atomic_ulong generation;
 
 size_t gw__page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
-void gw__registry_lock(int on) { on ? pthread_rwlock_wrlock(&lock) : pthread_rwlock_unlock(&lock); }
+void gw__registry_lock(int on) { on ? br_write_lock(&lock) : br_write_unlock(&lock); }
 
 /* A child after fork shares none of the parent's registrations with its runtime: it must
- * never unregister them, so it starts with an empty registry and a fresh lock (called
+ * never unregister them, so it starts with an empty registry and the lock released (called
  * with the lock held, from the fork handler in fork.c). */
 void gw__registry_forget_all(void) {
   for (int i = 0; i < MAX_TABLES; i++) {
@@ -60,11 +62,7 @@ void gw__registry_forget_all(void) {
     tables[i] = (table){0};
   }
   atomic_store(&total, 0);
-  /* The child's thread has a new thread id, and glibc's rwlock remembers its writer's, so
-   * the unlock alone would not release it: it is made anew. The unlock comes first so that
-   * tools that track lock state (TSan) see it released too. */
-  pthread_rwlock_unlock(&lock);
-  pthread_rwlock_init(&lock, NULL);
+  br_write_unlock(&lock); /* the forking thread took it; no reader exists in the child */
 }
 
 static table *table_for(const gw__backend_ops *ops, int create) {
@@ -229,10 +227,10 @@ static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, 
 }
 
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
-  pthread_rwlock_wrlock(&lock);
+  br_write_lock(&lock);
   table *t = table_for(ctx->ops, 1);
   if (!t) {
-    pthread_rwlock_unlock(&lock);
+    br_write_unlock(&lock);
     return gw__fail(GW_ENOMEM, "registry: too many backends");
   }
   uintptr_t cur = lo;
@@ -254,7 +252,7 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
     cur = gap_end;
   }
   if (s != GW_OK) drop(ctx, t, lo, cur);
-  pthread_rwlock_unlock(&lock);
+  br_write_unlock(&lock);
   return s;
 }
 
@@ -267,48 +265,48 @@ static ptrdiff_t covering(const table *t, uintptr_t lo, uintptr_t hi) {
 bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi) {
   if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
   bool ok = false;
-  pthread_rwlock_rdlock(&lock);
+  int rs = br_read_lock(&lock);
   table *t = table_for(ops, 0);
   ptrdiff_t i = t ? covering(t, lo, hi) : -1;
   if (i >= 0) {
     atomic_fetch_add(&t->r[i].refs, 1);
     ok = true;
   }
-  pthread_rwlock_unlock(&lock);
+  br_read_unlock(&lock, rs);
   return ok;
 }
 
 void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
   /* Warm path: one range holds the span and others still use it: an atomic decrement
    * under the read lock. The last reference goes through the write lock. */
-  pthread_rwlock_rdlock(&lock);
+  int rs = br_read_lock(&lock);
   table *t = table_for(ctx->ops, 0);
   ptrdiff_t i = t ? covering(t, lo, hi) : -1;
   if (i >= 0) {
     long before = atomic_fetch_sub(&t->r[i].refs, 1);
-    pthread_rwlock_unlock(&lock);
+    br_read_unlock(&lock, rs);
     if (before > 1) return;
     /* It reached zero; between the locks someone may have taken a new reference (then it
      * stays) or another releaser may have removed it already (then it is gone). */
-    pthread_rwlock_wrlock(&lock);
+    br_write_lock(&lock);
     i = covering(t, lo, hi);
     if (i >= 0 && atomic_load(&t->r[i].refs) == 0) {
       atomic_fetch_add(&t->r[i].refs, 1); /* drop() takes the last one away */
       drop(ctx, t, t->r[i].lo, t->r[i].lo + 1);
     }
-    pthread_rwlock_unlock(&lock);
+    br_write_unlock(&lock);
     return;
   }
-  pthread_rwlock_unlock(&lock);
-  pthread_rwlock_wrlock(&lock);
+  br_read_unlock(&lock, rs);
+  br_write_lock(&lock);
   if (t) drop(ctx, t, lo, hi);
-  pthread_rwlock_unlock(&lock);
+  br_write_unlock(&lock);
 }
 
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {
   bool found = false;
   if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
-  pthread_rwlock_rdlock(&lock);
+  int rs = br_read_lock(&lock);
   table *t = table_for(ops, 0);
   if (t) {
     size_t i = first_after(t, p);
@@ -318,15 +316,15 @@ bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *b
       if (len) *len = t->r[i].hi - t->r[i].lo;
     }
   }
-  pthread_rwlock_unlock(&lock);
+  br_read_unlock(&lock, rs);
   return found;
 }
 
 size_t gw_registry_ranges(void) {
   size_t n = 0;
-  pthread_rwlock_rdlock(&lock);
+  int rs = br_read_lock(&lock);
   for (int i = 0; i < MAX_TABLES; i++) n += tables[i].n;
-  pthread_rwlock_unlock(&lock);
+  br_read_unlock(&lock, rs);
   return n;
 }
 
