@@ -27,19 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-  const uint8_t *p;
-  size_t n;
-} reader;
-static uint64_t rd(reader *r, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) {
-    v |= (uint64_t)(r->n ? *r->p : 0) << (8 * i);
-    if (r->n) r->p++, r->n--;
-  }
-  return v;
-}
-static uint8_t rd8(reader *r) { return (uint8_t)rd(r, 1); }
+#include "fuzz_reader.h"
 
 static void die(const char *what) {
   fprintf(stderr, "fuzz_dlpack: invariant broken: %s (last error: \"%s\")\n", what, gw_last_error());

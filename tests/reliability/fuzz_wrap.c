@@ -31,20 +31,7 @@
 
 __extension__ typedef __int128 i128; /* exact spans, whatever the int64 inputs */
 
-typedef struct {
-  const uint8_t *p;
-  size_t n;
-} reader;
-
-static uint64_t rd(reader *r, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) {
-    v |= (uint64_t)(r->n ? *r->p : 0) << (8 * i);
-    if (r->n) r->p++, r->n--;
-  }
-  return v;
-}
-static uint8_t rd8(reader *r) { return (uint8_t)rd(r, 1); }
+#include "fuzz_reader.h"
 
 /* Mostly small extents, sometimes the edges. */
 static int64_t rd_extent(reader *r) {
