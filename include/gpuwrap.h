@@ -20,9 +20,10 @@
  *   - pinned memory registered by someone else: uses it, never unregisters it; GW_WRAP_OWN
  *     is refused where the backend can tell it from a pinned allocation (the CPU backend);
  *     on CUDA/HIP, owning such memory needs gw_wrap_with_deleter();
- *   - pageable host memory: page-locks the page-aligned span through a process-wide,
- *     reference-counted registry (so two wraps of one buffer register it once and
- *     unregister it once, when the last goes), unless GW_WRAP_NO_REGISTER is given or the
+ *   - pageable host memory: page-locks exactly the wrapped bytes (a byte range, never
+ *     rounded out to pages, so neighbouring buffers are left as they were) through a
+ *     process-wide, reference-counted registry (so two wraps of one buffer register it once
+ *     and unregister it once, when the last goes), unless GW_WRAP_NO_REGISTER is given or the
  *     device reads pageable memory directly; with GW_WRAP_OWN the pointer is also free()d;
  *   - zero elements: succeeds for any pointer, NULL included, without calling the runtime.
  * A wrap that would be a second owner of memory a live array owns fails with GW_EOWNED.
@@ -33,7 +34,8 @@
  * -----------
  * Every fallible call returns gw_status (GW_OK == 0, errors negative) and writes results
  * through out-parameters, which are left untouched on failure. gw_last_error() gives the
- * detail of this thread's last failure (which argument, and why). A failed call leaves
+ * detail of this thread's most recent failure (which argument, and why); read it only
+ * after a call failed: successful calls do not clear it. A failed call leaves
  * nothing behind: no registration, no reference, no allocation. The library never prints
  * and never aborts. Pointers passed in are borrowed unless a call says it takes them.
  * Shapes and strides are int64_t; strides count elements (as DLPack does); NULL strides
@@ -97,7 +99,13 @@ typedef enum {
 GW_API const char *gw_strerror(gw_status s);
 /** Enum name, e.g. "GW_EINVAL"; "GW_UNKNOWN" for values outside the table. */
 GW_API const char *gw_err_name(gw_status s);
-/** Detail of this thread's last failure ("" if none). Valid until this thread's next call. */
+/**
+ * Detail of this thread's most recent failure (which argument, and why); "" if this thread
+ * has had none. Read it only right after a call returned an error: successful calls do not
+ * clear it (and one that tried something on the way, as AUTO tries each GPU backend, may
+ * replace it), so after GW_OK it says nothing about that call. Thread-local; the text stays
+ * until this thread's next gpuwrap call.
+ */
 GW_API const char *gw_last_error(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -128,10 +136,14 @@ GW_API gw_status gw_synchronize(gw_context *ctx);
 GW_API const char *gw_backend_name(gw_backend b);
 /**
  * Whether a backend is built in and loadable, and how many devices it sees.
- * @param count receives the device count (0 when unavailable).
+ * @param b     GW_BACKEND_CPU, GW_BACKEND_CUDA or GW_BACKEND_HIP.
+ * @param count receives the device count (0 when unavailable or on any error).
  * @return GW_OK; GW_ENODEV when the backend is not built in or its runtime cannot be loaded
  *         (gw_last_error() says why, e.g. "libcuda.so.1: cannot open shared object file");
- *         GW_EINVAL for a malformed setting (GPUWRAP_CPU_DEVICES=0).
+ *         GW_EINVAL for count NULL, for a value outside gw_backend ("b: 99 is not a
+ *         gw_backend", as gw_context_create answers for it), for GW_BACKEND_AUTO (it names
+ *         no backend until gw_context_create resolves it) and for a malformed setting
+ *         (GPUWRAP_CPU_DEVICES=0).
  */
 GW_API gw_status gw_backend_device_count(gw_backend b, int *count);
 
@@ -259,10 +271,13 @@ GW_API gw_context *gw_array_context(const gw_array *a); /**< borrowed */
 
 /**
  * A view of a: element i along dim d is a's element start[d] + i*step[d].
- * @param start  a's ndim starting indices (0 <= start < shape unless the view dim is 0).
+ * @param start  a's ndim starting indices (0 <= start < shape unless the view is empty).
  * @param shape  the view's extents (>= 0).
  * @param step   non-zero steps (may be negative), NULL = all 1.
- * The view shares a's memory and keeps it alive. GW_EINVAL when out of bounds.
+ * The view shares a's memory and keeps it alive. GW_EINVAL when out of bounds. A view with
+ * no elements (some shape[d] == 0) reaches nothing: it is accepted for any start and step,
+ * and its strides (a's times step, saturated at the int64 limits) are never used. A view of
+ * an array with a stride 0 (broadcast) has stride 0 there too: it can be read, not written.
  */
 GW_API gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape,
                          const int64_t *step, gw_array **out);
@@ -272,19 +287,31 @@ GW_API gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_arra
 
 /**
  * Copy src into dst: same dtype and shape, any strides, kinds, devices and contexts.
- * Complete when it returns. GW_EINVAL (dtype/shape mismatch), GW_EREADONLY (dst),
- * GW_ENOTSUP (memory the copying backend cannot reach), GW_EBACKEND.
+ * Complete when it returns. dst and src may share memory (views of one buffer: a shift,
+ * a[0::2] into a[2::2], an in-place transpose): the result is that of copying through a
+ * temporary, on every backend (gpuwrap stages such a copy through a contiguous temporary;
+ * dst and src with the same first element and strides are left as they are). src may
+ * have overlapping elements (a stride 0: broadcast), dst may not. An empty copy (0
+ * elements) does nothing once dtype and shape match, whatever the strides.
+ * @return GW_OK; GW_EINVAL (dtype/shape mismatch; dst's elements overlap in memory, e.g.
+ *         a stride 0 over an extent > 1: gw_last_error() names the dim); GW_EREADONLY
+ *         (dst); GW_ENOTSUP (memory the copying backend cannot reach); GW_ENOMEM (the
+ *         temporary of an overlapping copy); GW_EBACKEND.
  */
 GW_API gw_status gw_copy(gw_array *dst, const gw_array *src);
 /**
  * Set every element of dst to *value (gw_dtype_size(dtype) bytes, read at once). Runs where
  * the memory is (on the GPU for device-accessible memory). Complete when it returns.
+ * @return GW_OK; GW_EINVAL (value NULL; dst's elements overlap in memory, as a stride 0 over
+ *         an extent > 1: such an array can be read, never written, and its element count
+ *         never bounds any work); GW_EREADONLY; GW_EBACKEND.
  */
 GW_API gw_status gw_fill(gw_array *dst, const void *value);
 
 /**
- * Page-lock [ptr, ptr+bytes) through gpuwrap's registry: take a reference on its pages,
- * registering what is not registered yet (memory pinned by someone else is left alone).
+ * Page-lock exactly the bytes [ptr, ptr+bytes) through gpuwrap's registry (a byte range,
+ * not rounded out to pages): take a reference on that range, registering what is not
+ * registered yet (memory pinned by someone else is left alone).
  * A buffer wrapped and released in a loop after gw_pin is registered only once.
  * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory); GW_ENOMEM;
  *         GW_EBACKEND.
@@ -303,8 +330,10 @@ GW_API gw_status gw_stream_create(gw_context *ctx, gw_stream **out);
 /** Waits for the stream's work, then destroys it. NULL is ok. */
 GW_API void gw_stream_destroy(gw_stream *s);
 GW_API gw_status gw_stream_synchronize(gw_stream *s);
-/** As gw_copy/gw_fill but ordered on s; the arrays must stay alive until s is synchronized.
- *  Copies that involve pageable host memory complete before returning. */
+/** As gw_copy/gw_fill (the same rules and errors) but ordered on s; the arrays must stay
+ *  alive until s is synchronized. Copies that involve pageable host memory, and copies
+ *  between arrays that share memory (staged through a temporary, which is released only
+ *  after s has run both halves: s is synchronized), complete before returning. */
 GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
 GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
 

@@ -1,4 +1,4 @@
-/* Every row of DESIGN.md's wrap table: device, managed, pinned (allocated), pinned
+/* Every row of README.md's wrap table: device, managed, pinned (allocated), pinned
  * (registered by someone else), pageable host (registered / NO_REGISTER / OWN / a device
  * that reads pageable memory), zero elements; and gw_alloc of every kind. */
 #include "test.h"

@@ -121,7 +121,7 @@ void gw_bench_fill(gw_bench *b);
 
 /* Outputs. */
 void gw_bench_print_table(const gw_bench *b, FILE *f);
-/* The DESIGN.md targets and whether met; returns the number missed. */
+/* The performance targets (docs/BENCHMARKS.md) and whether met; returns the number missed. */
 int gw_bench_print_targets(const gw_bench *b, FILE *f);
 int gw_bench_write_json(const gw_bench *b, const char *path);
 int gw_bench_write_csv(const gw_bench *b, const char *path);

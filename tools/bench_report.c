@@ -1,4 +1,5 @@
-/* `gpuwrap bench` outputs: the table, the DESIGN.md targets, JSON and CSV. */
+/* `gpuwrap bench` outputs: the table, the performance targets (docs/BENCHMARKS.md), JSON
+ * and CSV. */
 #include "bench.h"
 
 #include <string.h>
@@ -59,7 +60,7 @@ static const gw_result *find(const gw_bench *b, const char *section, const char 
 typedef struct {
   char what[80], target[40], measured[64];
   int met;  /* 1 met, 0 missed, -1 not measured (or nothing to meet) */
-  int info; /* informational: no DESIGN.md target, never counted as missed */
+  int info; /* informational: no target in docs/BENCHMARKS.md, never counted as missed */
 } target_row;
 
 static int add_row(target_row *rows, int n, const char *what, const char *target, int met, const char *fmt, double v) {
@@ -85,12 +86,13 @@ static int add_info(target_row *rows, int n, const char *what, const char *targe
 }
 
 /*
- * Wraps from b->threads threads at once (DESIGN.md: "under 8 threads the registry must not
- * become the bottleneck; the runtime query itself serialises"). No hard target: the device
- * wrap shares nothing but the runtime query, so it is the contended floor; a warm pageable
- * wrap adds a registry reference taken and dropped under the registry lock. "Registry not
- * the bottleneck" = yes when the warm wrap's median is within 1.5x of the device wrap's,
- * i.e. the lock adds at most half of what the contended runtime already costs.
+ * Wraps from b->threads threads at once. The aim (docs/BENCHMARKS.md): under 8 threads the
+ * registry must not become the bottleneck; the runtime query itself serialises. No numeric
+ * target: the device wrap shares nothing but the runtime query, so it is the contended
+ * floor; a warm pageable wrap adds a registry reference taken and dropped under the
+ * registry lock. "Registry not the bottleneck" = yes when the warm wrap's median is within
+ * 1.5x of the device wrap's, i.e. the lock adds at most half of what the contended runtime
+ * already costs.
  */
 static int threaded_wraps(const gw_bench *b, target_row *rows, int n) {
   const gw_result *dev = find_in(b, "wrap", "wrap device (threads)", 1);
@@ -157,7 +159,7 @@ static int targets(const gw_bench *b, target_row *rows) {
 int gw_bench_print_targets(const gw_bench *b, FILE *f) {
   target_row rows[32];
   int n = targets(b, rows), missed = 0;
-  fprintf(f, "\nperformance targets (DESIGN.md; set for an H200%s)\n", b->backend == GW_BACKEND_CPU ? ", shown here for the CPU model" : "");
+  fprintf(f, "\nperformance targets (docs/BENCHMARKS.md; set for an H200%s)\n", b->backend == GW_BACKEND_CPU ? ", shown here for the CPU model" : "");
   fprintf(f, "%-66s %-22s %-14s %s\n", "what", "target", "measured", "met");
   for (int i = 0; i < n; i++) {
     fprintf(f, "%-66s %-22s %-14s %s\n", rows[i].what, rows[i].target, rows[i].measured,

@@ -131,8 +131,9 @@ static int check(CUresult r, const char *what) {
 }
 
 static int cuda_query(const void *p) {
-  /* The same seven attributes gpuwrap's backend asks for, in one call (DESIGN.md), so the
-   * ratio is gpuwrap's overhead over the runtime answering the same question. */
+  /* The same seven attributes gpuwrap's backend asks for, in one call (gwv_query in
+   * src/backends/gpu/vendor_cuda.h), so the ratio is gpuwrap's overhead over the runtime
+   * answering the same question. */
   int attrs[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT,
                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,

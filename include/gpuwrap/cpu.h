@@ -10,6 +10,9 @@
  *   GPUWRAP_CPU_FAIL=op:N[,op:N...]   the N-th call of op fails (op names: gw_cpu_op_name)
  *   GPUWRAP_CPU_PAGEABLE_ACCESS=1     model a device that reads pageable memory (HMM/ATS)
  *   GPUWRAP_CPU_NO_HOST_PTR=1         model canUseHostPointerForRegisteredMem == 0
+ *   GPUWRAP_CPU_NO_READONLY_REGISTER=1  model a device without read-only registration
+ *                                     (cudaDevAttrHostRegisterReadOnlySupported == 0):
+ *                                     registering with the read-only flag is refused
  * All functions are thread-safe.
  */
 #ifndef GPUWRAP_CPU_H
@@ -72,8 +75,21 @@ GW_API gw_status gw_cpu_runtime_free(void *ptr);
 /** Register exactly [ptr, ptr+bytes): CUDA tracks byte ranges, so two disjoint ranges on
  *  one page are fine and any overlapping byte gives GW_EALREADY. */
 GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes);
+/** The same with cudaHostRegisterReadOnly. Registrations check the pages' protection as
+ *  CUDA does (measured on the H200): a plain registration of pages the process cannot
+ *  write is GW_EINVAL ("invalid value"); a read-only one registers them, unless the device
+ *  lacks it (GPUWRAP_CPU_NO_READONLY_REGISTER: GW_ENOTSUP) or the span holds a MAP_PRIVATE
+ *  file mapping: on CUDA that call never returns, so the model fails it with GW_EBACKEND
+ *  and counts it in gw_cpu_model_hangs(). */
+GW_API gw_status gw_cpu_runtime_register_readonly(void *ptr, size_t bytes);
 /** Unregister; needs the exact pointer given to register (GW_ENOTREG otherwise). */
 GW_API gw_status gw_cpu_runtime_unregister(void *ptr);
+
+/** Registrations with the read-only flag of a span holding a MAP_PRIVATE file mapping,
+ *  made through gpuwrap or gw_cpu_runtime_register_readonly: each is a call that would
+ *  never have returned on CUDA (the model fails it instead). gpuwrap itself must never
+ *  make one: tests assert this stays unchanged across their wraps. */
+GW_API long gw_cpu_model_hangs(void);
 
 /** Ranges in gpuwrap's own registration registry, all backends (a core counter, declared
  *  here for tests). */

@@ -249,10 +249,16 @@ GW_API gw_status gw_to_dlpack(gw_array *a, DLManagedTensorVersioned **out);
  *     pinned, managed: its device address). device_id must be the memory's device for
  *     device memory, the array context's device for pinned and managed memory;
  *   - kDLCUDAHost / kDLROCMHost: pinned memory; kDLCUDAManaged: CUDA managed memory.
+ * device_id: DLPack sets it to 0 for CPU, pinned and managed memory, so with kDLCPU,
+ * kDLCUDAHost, kDLROCMHost and kDLCUDAManaged it must be 0 (the tensor then says 0):
+ * another id is refused with GW_EINVAL naming want.device_id, on every backend, never
+ * exported as 0 instead. Pinned memory is reached through the context's device, but as a
+ * host type it carries no device id; to name the device, ask for kDLCUDA / kDLROCM with it.
  * @param want  the device type and id to offer.
- * @return GW_OK; GW_EINVAL (a or out NULL, negative device_id); GW_ENOTSUP (`want` is not
- *         possible without a copy, e.g. device memory as kDLCPU; gw_last_error() says why);
- *         GW_ENOMEM.
+ * @return GW_OK; GW_EINVAL (a or out NULL, negative device_id, non-zero device_id for
+ *         kDLCPU / kDLCUDAHost / kDLROCMHost / kDLCUDAManaged); GW_ENOTSUP (`want` is not
+ *         possible without a copy, e.g. device memory as kDLCPU, or another device's id
+ *         for kDLCUDA / kDLROCM; gw_last_error() says why); GW_ENOMEM.
  */
 GW_API gw_status gw_to_dlpack_as(gw_array *a, DLDevice want, DLManagedTensorVersioned **out);
 

@@ -4,21 +4,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether a shape has no elements: then its other extents and its strides are never used,
+ * whatever they are (the rule must not depend on the order of the dims). */
+static bool has_zero_extent(int ndim, const int64_t *shape) {
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return true;
+  return false;
+}
+
 int64_t gw__numel(int ndim, const int64_t *shape) {
+  /* The product of the other extents of an empty shape may not fit: never form it. */
+  if (has_zero_extent(ndim, shape)) return 0;
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  for (int i = 0; i < ndim; i++) n *= shape[i]; /* fits: checked when the array was made */
   return n;
+}
+
+/* a * b, clamped to int64's range: the strides of an empty array, which are never used. */
+static int64_t mul_saturated(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
 }
 
 gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,
                    int64_t *lo, int64_t *hi, int64_t *numel) {
+  /* An empty array reaches no memory: decided before any arithmetic on the other dims, so
+   * {0, MAX, MAX} and {MAX, MAX, 0} are alike. */
+  if (has_zero_extent(ndim, shape)) {
+    *numel = *lo = *hi = 0;
+    return GW_OK;
+  }
   int64_t n = 1, l = 0, h = 0; /* element offsets */
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] == 0) {
-      n = 0;
-      continue;
-    }
-    if (n != 0 && __builtin_mul_overflow(n, shape[i], &n))
+    if (__builtin_mul_overflow(n, shape[i], &n))
       return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", i);
     int64_t reach;
     if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach))
@@ -28,10 +47,6 @@ gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_
       return gw__fail(GW_EINVAL, "strides: element span overflows int64 at dim %d", i);
   }
   *numel = n;
-  if (n == 0) {
-    *lo = *hi = 0;
-    return GW_OK;
-  }
   int64_t e = (int64_t)elem, bl, bh;
   if (__builtin_mul_overflow(l, e, &bl) || __builtin_mul_overflow(h, e, &bh) ||
       __builtin_add_overflow(bh, e, &bh) || (uint64_t)bh - (uint64_t)bl > (uint64_t)PTRDIFF_MAX)
@@ -42,9 +57,10 @@ gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_
 }
 
 bool gw__is_c_contiguous(const gw_array *a) {
+  /* Empty: any layout is every layout, and the product of the other extents need not fit. */
+  if (has_zero_extent(a->ndim, a->shape)) return true;
   int64_t expect = 1;
   for (int i = a->ndim - 1; i >= 0; i--) {
-    if (a->shape[i] == 0) return true;
     if (a->shape[i] != 1 && a->strides[i] != expect) return false;
     expect *= a->shape[i];
   }
@@ -55,7 +71,7 @@ bool gw__is_c_contiguous(const gw_array *a) {
  * first (the pages must still be mapped), then the ownership record, then the free. */
 static void destroy_root(gw_array *a) {
   gw_context *ctx = a->ctx;
-  if (a->reg_lo < a->reg_hi) gw__registry_release(ctx, a->reg_lo, a->reg_hi);
+  gw__registry_release(ctx, &a->hold);
   if (a->in_owned_table) gw__owned_drop(a->free_ptr);
   switch (a->freeway) {
   case GW__FREE_BACKEND:
@@ -129,15 +145,19 @@ gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
   if (a->ndim > 0 && (!start || !shape))
     return gw__fail(GW_EINVAL, "%s: NULL for a %d-d array", start ? "shape" : "start", a->ndim);
-  int64_t strides[GW_MAX_DIMS], offset = 0;
   for (int d = 0; d < a->ndim; d++) {
-    int64_t st = step ? step[d] : 1;
-    if (st == 0) return gw__fail(GW_EINVAL, "step[%d]: 0", d);
     if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
-    if (__builtin_mul_overflow(a->strides[d], st, &strides[d]))
-      return gw__fail(GW_EINVAL, "step[%d]: stride overflows", d);
-    if (shape[d] == 0) continue;
-    int64_t last;
+    if (step && step[d] == 0) return gw__fail(GW_EINVAL, "step[%d]: 0", d);
+  }
+  int64_t strides[GW_MAX_DIMS], offset = 0;
+  if (has_zero_extent(a->ndim, shape)) {
+    /* No elements: nothing is reached, so there is nothing to bound-check, and the strides
+     * are never used (a huge step, or a view of an empty view, must not fail on them). */
+    for (int d = 0; d < a->ndim; d++) strides[d] = mul_saturated(a->strides[d], step ? step[d] : 1);
+    return make_view(a, a->ndim, shape, strides, 0, out);
+  }
+  for (int d = 0; d < a->ndim; d++) {
+    int64_t st = step ? step[d] : 1, last;
     if (start[d] < 0 || start[d] >= a->shape[d] ||
         __builtin_mul_overflow(shape[d] - 1, st, &last) || __builtin_add_overflow(last, start[d], &last) ||
         last < 0 || last >= a->shape[d])
@@ -145,10 +165,15 @@ gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const
                       "start[%d]=%lld shape[%d]=%lld step[%d]=%lld: reaches outside [0, %lld)", d,
                       (long long)start[d], d, (long long)shape[d], d, (long long)st,
                       (long long)a->shape[d]);
+  }
+  /* Every dim in bounds of a parent that has elements (so its span fits int64): the view's
+   * strides and offset fit too, except the stride of a dim the view does not step over
+   * (extent 1, any step), which is never used. */
+  for (int d = 0; d < a->ndim; d++) {
+    int64_t st = step ? step[d] : 1;
+    strides[d] = shape[d] == 1 ? mul_saturated(a->strides[d], st) : a->strides[d] * st;
     offset += start[d] * a->strides[d];
   }
-  for (int d = 0; d < a->ndim; d++)
-    if (shape[d] == 0) offset = 0; /* an empty view points at nothing in particular */
   return make_view(a, a->ndim, a->ndim ? shape : a->shape, strides, offset, out);
 }
 
@@ -158,12 +183,15 @@ gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out
   if (ndim < 0 || ndim > GW_MAX_DIMS)
     return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
   if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) {
+  for (int d = 0; d < ndim; d++)
     if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
-    if (__builtin_mul_overflow(n, shape[d], &n))
-      return gw__fail(GW_EINVAL, "shape: element count overflows int64");
-  }
+  /* An empty shape has 0 elements whatever its other extents (in any order). */
+  int64_t n = 1;
+  if (has_zero_extent(ndim, shape)) n = 0;
+  else
+    for (int d = 0; d < ndim; d++)
+      if (__builtin_mul_overflow(n, shape[d], &n))
+        return gw__fail(GW_EINVAL, "shape: element count overflows int64");
   if (n != gw_numel(a))
     return gw__fail(GW_EINVAL, "shape: %lld elements, the array has %lld", (long long)n,
                     (long long)gw_numel(a));
@@ -173,7 +201,7 @@ gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out
   for (int d = ndim - 1; d >= 0; d--) {
     strides[d] = s;
     /* Only an empty array can overflow here, and any strides fit an empty array. */
-    if (__builtin_mul_overflow(s, shape[d] ? shape[d] : 1, &s)) s = 0;
+    s = mul_saturated(s, shape[d] ? shape[d] : 1);
   }
   return make_view(a, ndim, shape, strides, 0, out);
 }

@@ -24,7 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GW__BACKEND_ABI 1
+/* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. A plugin of another
+ * ABI is refused at load (plugin.c), never called with the wrong argument list. */
+#define GW__BACKEND_ABI 2
 
 /* What a context's device can do; filled by context_init. */
 typedef struct {
@@ -33,7 +35,24 @@ typedef struct {
   int tells_registered;        /* query sets GW_PTR_HOST_REGISTERED (CPU model only) */
   int kernels;                 /* fill/strided copies run as kernels (else copy engine) */
   int gpu_aware_hint;          /* reserved for MPI: device pointers can be given to MPI */
+  /* host_register accepts GW__REG_READONLY (cudaDevAttrHostRegisterReadOnlySupported; HIP:
+   * the device property where the headers have it, else 0). Without it read-only pages
+   * cannot be registered at all: a plain registration of them is refused. */
+  int host_register_readonly;
 } gw__caps;
+
+/*
+ * host_register flags.
+ * GW__REG_READONLY: register for device reads only (cudaHostRegisterReadOnly, added to the
+ * flags the backend always uses). It is the only way to register pages the process cannot
+ * write (PROT_READ file mappings, mprotect'ed memory): a plain registration of them is
+ * "invalid value" (GW_EINVAL), measured on the H200. The caller must never pass it for a
+ * span that holds a MAP_PRIVATE file mapping: cudaHostRegister(ReadOnly) of one never
+ * returns (H200, driver 580.159.04); gw__host_mapping() (internal.h) tells them apart.
+ * A backend whose caps.host_register_readonly is 0 refuses the flag with GW_ENOTSUP
+ * without calling the runtime.
+ */
+#define GW__REG_READONLY 1u
 
 /*
  * An N-d strided transfer, normalised by the core (copy_plan.c): dims ordered outermost
@@ -86,9 +105,12 @@ typedef struct gw__backend_ops {
   gw_status (*alloc)(void *state, gw_memkind kind, size_t bytes, void **out);
   gw_status (*free)(void *state, gw_memkind kind, int device, void *ptr);
 
-  /* Page-lock exactly [base, base+bytes) (any alignment). GW_EALREADY if any part of it is
-   * registered already; unregister needs the exact base (GW_ENOTREG otherwise). */
-  gw_status (*host_register)(void *state, void *base, size_t bytes);
+  /* Page-lock exactly [base, base+bytes) (any alignment); flags are GW__REG_* (others:
+   * GW_EINVAL). GW_EALREADY if any part of it is registered already; GW_EINVAL when the
+   * runtime refuses the memory itself ("invalid value": e.g. pages that are not writable,
+   * registered without GW__REG_READONLY); GW_ENOTSUP for GW__REG_READONLY on a device
+   * without it. Unregister needs the exact base (GW_ENOTREG otherwise). */
+  gw_status (*host_register)(void *state, void *base, size_t bytes, unsigned flags);
   gw_status (*host_unregister)(void *state, void *base);
   /* Device address of registered or pinned host memory. */
   gw_status (*device_address)(void *state, void *host, void **dev);

@@ -16,13 +16,32 @@ static gw_status parse_env_backend(gw_backend *out) {
   return GW_OK;
 }
 
+/*
+ * A value outside gw_backend is the caller's mistake, whichever call it reaches: GW_EINVAL
+ * naming the argument (`arg`). GW_ENODEV is kept for a real backend that is not built in or
+ * cannot load, so a caller probing backends can tell "absent" from "wrong value". The
+ * unsigned compare also catches negative values (the enum may be signed or unsigned).
+ */
+static gw_status check_backend(gw_backend b, const char *arg) {
+  if ((unsigned)b > (unsigned)GW_BACKEND_HIP)
+    return gw__fail(GW_EINVAL, "%s: %d is not a gw_backend", arg, (int)b);
+  return GW_OK;
+}
+
 gw_status gw_backend_device_count(gw_backend b, int *count) {
   if (!count) return gw__fail(GW_EINVAL, "count: NULL");
   *count = 0;
+  gw_status s = check_backend(b, "b");
+  if (s != GW_OK) return s;
+  /* AUTO stands for a choice gw_context_create makes per device; it has no count of its
+   * own, and answering for one backend would hide that the choice depends on `device`. */
+  if (b == GW_BACKEND_AUTO)
+    return gw__fail(GW_EINVAL, "b: GW_BACKEND_AUTO names no backend (gw_context_create "
+                    "resolves it); ask GW_BACKEND_CPU, _CUDA or _HIP");
   const gw__backend_ops *ops = gw__backend_get(b);
   if (!ops) return GW_ENODEV;
   int n = 0;
-  gw_status s = ops->device_count(&n);
+  s = ops->device_count(&n);
   if (s != GW_OK) return s;
   *count = n;
   return GW_OK;
@@ -41,17 +60,17 @@ static gw_backend pick_auto(int device) {
 gw_status gw_context_create(gw_backend backend, int device, gw_context **out) {
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
   if (device < 0) return gw__fail(GW_EINVAL, "device: %d is negative", device);
-  if ((unsigned)backend > GW_BACKEND_HIP)
-    return gw__fail(GW_EINVAL, "backend: %d is not a gw_backend", (int)backend);
+  gw_status s = check_backend(backend, "backend");
+  if (s != GW_OK) return s;
   if (backend == GW_BACKEND_AUTO) {
-    gw_status s = parse_env_backend(&backend);
+    s = parse_env_backend(&backend);
     if (s != GW_OK) return s;
     if (backend == GW_BACKEND_AUTO) backend = pick_auto(device);
   }
   const gw__backend_ops *ops = gw__backend_get(backend);
   if (!ops) return GW_ENODEV;
   int n = 0;
-  gw_status s = ops->device_count(&n);
+  s = ops->device_count(&n);
   if (s != GW_OK) return s;
   if (device >= n)
     return gw__fail(GW_ENODEV, "device: %d, but backend %s has %d device%s", device, ops->name,

@@ -79,6 +79,12 @@ static int device_type_backend(int t) {
   }
 }
 
+/* Device types whose device_id DLPack fixes at 0 ("for vanilla CPU memory, pinned memory,
+ * or managed memory, this is set to 0"); gpuwrap exports them with 0 and nothing else. */
+static bool fixed_zero_id(int t) {
+  return t == kDLCPU || t == kDLCUDAHost || t == kDLROCMHost || t == kDLCUDAManaged;
+}
+
 /* ---- where an array is, as a DLPack device -------------------------------------------- */
 
 typedef struct {
@@ -138,6 +144,14 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
     return GW_OK;
   if (want.device_id < 0)
     return gw__fail(GW_EINVAL, "want.device_id: %" PRId32 " is negative", want.device_id);
+  /* DLPack fixes device_id at 0 for CPU, pinned and managed memory: another id is not a
+   * device gpuwrap could honour, and exporting with 0 anyway would hand the consumer a
+   * tensor on a device it did not ask for. Checked before the array is looked at, so the
+   * answer is the same on every backend. */
+  if (fixed_zero_id((int)want.device_type) && want.device_id != 0)
+    return gw__fail(GW_EINVAL, "want.device_id: %" PRId32 " for %s (DLPack's device_id is 0 "
+                    "for CPU, pinned and managed memory)", want.device_id,
+                    device_type_name((int)want.device_type));
 
   gw_backend b = array_backend(a);
   gw_memkind kind = gw_kind(a);

@@ -27,6 +27,19 @@ struct gw_context {
 gw_context *gw__context_retain(gw_context *ctx);
 void gw__context_release(gw_context *ctx);
 
+/* ---- registry references held by one acquire (registry.c) ---- */
+/*
+ * Exactly the ranges one acquire took a reference on, by start address. A range with a
+ * reference cannot leave the table, so its start names it until the holder releases it;
+ * a range registered later in a hole of the span (memory someone else had pinned when the
+ * wrap was made) is not in the list and is never touched by this holder's release.
+ */
+typedef struct {
+  uint32_t n;        /* ranges held */
+  uintptr_t first;   /* the start of the only range, n == 1 (the common case: no malloc) */
+  uintptr_t *starts; /* n starts when n > 1 (malloc'd, freed by release) */
+} gw__reghold;
+
 /* ---- arrays (array.c) ---- */
 typedef enum {
   GW__FREE_NONE = 0, /* borrowed */
@@ -57,7 +70,7 @@ struct gw_array {
   void *free_ptr; /* what the free/deleter gets */
   gw_deleter deleter;
   void *deleter_user;
-  uintptr_t reg_lo, reg_hi; /* byte span referenced in the registry (lo == hi: none) */
+  gw__reghold hold; /* the registry references this wrap took (n == 0: none) */
   bool in_owned_table;
 };
 
@@ -68,14 +81,19 @@ bool gw__is_c_contiguous(const gw_array *a);
 int64_t gw__numel(int ndim, const int64_t *shape);
 
 /* ---- registration registry (registry.c) ---- */
-/* Take a reference on every byte of [lo, hi), registering the gaps that no one pinned yet.
- * On failure nothing is held. */
-gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi);
+/* Take a reference on every range of ours under [lo, hi) and, when `may_register`, register
+ * the gaps that no one pinned yet (memory someone else pinned is used as it is). Without
+ * `may_register` a gap that would need a registration fails with GW_ENOTREG. `regflags`
+ * (GW__REG_*) are passed to new registrations. *out lists what was taken; on failure
+ * nothing is held and the runtime holds what it held before. */
+gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool may_register,
+                               unsigned regflags, gw__reghold *out);
 /* One more reference on the single range of ours that holds all of [lo, hi), under the read
  * lock and without a runtime call (the warm wrap); false if there is none. */
-bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi);
-/* Drop the references acquire (or try_ref) took; unregister ranges that reach zero. */
-void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi);
+bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi,
+                          gw__reghold *out);
+/* Drop exactly the references in *h; unregister ranges that reach zero. Empties *h. */
+void gw__registry_release(gw_context *ctx, gw__reghold *h);
 /* Whether [p, p+1) lies in a range gpuwrap registered (for GW_PTR_GPUWRAP_REGISTERED). */
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len);
 size_t gw__page_size(void);
@@ -91,7 +109,13 @@ void gw__cpu_model_lock(int on);
 void gw__registry_forget_all(void);
 
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
-gw_status gw__owned_claim(void *p);
+/* Record [p, p + bytes) (bytes 0 counts as 1) as owned; GW_EOWNED if any byte of it is
+ * inside a span a live array owns. `libc`: p will be free()d, so its whole malloc block
+ * is owned. */
+gw_status gw__owned_claim(void *p, size_t bytes, bool libc);
+/* GW_EOWNED if p lies inside a span a live array owns (checked first, so that a second
+ * owner hears it is one, whatever else is wrong with the wrap). */
+gw_status gw__owned_check(void *p);
 void gw__owned_drop(void *p);
 
 /* ---- copy planning (copy_plan.c) ---- */
@@ -99,5 +123,32 @@ gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x);
 void gw__plan_fill(const gw_array *dst, const void *value, gw__fillspec *f);
 /* Normalise dims in place: drop extent-1 dims, order by dst stride, merge. */
 void gw__xfer_normalise(gw__xfer *x);
+
+/* ---- host memory map (hostmap.c) ---- */
+/* What /proc/self/maps says about a span of host memory. */
+typedef struct {
+  bool mapped;       /* every byte of the span lies in some mapping */
+  bool writable;     /* every byte is mapped and writable */
+  bool readonly;     /* some mapped byte is not writable (PROT_READ, or no access at all) */
+  bool private_file; /* some byte is in a MAP_PRIVATE mapping of a file ('p', an inode) */
+  /* For messages: the first private file mapping, else the first non-writable mapping,
+   * else the first hole (perms "----", path ""); all zero when there is nothing to say. */
+  uintptr_t what_lo, what_hi;
+  char what_perms[5];
+  char what_path[80]; /* truncated; "" for anonymous memory */
+  int err;            /* errno when the map could not be read */
+} gw__hostmap;
+/*
+ * Describe [lo, hi) (hi <= lo: everything true/false as for a writable span). Costs one
+ * read of /proc/self/maps (up to the first mapping past hi), so call it only when it
+ * matters: before a registration that would pass GW__REG_READONLY (a private file
+ * mapping must never get it: that call never returns on CUDA), and after a plain
+ * registration was refused (GW_EINVAL: were the pages read-only?). Not on the warm path.
+ * Fork- and thread-safe, allocation-free. GW_ENOTSUP when the map cannot be opened (no
+ * /proc), GW_EBACKEND when reading it failed; then out->err is the errno and nothing is
+ * known, so the caller must assume the worst (no read-only registration). Records nothing
+ * for gw_last_error(): the caller's message says what it decided.
+ */
+gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out);
 
 #endif /* GW_CORE_INTERNAL_H */

@@ -1,51 +1,91 @@
 /*
- * Addresses owned by live arrays. A second owning wrap of the same allocation would free it
- * twice, so it is refused with GW_EOWNED. Only owning wraps touch this table, so the
- * borrowing fast path never takes its lock.
+ * Byte spans owned by live arrays. A second owning wrap of any byte of an owned span would
+ * free the memory twice (or free() an address inside a malloc block), so it is refused
+ * with GW_EOWNED: the table knows spans [lo, hi), not only the pointers that will be freed.
+ * Only owning wraps and gw_alloc touch this table, so the borrowing fast path never takes
+ * its lock.
  */
 #include "internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+typedef struct {
+  uintptr_t lo, hi; /* [lo, hi), lo is what the owner frees */
+} span;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 void gw__owned_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
-static uintptr_t *addrs; /* sorted */
+static span *spans; /* sorted by lo, disjoint */
 static size_t n, cap;
 
-static size_t lower_bound(uintptr_t p) {
+/* Index of the first span with hi > p. */
+static size_t first_after(uintptr_t p) {
   size_t a = 0, b = n;
   while (a < b) {
     size_t m = a + (b - a) / 2;
-    if (addrs[m] < p) a = m + 1;
-    else b = m;
+    if (spans[m].hi > p) b = m;
+    else a = m + 1;
   }
   return a;
 }
 
-gw_status gw__owned_claim(void *ptr) {
+static uintptr_t end_of(uintptr_t lo, size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  return UINTPTR_MAX - lo < bytes ? UINTPTR_MAX : lo + bytes;
+}
+
+static gw_status refuse(void *ptr, uintptr_t hi, size_t i) {
+  return gw__fail(GW_EOWNED,
+                  "ptr: [%p, %p) overlaps [%p, %p), memory a live array already owns (a "
+                  "second owner would free it twice)",
+                  ptr, (void *)hi, (void *)spans[i].lo, (void *)spans[i].hi);
+}
+
+gw_status gw__owned_check(void *ptr) {
   uintptr_t p = (uintptr_t)ptr;
+  pthread_mutex_lock(&lock);
+  size_t i = first_after(p);
+  gw_status s = (i < n && spans[i].lo <= p) ? refuse(ptr, p + 1, i) : GW_OK;
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc) {
+  uintptr_t lo = (uintptr_t)ptr, hi = end_of(lo, bytes);
   gw_status s = GW_OK;
   pthread_mutex_lock(&lock);
-  size_t i = lower_bound(p);
-  if (i < n && addrs[i] == p) {
-    s = gw__fail(GW_EOWNED, "ptr: %p is already owned by a live array (a second owner would free it twice)", ptr);
-  } else {
-    if (n == cap) {
-      size_t c = cap ? cap * 2 : 64;
-      uintptr_t *a = realloc(addrs, c * sizeof *a);
-      if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
-      else {
-        addrs = a;
-        cap = c;
-      }
+  size_t i = first_after(lo);
+#if defined(__GLIBC__)
+  /* A pointer free() will get must be a malloc block's start: the whole block is owned, so
+   * an owning wrap of another address inside it is refused too. Asked only once no owned
+   * span holds ptr (malloc_usable_size of an interior pointer would itself be invalid). */
+  if (libc && !(i < n && spans[i].lo < hi)) {
+    size_t usable = malloc_usable_size(ptr);
+    if (usable > bytes) hi = end_of(lo, usable);
+  }
+#else
+  (void)libc;
+#endif
+  if (i < n && spans[i].lo < hi) {
+    s = refuse(ptr, hi, i);
+  } else if (n == cap) {
+    size_t c = cap ? cap * 2 : 64;
+    span *a = realloc(spans, c * sizeof *a);
+    if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
+    else {
+      spans = a;
+      cap = c;
     }
-    if (s == GW_OK) {
-      memmove(&addrs[i + 1], &addrs[i], (n - i) * sizeof *addrs);
-      addrs[i] = p;
-      n++;
-    }
+  }
+  if (s == GW_OK) {
+    memmove(&spans[i + 1], &spans[i], (n - i) * sizeof *spans);
+    spans[i] = (span){lo, hi};
+    n++;
   }
   pthread_mutex_unlock(&lock);
   return s;
@@ -54,9 +94,9 @@ gw_status gw__owned_claim(void *ptr) {
 void gw__owned_drop(void *ptr) {
   uintptr_t p = (uintptr_t)ptr;
   pthread_mutex_lock(&lock);
-  size_t i = lower_bound(p);
-  if (i < n && addrs[i] == p) {
-    memmove(&addrs[i], &addrs[i + 1], (n - i - 1) * sizeof *addrs);
+  size_t i = first_after(p);
+  if (i < n && spans[i].lo == p) {
+    memmove(&spans[i], &spans[i + 1], (n - i - 1) * sizeof *spans);
     n--;
   }
   pthread_mutex_unlock(&lock);

@@ -9,11 +9,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* One record per (ptr, bytes); each pin's registry references are kept, last first, so an
+ * unpin drops exactly what one pin took (a later pin of the same bytes may hold ranges an
+ * earlier one did not, where someone else's pinning went away in between). */
 typedef struct {
   const gw__backend_ops *ops;
   uintptr_t ptr;
   size_t bytes;
-  long count;
+  size_t count, cap;
+  gw__reghold *holds;
 } pin_record;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,12 +66,28 @@ gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes) {
     pins = n;
     cap = c;
   }
+  if (!r) {
+    r = &pins[npins];
+    *r = (pin_record){ctx->ops, (uintptr_t)ptr, bytes, 0, 0, NULL};
+  }
+  if (r->count == r->cap) {
+    size_t c = r->cap ? r->cap * 2 : 2;
+    gw__reghold *h = realloc(r->holds, c * sizeof *h);
+    if (!h) {
+      if (r->count == 0) free(r->holds);
+      pthread_mutex_unlock(&lock);
+      return gw__fail(GW_ENOMEM, "gw_pin: out of host memory");
+    }
+    r->holds = h;
+    r->cap = c;
+  }
   uintptr_t lo, hi;
   byte_span((uintptr_t)ptr, bytes, &lo, &hi);
-  s = gw__registry_acquire(ctx, lo, hi);
+  s = gw__registry_acquire(ctx, lo, hi, true, 0, &r->holds[r->count]);
   if (s == GW_OK) {
-    if (r) r->count++;
-    else pins[npins++] = (pin_record){ctx->ops, (uintptr_t)ptr, bytes, 1};
+    if (r->count++ == 0) npins++; /* a new record becomes visible with its first pin */
+  } else if (r->count == 0) {
+    free(r->holds);
   }
   pthread_mutex_unlock(&lock);
   return s;
@@ -82,10 +102,12 @@ gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes) {
     pthread_mutex_unlock(&lock);
     return gw__fail(GW_ENOTREG, "ptr/bytes: no gw_pin(%p, %zu) to undo", ptr, bytes);
   }
-  if (--r->count == 0) *r = pins[--npins];
-  uintptr_t lo, hi;
-  byte_span((uintptr_t)ptr, bytes, &lo, &hi);
-  gw__registry_release(ctx, lo, hi);
+  gw__reghold h = r->holds[--r->count];
+  if (r->count == 0) {
+    free(r->holds);
+    *r = pins[--npins];
+  }
+  gw__registry_release(ctx, &h);
   pthread_mutex_unlock(&lock);
   return GW_OK;
 }

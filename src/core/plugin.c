@@ -109,7 +109,10 @@ const gw__backend_ops *gw__backend_get(gw_backend b) {
     pthread_once(&s->once, load_hip);
     break;
   default:
-    gw__fail(GW_EINVAL, "backend: %d is not a gw_backend", (int)b);
+    /* Unreachable from the API: gw_context_create and gw_backend_device_count refuse other
+     * values (and AUTO) with GW_EINVAL first. Callers turn NULL into GW_ENODEV, so say it
+     * in those terms rather than leave an "invalid argument" text behind that status. */
+    gw__fail(GW_ENODEV, "backend %d (%s): no such backend", (int)b, gw_backend_name(b));
     return NULL;
   }
   if (!s->ops) gw__fail(GW_ENODEV, "backend %s unavailable: %s", gw_backend_name(b), s->why);

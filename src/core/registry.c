@@ -4,7 +4,9 @@
  * The runtimes refuse a registration that overlaps an existing one ("already registered")
  * and unregister only by exact base, so wrapping one buffer twice, or overlapping pieces of
  * it, needs bookkeeping: ranges never overlap; a wrap takes a reference on every range
- * under its span and registers only the gaps.
+ * under its span and registers only the gaps, and it remembers exactly which ranges it
+ * referenced (gw__reghold): parts of the span that someone else had pinned may later be
+ * unpinned and registered by another wrap, and this wrap's release must not touch those.
  *
  * Ranges are byte ranges, not whole pages. CUDA tracks registrations by byte (two disjoint
  * byte ranges of one page register fine, measured on the H200), and a page-aligned
@@ -105,21 +107,62 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
   return GW_OK;
 }
 
-/* Drop one reference on every range overlapping [lo, hi); unregister those at zero. */
-static void drop(gw_context *ctx, table *t, uintptr_t lo, uintptr_t hi) {
+/* One runtime registration; regflags are GW__REG_* (read-only where the memory needs it). */
+static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags) {
+#ifdef GW__REG_READONLY
+  return ctx->ops->host_register(ctx->state, (void *)a, len, regflags);
+#else
+  (void)regflags;
+  return ctx->ops->host_register(ctx->state, (void *)a, len);
+#endif
+}
+
+/* ---- the starts of the ranges one acquire references, collected as it goes ---- */
+typedef struct {
+  uintptr_t inl[4]; /* most acquires reference one range */
+  uintptr_t *v;
+  size_t n, cap;
+} startlist;
+#define STARTLIST_INIT(l) {.v = (l).inl, .cap = 4}
+
+static gw_status sl_reserve(startlist *l, size_t want) {
+  if (want <= l->cap) return GW_OK;
+  size_t cap = l->cap * 2 > want ? l->cap * 2 : want;
+  uintptr_t *v = malloc(cap * sizeof *v);
+  if (!v) return gw__fail(GW_ENOMEM, "registry: out of host memory");
+  memcpy(v, l->v, l->n * sizeof *v);
+  if (l->v != l->inl) free(l->v);
+  l->v = v;
+  l->cap = cap;
+  return GW_OK;
+}
+
+static void sl_free(startlist *l) {
+  if (l->v != l->inl) free(l->v);
+}
+
+/* Index of the range starting exactly at lo, or t->n (lock held). */
+static size_t find_start(const table *t, uintptr_t lo) {
   size_t i = first_after(t, lo);
-  while (i < t->n && t->r[i].lo < hi) {
-    if (atomic_fetch_sub(&t->r[i].refs, 1) > 1) {
-      i++;
-      continue;
-    }
-    /* A failed unregister cannot be reported from a release; the range leaves our table
-     * either way, so gpuwrap never unregisters it twice. */
-    (void)ctx->ops->host_unregister(ctx->state, (void *)t->r[i].lo);
-    memmove(&t->r[i], &t->r[i + 1], (t->n - i - 1) * sizeof *t->r);
-    t->n--;
-    atomic_fetch_sub(&total, 1);
-    atomic_fetch_add(&generation, 1);
+  return (i < t->n && t->r[i].lo == lo) ? i : t->n;
+}
+
+/* Unregister range i and take it out of the table (write lock held, refs 0). A failed
+ * unregister cannot be reported from a release; the range leaves the table either way, so
+ * gpuwrap never unregisters it twice. */
+static void remove_at(gw_context *ctx, table *t, size_t i) {
+  (void)ctx->ops->host_unregister(ctx->state, (void *)t->r[i].lo);
+  memmove(&t->r[i], &t->r[i + 1], (t->n - i - 1) * sizeof *t->r);
+  t->n--;
+  atomic_fetch_sub(&total, 1);
+  atomic_fetch_add(&generation, 1);
+}
+
+/* Drop the reference held on each listed range; unregister those at zero (write lock). */
+static void drop_starts(gw_context *ctx, table *t, const uintptr_t *starts, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    size_t i = find_start(t, starts[k]);
+    if (i < t->n && atomic_fetch_sub(&t->r[i].refs, 1) == 1) remove_at(ctx, t, i);
   }
 }
 
@@ -139,10 +182,16 @@ static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *start, uint
   return 1;
 }
 
-static gw_status add_range(gw_context *ctx, table *t, uintptr_t a, uintptr_t b) {
-  gw_status s = insert(t, first_after(t, a), a, b);
-  if (s != GW_OK) (void)ctx->ops->host_unregister(ctx->state, (void *)a);
-  return s;
+/* [a, b) was just registered: record it as a range this acquire holds, or undo it. */
+static gw_status add_range(gw_context *ctx, table *t, startlist *held, uintptr_t a, uintptr_t b) {
+  gw_status s = sl_reserve(held, held->n + 1);
+  if (s == GW_OK) s = insert(t, first_after(t, a), a, b);
+  if (s != GW_OK) {
+    (void)ctx->ops->host_unregister(ctx->state, (void *)a);
+    return s;
+  }
+  held->v[held->n++] = a;
+  return GW_OK;
 }
 
 /* Where after a someone else's pinning may start, sampling one byte per page of (a, b): a
@@ -168,16 +217,28 @@ static gw_status scan_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintptr
   return GW_OK;
 }
 
-/* A foreign range hidden inside one page: registering [a, m) succeeds exactly when no
- * foreign byte lies below m, so a binary search with trial registrations is exact. */
-static gw_status bisect_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintptr_t *out) {
+/*
+ * A foreign range hidden inside one page: registering [a, m) succeeds exactly when no
+ * foreign byte lies below m, so a binary search with trial registrations is exact. A trial
+ * registration that cannot be undone (its unregister failed) is kept as a range this
+ * acquire holds (*kept): recorded, it is unregistered with the wrap, so the runtime never
+ * keeps a registration gpuwrap does not know about.
+ */
+static gw_status bisect_foreign(gw_context *ctx, table *t, startlist *held, uintptr_t a,
+                                uintptr_t b, unsigned regflags, uintptr_t *out, bool *kept) {
   uintptr_t good = a + 1, bad = b; /* [a, good) is free; [a, bad) is not */
+  *kept = false;
   while (bad - good > 1) {
     uintptr_t mid = good + (bad - good) / 2;
-    gw_status s = ctx->ops->host_register(ctx->state, (void *)a, mid - a);
+    gw_status s = do_register(ctx, a, mid - a, regflags);
     if (s == GW_OK) {
-      s = ctx->ops->host_unregister(ctx->state, (void *)a);
-      if (s != GW_OK) return s;
+      if (ctx->ops->host_unregister(ctx->state, (void *)a) != GW_OK) {
+        s = add_range(ctx, t, held, a, mid);
+        if (s != GW_OK) return s;
+        *kept = true;
+        *out = mid;
+        return GW_OK;
+      }
       good = mid;
     } else if (s == GW_EALREADY) {
       bad = mid;
@@ -192,10 +253,10 @@ static gw_status bisect_foreign(gw_context *ctx, uintptr_t a, uintptr_t b, uintp
 /*
  * Cover the gap [a, b) that no range of ours holds: register it, leaving alone any part
  * someone else pinned, without fragments (one registration per free stretch: a DMA copy
- * may not span two registrations). *done advances over what is covered, in order, so a
- * failure can be rolled back with drop(lo, *done).
+ * may not span two registrations). Each new range is added to *held.
  */
-static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, uintptr_t *done) {
+static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b,
+                           unsigned regflags, startlist *held) {
   /* The wrap queried its pointer before taking the lock; the gap is asked about again here
    * because only an answer given under the lock can tell someone else's pinning from a
    * range of ours released meanwhile (one query, ~0.1 us, against a registration of
@@ -206,31 +267,47 @@ static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, 
     if (foreign < 0) return (gw_status)foreign;
     if (foreign) {
       a = fe < b ? fe : b;
-      *done = a;
       continue;
     }
-    gw_status s = ctx->ops->host_register(ctx->state, (void *)a, b - a);
-    if (s == GW_OK) {
-      s = add_range(ctx, t, a, b);
-      if (s == GW_OK) *done = b;
-      return s;
-    }
+    gw_status s = do_register(ctx, a, b - a, regflags);
+    if (s == GW_OK) return add_range(ctx, t, held, a, b);
     if (s != GW_EALREADY) return s;
     uintptr_t stop = b;
     s = scan_foreign(ctx, a, b, &stop);
-    if (s == GW_OK) s = ctx->ops->host_register(ctx->state, (void *)a, stop - a);
+    if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags);
     if (s == GW_EALREADY) {
-      s = bisect_foreign(ctx, a, stop, &stop);
-      if (s == GW_OK) s = ctx->ops->host_register(ctx->state, (void *)a, stop - a);
+      bool kept = false;
+      s = bisect_foreign(ctx, t, held, a, stop, regflags, &stop, &kept);
+      if (s == GW_OK && kept) {
+        a = stop;
+        continue;
+      }
+      if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags);
     }
-    if (s == GW_OK) s = add_range(ctx, t, a, stop);
+    if (s == GW_OK) s = add_range(ctx, t, held, a, stop);
     if (s != GW_OK) return s;
-    *done = a = stop; /* someone else's pinning starts here: the loop skips it */
+    a = stop; /* someone else's pinning starts here: the loop skips it */
   }
   return GW_OK;
 }
 
-gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
+/* Without registering: every byte of the gap [a, b) must be pinned by someone else. */
+static gw_status gap_is_pinned(gw_context *ctx, uintptr_t a, uintptr_t b) {
+  while (a < b) {
+    uintptr_t fs = a, fe = b;
+    int foreign = pinned_elsewhere(ctx, a, &fs, &fe);
+    if (foreign < 0) return (gw_status)foreign;
+    if (!foreign)
+      return gw__fail(GW_ENOTREG, "ptr: byte %p of the span is pageable and may not be "
+                      "registered", (void *)a);
+    a = fe;
+  }
+  return GW_OK;
+}
+
+gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool may_register,
+                               unsigned regflags, gw__reghold *out) {
+  startlist held = STARTLIST_INIT(held);
   br_write_lock(&lock);
   table *t = table_for(ctx->ops, 1);
   if (!t) {
@@ -242,21 +319,31 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
   while (cur < hi) {
     size_t i = first_after(t, cur);
     if (i < t->n && t->r[i].lo <= cur) {
+      s = sl_reserve(&held, held.n + 1);
+      if (s != GW_OK) break;
+      held.v[held.n++] = t->r[i].lo;
       atomic_fetch_add(&t->r[i].refs, 1);
       cur = t->r[i].hi;
       continue;
     }
     uintptr_t gap_end = (i < t->n && t->r[i].lo < hi) ? t->r[i].lo : hi;
-    uintptr_t done = cur;
-    s = cover_gap(ctx, t, cur, gap_end, &done);
-    if (s != GW_OK) {
-      cur = done;
-      break;
-    }
+    s = may_register ? cover_gap(ctx, t, cur, gap_end, regflags, &held)
+                     : gap_is_pinned(ctx, cur, gap_end);
+    if (s != GW_OK) break;
     cur = gap_end;
   }
-  if (s != GW_OK) drop(ctx, t, lo, cur);
+  gw__reghold h = {.n = (uint32_t)held.n};
+  if (s == GW_OK && held.n == 1) {
+    h.first = held.v[0];
+  } else if (s == GW_OK && held.n > 1) {
+    h.starts = malloc(held.n * sizeof *h.starts);
+    if (!h.starts) s = gw__fail(GW_ENOMEM, "registry: out of host memory");
+    else memcpy(h.starts, held.v, held.n * sizeof *h.starts);
+  }
+  if (s != GW_OK) drop_starts(ctx, t, held.v, held.n);
+  else *out = h;
   br_write_unlock(&lock);
+  sl_free(&held);
   return s;
 }
 
@@ -266,7 +353,8 @@ static ptrdiff_t covering(const table *t, uintptr_t lo, uintptr_t hi) {
   return (i < t->n && t->r[i].lo <= lo && hi <= t->r[i].hi) ? (ptrdiff_t)i : -1;
 }
 
-bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi) {
+bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi,
+                          gw__reghold *out) {
   if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
   bool ok = false;
   int rs = br_read_lock(&lock);
@@ -274,37 +362,47 @@ bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi
   ptrdiff_t i = t ? covering(t, lo, hi) : -1;
   if (i >= 0) {
     atomic_fetch_add(&t->r[i].refs, 1);
+    *out = (gw__reghold){.n = 1, .first = t->r[i].lo};
     ok = true;
   }
   br_read_unlock(&lock, rs);
   return ok;
 }
 
-void gw__registry_release(gw_context *ctx, uintptr_t lo, uintptr_t hi) {
-  /* Warm path: one range holds the span and others still use it: an atomic decrement
-   * under the read lock. The last reference goes through the write lock. */
+/* Drop the reference on the one range starting at `start`. */
+static void release_one(gw_context *ctx, uintptr_t start) {
+  /* Warm path: others still use the range: an atomic decrement under the read lock. The
+   * last reference goes through the write lock. */
   int rs = br_read_lock(&lock);
   table *t = table_for(ctx->ops, 0);
-  ptrdiff_t i = t ? covering(t, lo, hi) : -1;
-  if (i >= 0) {
-    long before = atomic_fetch_sub(&t->r[i].refs, 1);
+  size_t i = t ? find_start(t, start) : 0;
+  if (!t || i == t->n) { /* cannot happen: a held range stays in the table */
     br_read_unlock(&lock, rs);
-    if (before > 1) return;
-    /* It reached zero; between the locks someone may have taken a new reference (then it
-     * stays) or another releaser may have removed it already (then it is gone). */
-    br_write_lock(&lock);
-    i = covering(t, lo, hi);
-    if (i >= 0 && atomic_load(&t->r[i].refs) == 0) {
-      atomic_fetch_add(&t->r[i].refs, 1); /* drop() takes the last one away */
-      drop(ctx, t, t->r[i].lo, t->r[i].lo + 1);
-    }
-    br_write_unlock(&lock);
     return;
   }
+  long before = atomic_fetch_sub(&t->r[i].refs, 1);
   br_read_unlock(&lock, rs);
+  if (before > 1) return;
+  /* It reached zero; between the locks someone may have taken a new reference (then it
+   * stays) or another releaser may have removed it already (then it is gone, or a new
+   * range starts there whose own last holder removes it if it is at zero). */
   br_write_lock(&lock);
-  if (t) drop(ctx, t, lo, hi);
+  i = find_start(t, start);
+  if (i < t->n && atomic_load(&t->r[i].refs) == 0) remove_at(ctx, t, i);
   br_write_unlock(&lock);
+}
+
+void gw__registry_release(gw_context *ctx, gw__reghold *h) {
+  if (h->n == 1) {
+    release_one(ctx, h->first);
+  } else if (h->n > 1) {
+    br_write_lock(&lock);
+    table *t = table_for(ctx->ops, 0);
+    if (t) drop_starts(ctx, t, h->starts, h->n);
+    br_write_unlock(&lock);
+    free(h->starts);
+  }
+  *h = (gw__reghold){0};
 }
 
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {

@@ -24,11 +24,131 @@ static gw_status executor(const gw_array *dst, const gw_array *src, gw_context *
 
 static int64_t elements(const gw_array *a) { return gw__numel(a->ndim, a->shape); }
 
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/*
+ * Whether gpuwrap may write into a: not read-only, and no two of its elements share
+ * memory. Writing an element twice has no meaning (which write wins differs between the
+ * CPU and a GPU's threads), and the element count of such an array can be a fake (a
+ * broadcast DLPack tensor of shape {2^62}, stride {0}): refusing it here bounds every
+ * write by the memory it spans. Overlap is refused where it is certain:
+ *   - a stride 0 over an extent > 1;
+ *   - two dims i, j (extents > 1) with |stride i| == m * |stride j| for some 1 <= m <
+ *     extent j: element (1 along i) is element (m along j) (or, signs opposite, (1, m)
+ *     is (0, 0));
+ *   - more elements than element slots in the span (pigeonhole), which also bounds the
+ *     work of what passes by the span.
+ * Every write path (gw_copy, gw_fill and their async variants) checks it.
+ */
+static gw_status check_writable(const gw_array *a, const char *who) {
+  if (a->readonly) return gw__fail(GW_EREADONLY, "%s: read-only array", who);
+  if (elements(a) == 0) return GW_OK; /* no elements, none share memory */
+  for (int i = 0; i < a->ndim; i++) {
+    if (a->shape[i] < 2) continue;
+    int64_t si = abs64(a->strides[i]);
+    if (si == 0)
+      return gw__fail(GW_EINVAL,
+                      "%s: dim %d has stride 0 over %lld elements: its elements overlap in "
+                      "memory (a broadcast array can be read, not written)",
+                      who, i, (long long)a->shape[i]);
+    for (int j = 0; j < a->ndim; j++) {
+      int64_t sj = abs64(a->strides[j]);
+      if (j == i || a->shape[j] < 2 || sj == 0 || si % sj != 0 || si / sj >= a->shape[j])
+        continue;
+      return gw__fail(GW_EINVAL,
+                      "%s: dim %d (stride %lld) steps onto dim %d (stride %lld, extent %lld): "
+                      "its elements overlap in memory",
+                      who, i, (long long)a->strides[i], j, (long long)a->strides[j],
+                      (long long)a->shape[j]);
+    }
+  }
+  int64_t lo, hi, n;
+  gw_status s = gw__span(a->ndim, a->shape, a->strides, gw_dtype_size(a->dtype), &lo, &hi, &n);
+  if (s != GW_OK) return s;
+  if ((uint64_t)n > (uint64_t)(hi - lo) / gw_dtype_size(a->dtype))
+    return gw__fail(GW_EINVAL,
+                    "%s: %lld elements in a span of %lld bytes (%zu bytes each): its elements "
+                    "overlap in memory",
+                    who, (long long)n, (long long)(hi - lo), gw_dtype_size(a->dtype));
+  return GW_OK;
+}
+
+/* How dst's and src's elements lie in memory relative to each other. */
+typedef enum { ALIAS_NONE, ALIAS_SAME, ALIAS_OVERLAP } alias_t;
+
+/* [base + lo, base + hi): integer arithmetic, the two arrays may be different objects. */
+static void byte_range(const char *base, int64_t lo, int64_t hi, uintptr_t *b, uintptr_t *e) {
+  *b = (uintptr_t)base + (uintptr_t)lo;
+  *e = (uintptr_t)base + (uintptr_t)hi;
+}
+
+static alias_t aliasing(const gw_array *dst, const gw_array *src) {
+  size_t e = gw_dtype_size(dst->dtype);
+  int64_t dlo, dhi, slo, shi, n;
+  /* Both arrays are non-empty and were validated when made: their spans fit. */
+  if (gw__span(dst->ndim, dst->shape, dst->strides, e, &dlo, &dhi, &n) != GW_OK ||
+      gw__span(src->ndim, src->shape, src->strides, e, &slo, &shi, &n) != GW_OK)
+    return ALIAS_OVERLAP; /* cannot happen; staging is always correct */
+  /* One buffer may be seen through its host and its device address: compare what both
+   * sides have (a host-only array and a device-only one cannot share memory). */
+  const char *pairs[2][2] = {{dst->host0, src->host0}, {dst->dev0, src->dev0}};
+  bool meet = false, same = false;
+  for (int k = 0; k < 2; k++) {
+    if (!pairs[k][0] || !pairs[k][1]) continue;
+    uintptr_t db, de, sb, se;
+    byte_range(pairs[k][0], dlo, dhi, &db, &de);
+    byte_range(pairs[k][1], slo, shi, &sb, &se);
+    if (db < se && sb < de) meet = true;
+    if (pairs[k][0] == pairs[k][1]) same = true;
+  }
+  if (!meet) return ALIAS_NONE;
+  /* Same first element and the same strides (over the dims it steps along): each element
+   * is copied onto itself, a no-op. */
+  for (int d = 0; same && d < dst->ndim; d++)
+    if (dst->shape[d] > 1 && dst->strides[d] != src->strides[d]) same = false;
+  return same ? ALIAS_SAME : ALIAS_OVERLAP;
+}
+
+/* Plan and run one copy on ctx (the executing backend). */
+static gw_status run_copy(gw_context *ctx, gw_array *dst, const gw_array *src, gw_stream *st) {
+  gw__xfer x;
+  gw_status s = gw__plan_copy(dst, src, &x);
+  if (s != GW_OK) return s;
+  if (!x.dst || !x.src) return gw__fail(GW_EINVAL, "src/dst: no address to copy through");
+  return ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+}
+
+/*
+ * dst and src share memory with different element mappings (a shift, a[0::2] into a[2::2],
+ * an in-place reversal or transpose): the result must be that of copying through a
+ * temporary, on every backend, whatever order a backend's copy engines or threads write
+ * in. So copy through one: a contiguous array the executing backend reaches (device memory
+ * where src is device-accessible, host memory where only the host reaches it). On a
+ * stream, the temporary may be released only once the stream has run both copies: an
+ * overlapping asynchronous copy is complete on return.
+ */
+static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src, gw_stream *st) {
+  gw_array *tmp = NULL;
+  gw_memkind kind = src->dev0 ? GW_MEM_DEVICE : GW_MEM_HOST;
+  gw_status s = gw_alloc(ctx, kind, src->dtype, src->ndim, src->shape, &tmp);
+  if (s != GW_OK) return s;
+  s = run_copy(ctx, tmp, src, st);
+  if (s == GW_OK) s = run_copy(ctx, dst, tmp, st);
+  if (st) { /* also after a failure: the first copy may still be reading into tmp */
+    gw_status w = st->ctx->ops->stream_synchronize(st->ctx->state, st->handle);
+    if (s == GW_OK) s = w;
+  }
+  gw_release(tmp);
+  return s;
+}
+
 static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!src) return gw__fail(GW_EINVAL, "src: NULL");
   gw__xfer x;
-  gw_status s = gw__plan_copy(dst, src, &x);
+  gw_status s = gw__plan_copy(dst, src, &x); /* dtype and shape first: they name the mismatch */
+  if (s != GW_OK) return s;
+  s = check_writable(dst, "dst");
   if (s != GW_OK || elements(dst) == 0) return s;
   gw_context *ctx = NULL;
   s = executor(dst, src, &ctx);
@@ -37,14 +157,22 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   if (st && st->ctx->ops != ctx->ops)
     return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
                     st->ctx->ops->name, ctx->ops->name);
+  switch (aliasing(dst, src)) {
+  case ALIAS_SAME:
+    return GW_OK;
+  case ALIAS_OVERLAP:
+    return copy_staged(ctx, dst, src, st);
+  case ALIAS_NONE:
+    break;
+  }
   return ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
 }
 
 static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!value) return gw__fail(GW_EINVAL, "value: NULL");
-  if (dst->readonly) return gw__fail(GW_EREADONLY, "dst: read-only array");
-  if (elements(dst) == 0) return GW_OK;
+  gw_status s = check_writable(dst, "dst");
+  if (s != GW_OK || elements(dst) == 0) return s;
   if (st && st->ctx->ops != dst->ctx->ops)
     return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the array to %s",
                     st->ctx->ops->name, dst->ctx->ops->name);

@@ -1,5 +1,5 @@
 /*
- * gw_wrap and gw_alloc: the wrap table of DESIGN.md.
+ * gw_wrap and gw_alloc: the wrap table of README.md ("What gw_wrap does").
  *
  * Hot path (device, managed, pinned memory): validate, one backend query, one malloc.
  * The registry lock is taken only for pageable host memory (and pinned memory the
@@ -36,11 +36,19 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
   if (strides) {
     memcpy(cstrides, strides, (size_t)ndim * sizeof *strides);
   } else {
+    /* A shape with a 0 extent has no elements whatever its other extents, in any order:
+     * its C-contiguous strides saturate (they are never used). Otherwise an overflow here
+     * is an element count that does not fit. */
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
       cstrides[d] = s;
-      if (shape[d] > 1 && __builtin_mul_overflow(s, shape[d], &s))
-        return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", d);
+      if (shape[d] > 1 && __builtin_mul_overflow(s, shape[d], &s)) {
+        if (!empty)
+          return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", d);
+        s = INT64_MAX;
+      }
     }
   }
   g->elem = gw_dtype_size(dtype);
@@ -67,7 +75,7 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   a->free_ptr = NULL;
   a->deleter = NULL;
   a->deleter_user = NULL;
-  a->reg_lo = a->reg_hi = 0;
+  a->hold = (gw__reghold){0};
   a->in_owned_table = false;
   return a;
 }
@@ -95,13 +103,8 @@ static gw_status device_address_of(gw_context *ctx, char *first, char *last, cha
   return GW_OK;
 }
 
-/*
- * What p is, for a wrap of the byte span g: the backend's answer, whether the pages are
- * gpuwrap's own registration (then the wrap is a pageable one that takes registry
- * references), the span's bounds, and the extent check.
- */
+/* The wrap's byte span [lo, hi) as addresses (integer arithmetic: no pointer overflow). */
 static gw_status span_bounds(char *p, const geometry *g, char **lo, char **hi) {
-  /* The span must lie inside the address space (integer arithmetic: no pointer overflow). */
   uintptr_t up = (uintptr_t)p;
   if ((g->lo < 0 && up < (uintptr_t)(-g->lo)) || UINTPTR_MAX - up < (uintptr_t)g->hi)
     return gw__fail(GW_EINVAL, "ptr/strides: the elements would wrap around the address space");
@@ -110,8 +113,33 @@ static gw_status span_bounds(char *p, const geometry *g, char **lo, char **hi) {
   return GW_OK;
 }
 
-static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geometry *g,
-                          gw_ptrinfo *info, bool *ours, char *lo, char *hi) {
+/* What GW_WRAP_OWN of ptr may not be, whatever the span: memory someone else registered
+ * (gpuwrap would neither free nor unregister it) or the inside of an allocation. One rule,
+ * checked before the extent, so each case has one status. */
+static gw_status own_rules(const gw_context *ctx, void *ptr, const gw_ptrinfo *info) {
+  if (info->kind == GW_MEM_PINNED && (info->flags & GW_PTR_HOST_REGISTERED))
+    return gw__fail(GW_EINVAL,
+                    "flags: GW_WRAP_OWN of %p, host memory someone else registered: gpuwrap "
+                    "neither frees nor unregisters it; own it with gw_wrap_with_deleter",
+                    ptr);
+  if (info->kind != GW_MEM_HOST && info->base && info->base != ptr)
+    return gw__fail(GW_EINVAL,
+                    "flags: GW_WRAP_OWN of %p, inside the %s allocation at %p: only an "
+                    "allocation's base can be freed",
+                    ptr, gw_memkind_name(info->kind), info->base);
+  if (info->kind == GW_MEM_UNKNOWN)
+    return gw__fail(GW_EBACKEND, "ptr: %p: the %s runtime could not classify it", ptr,
+                    ctx->ops->name);
+  return GW_OK;
+}
+
+/*
+ * What p is: the backend's answer, and whether the pages are gpuwrap's own registration
+ * (*ours: the wrap then takes registry references, as for pageable memory); then the
+ * ownership rules and the extent check of the span [lo, hi).
+ */
+static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *info,
+                          bool *ours, char *lo, char *hi) {
   unsigned long gen;
   do {
     /* If a gpuwrap range went away between the query and the look-up, the query's
@@ -122,16 +150,20 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geomet
     *ours = info->kind == GW_MEM_PINNED &&
             gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
   } while (info->kind == GW_MEM_PINNED && !*ours && gen != gw__registry_generation());
-  (void)g;
+  bool own = flags & GW_WRAP_OWN;
+  if (own && !*ours) {
+    gw_status s = own_rules(ctx, p, info);
+    if (s != GW_OK) return s;
+  }
   bool beyond = info->base && info->extent &&
                 (lo < (char *)info->base || hi > (char *)info->base + info->extent);
   if (!beyond || *ours) return GW_OK;
   /* Host memory someone else registered may be only part of the span: the registry uses
-   * that part as it is and registers the rest. Only where the backend can tell a
-   * registration from a pinned allocation (CUDA cannot: there a span past any pinned
+   * that part as it is and covers the rest (registering it, or under GW_WRAP_NO_REGISTER
+   * finding that it is not all pinned: a host-only array). Only where the backend can tell
+   * a registration from a pinned allocation (CUDA cannot: there a span past any pinned
    * memory is GW_ERANGE). */
-  if (info->kind == GW_MEM_PINNED && (info->flags & GW_PTR_HOST_REGISTERED) &&
-      !(flags & (GW_WRAP_OWN | GW_WRAP_NO_REGISTER))) {
+  if (info->kind == GW_MEM_PINNED && (info->flags & GW_PTR_HOST_REGISTERED)) {
     *ours = true;
     return GW_OK;
   }
@@ -142,12 +174,10 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, const geomet
                   (void *)((char *)info->base + info->extent));
 }
 
-/* The array over [lo, hi) of pageable memory on which the caller holds registry
- * references (released with the array). */
+/* The array over [lo, hi) of host memory on which a->hold holds registry references
+ * (released with the array). */
 static gw_status attach_registered(gw_context *ctx, gw_array *a, char *p, char *lo, char *hi,
                                    bool own) {
-  a->reg_lo = (uintptr_t)lo;
-  a->reg_hi = (uintptr_t)hi;
   a->kind = GW_MEM_PINNED;
   a->device = ctx->device;
   a->host0 = p;
@@ -156,6 +186,38 @@ static gw_status attach_registered(gw_context *ctx, gw_array *a, char *p, char *
   gw_status s = device_address_of(ctx, lo, hi - 1, &dlo);
   if (s != GW_OK) return s;
   a->dev0 = dlo + (p - lo);
+  return GW_OK;
+}
+
+/* A host-only array over pageable memory (the device reads it only with pageable access). */
+static void attach_host(gw_context *ctx, gw_array *a, char *p, bool own) {
+  a->kind = GW_MEM_HOST;
+  a->host0 = p;
+  if (own) a->freeway = GW__FREE_LIBC;
+  if (ctx->caps.pageable_access) a->dev0 = p; /* the device reads it where it is */
+}
+
+/*
+ * GW_WRAP_OWN of a zero-element array over a non-NULL pointer: nothing is registered or
+ * checked against an extent, but the memory is classified so that the matching free runs
+ * (ownership is never dropped silently). *own_bytes: the span the ownership table records.
+ */
+static gw_status own_empty(gw_context *ctx, gw_array *a, char *p, size_t *own_bytes) {
+  gw_ptrinfo info;
+  gw_status s = ctx->ops->query(ctx->state, p, &info);
+  if (s != GW_OK) return s;
+  if (info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL)) {
+    a->kind = GW_MEM_HOST; /* pageable memory gpuwrap registered for another wrap */
+    a->freeway = GW__FREE_LIBC;
+    *own_bytes = 1;
+    return GW_OK;
+  }
+  s = own_rules(ctx, p, &info);
+  if (s != GW_OK) return s;
+  a->kind = info.kind;
+  a->device = info.device;
+  a->freeway = info.kind == GW_MEM_HOST ? GW__FREE_LIBC : GW__FREE_BACKEND;
+  *own_bytes = info.base == p && info.extent ? info.extent : 1;
   return GW_OK;
 }
 
@@ -175,6 +237,8 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
 
   char *p = ptr;
   bool own = flags & GW_WRAP_OWN;
+  size_t own_bytes = 0; /* the span the ownership table records for an owning wrap */
+  if (own && p && (s = gw__owned_check(p)) != GW_OK) return s;
   gw_array *a = new_root(ctx, dtype, ndim, shape, cstrides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
   a->readonly = flags & GW_WRAP_READONLY;
@@ -185,9 +249,12 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     a->deleter_user = user;
   }
 
-  if (g.numel == 0) { /* any pointer, NULL included, and no runtime call */
+  if (g.numel == 0) { /* any pointer, NULL included, and no runtime call unless owned */
     a->dev0 = a->host0 = p;
-    goto done;
+    if (!own || !p) goto done; /* NULL: nothing to free */
+    s = own_empty(ctx, a, p, &own_bytes);
+    if (s != GW_OK) goto fail;
+    goto owned;
   }
   if (!p) {
     s = gw__fail(GW_EINVAL, "ptr: NULL with %lld elements", (long long)g.numel);
@@ -202,17 +269,23 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   char *lo = NULL, *hi = NULL;
   s = span_bounds(p, &g, &lo, &hi);
   if (s != GW_OK) goto fail;
+  own_bytes = hi > p ? (size_t)(hi - p) : 1;
+  /* GW_WRAP_NO_REGISTER: gpuwrap registers nothing new, but host memory that is already
+   * page-locked (by anyone, gpuwrap's own gw_pin and other wraps included) is used as it
+   * is, device-accessible; on gpuwrap's own ranges the wrap holds references, so they stay
+   * registered while it lives. A device that reads pageable memory needs no registry. */
+  bool uses_registry = !ctx->caps.pageable_access;
+  bool may_register = uses_registry && !(flags & GW_WRAP_NO_REGISTER);
   /* Warm path: bytes gpuwrap already registered (another live wrap, a gw_pin) take one more
    * reference, with no runtime call and no exclusive lock. */
-  bool registers = !(flags & GW_WRAP_NO_REGISTER) && !ctx->caps.pageable_access;
-  if (registers && gw__registry_try_ref(ctx->ops, (uintptr_t)lo, (uintptr_t)hi)) {
+  if (uses_registry && gw__registry_try_ref(ctx->ops, (uintptr_t)lo, (uintptr_t)hi, &a->hold)) {
     s = attach_registered(ctx, a, p, lo, hi, own);
     if (s != GW_OK) goto fail;
     goto owned;
   }
   gw_ptrinfo info;
   bool ours = false;
-  s = classify(ctx, p, flags, &g, &info, &ours, lo, hi);
+  s = classify(ctx, p, flags, &info, &ours, lo, hi);
   if (s != GW_OK) goto fail;
 
   switch (info.kind) {
@@ -220,42 +293,31 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   case GW_MEM_MANAGED:
   case GW_MEM_PINNED:
     if (!ours) {
-      if (own && (info.flags & GW_PTR_HOST_REGISTERED)) {
-        s = gw__fail(GW_EINVAL,
-                     "flags: GW_WRAP_OWN of %p, host memory someone else registered: gpuwrap "
-                     "neither frees nor unregisters it; own it with gw_wrap_with_deleter",
-                     ptr);
-        goto fail;
-      }
-      if (own && info.base && info.base != ptr) {
-        s = gw__fail(GW_EINVAL,
-                     "flags: GW_WRAP_OWN of %p, inside the %s allocation at %p: only an "
-                     "allocation's base can be freed",
-                     ptr, gw_memkind_name(info.kind), info.base);
-        goto fail;
-      }
       a->kind = info.kind;
       a->device = info.device;
       a->dev0 = info.device_ptr;
       a->host0 = info.host_ptr;
-      if (own) a->freeway = GW__FREE_BACKEND;
+      if (own) {
+        a->freeway = GW__FREE_BACKEND;
+        if (info.base == ptr && info.extent) own_bytes = info.extent;
+      }
       break;
     }
     /* Pages gpuwrap pinned (gw_pin or another wrap) take a reference, like pageable. */
     /* fall through */
   case GW_MEM_HOST:
-    if (registers) {
+    if (uses_registry && (may_register || ours)) {
       /* Exactly the wrapped bytes, not whole pages (see registry.c). */
-      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi);
-      if (s != GW_OK) goto fail;
-      s = attach_registered(ctx, a, p, lo, hi, own);
-      if (s != GW_OK) goto fail;
-      break;
+      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, 0, &a->hold);
+      if (s == GW_OK) {
+        s = attach_registered(ctx, a, p, lo, hi, own);
+        if (s != GW_OK) goto fail;
+        break;
+      }
+      if (s != GW_ENOTREG || may_register) goto fail;
+      /* NO_REGISTER and part of the span is pageable: a host-only array. */
     }
-    a->kind = GW_MEM_HOST;
-    a->host0 = p;
-    if (own) a->freeway = GW__FREE_LIBC;
-    if (ctx->caps.pageable_access) a->dev0 = p; /* the device reads it where it is */
+    attach_host(ctx, a, p, own);
     break;
   case GW_MEM_UNKNOWN:
     s = gw__fail(GW_EBACKEND, "ptr: %p: the %s runtime could not classify it", ptr, ctx->ops->name);
@@ -263,7 +325,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
 owned:
   if (own) {
-    s = gw__owned_claim(ptr);
+    s = gw__owned_claim(ptr, own_bytes, a->freeway == GW__FREE_LIBC);
     if (s != GW_OK) goto fail;
     a->in_owned_table = true;
     a->free_ptr = ptr;
@@ -275,7 +337,7 @@ done:
   return GW_OK;
 
 fail:
-  if (a->reg_lo < a->reg_hi) gw__registry_release(ctx, a->reg_lo, a->reg_hi);
+  gw__registry_release(ctx, &a->hold);
   free(a);
   return s;
 }
@@ -341,7 +403,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
   a->kind = kind;
   a->free_ptr = p;
   /* Recorded as owned, so an owning wrap of gw_data() is refused rather than a double free. */
-  s = gw__owned_claim(p);
+  s = gw__owned_claim(p, bytes, false);
   if (s != GW_OK) {
     if (kind == GW_MEM_HOST) free(p);
     else (void)ctx->ops->free(ctx->state, kind, ctx->device, p);

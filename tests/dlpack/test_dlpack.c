@@ -199,7 +199,7 @@ TEST_IMPL(export_bad_args) {
   return 0;
 }
 
-/* Every memory kind maps to the device type of the DESIGN table and round-trips. */
+/* Every memory kind maps to the device type of the table in gpuwrap/dlpack.h and round-trips. */
 static void check_kind(gw_memkind kind) {
   gw_context *ctx = tst_open(0);
   tst_deleter_state d = {0, NULL};

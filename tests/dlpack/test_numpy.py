@@ -277,9 +277,135 @@ def test_import_refusals():
         check(len(deleted) == before + 1, "refused tensor's deleter ran exactly once")
 
 
+ABSENT = "absent"  # what a fake producer records when no stream keyword was passed
+
+
+class FakeProducer:
+    """A DLPack producer on `devtype` that records the stream from_dlpack passes and hands
+    out a numpy capsule (CPU memory, whatever device it claims: the CPU backend imports the
+    capsule as what it is). `signature` picks the protocol generation it implements;
+    `refuse_stream` makes it reject any stream that is not None (as PyTorch does for its
+    pinned tensors, which it exports as kDLCUDAHost); `require` makes it raise unless
+    given that stream."""
+
+    def __init__(self, devtype, signature="2023", refuse_stream=None, require=ABSENT):
+        self.devtype, self.signature = devtype, signature
+        self.refuse_stream, self.require = refuse_stream, require
+        self.x = np.arange(6.0)
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (self.devtype, 0)
+
+    def __dlpack__(self, **kw):
+        allowed = {"2023": {"stream", "max_version", "dl_device", "copy"},
+                   "2021": {"stream"}, "none": set()}[self.signature]
+        if set(kw) - allowed:
+            raise TypeError(f"__dlpack__() got an unexpected keyword argument {sorted(set(kw) - allowed)}")
+        stream = kw.get("stream", ABSENT)
+        self.streams.append(stream)
+        if self.refuse_stream and stream not in (ABSENT, None):
+            raise self.refuse_stream("stream should be None on cpu.")
+        if self.require is not ABSENT and stream != self.require:
+            raise BufferError(f"this producer needs stream {self.require}, got {stream}")
+        return self.x.__dlpack__()  # numpy's legacy capsule (works on every numpy version)
+
+
+def test_from_dlpack_passes_stream():
+    # The array API: a consumer passes the stream it will use. gpuwrap reads on the legacy
+    # default stream: 1 on CUDA, 0 on ROCm, None (or nothing) for CPU tensors.
+    for devtype, want in [(gpuwrap.kDLCUDA, 1), (gpuwrap.kDLCUDAManaged, 1), (gpuwrap.kDLCUDAHost, 1),
+                          (gpuwrap.kDLROCM, 0), (gpuwrap.kDLCPU, None)]:
+        p = FakeProducer(devtype, require=want if want is not None else ABSENT)
+        g = gpuwrap.from_dlpack(p, ctx)
+        got = p.streams[-1]
+        if want is None:
+            check(got in (None, ABSENT), f"device {devtype}: stream {got!r}, want None")
+        else:
+            check(got == want and type(got) is int, f"device {devtype}: stream {got!r}, want {want}")
+        check(g.host_ptr == p.x.ctypes.data, f"device {devtype}: imported the producer's memory")
+        g.release()
+
+    # Older producers: __dlpack__(stream=None) only (2021), no keywords at all.
+    p = FakeProducer(gpuwrap.kDLCUDA, signature="2021")
+    gpuwrap.from_dlpack(p, ctx).release()
+    check(p.streams == [1], f"2021 signature: retried with the stream only, got {p.streams}")
+    p = FakeProducer(gpuwrap.kDLCUDA, signature="none")
+    gpuwrap.from_dlpack(p, ctx).release()
+    check(p.streams == [ABSENT], f"keyword-less producer: called bare, got {p.streams}")
+    p = FakeProducer(gpuwrap.kDLCPU, signature="2021")
+    gpuwrap.from_dlpack(p, ctx).release()
+    check(p.streams == [ABSENT], f"2021 signature on CPU: no stream, got {p.streams}")
+
+    # Pinned host memory whose producer refuses streams (PyTorch): taken without one.
+    p = FakeProducer(gpuwrap.kDLCUDAHost, refuse_stream=AssertionError)
+    gpuwrap.from_dlpack(p, ctx).release()
+    check(p.streams == [1, ABSENT], f"kDLCUDAHost refusing a stream: retried, got {p.streams}")
+    # ... but a device tensor's refusal is the producer's answer, not swallowed.
+    p = FakeProducer(gpuwrap.kDLCUDA, refuse_stream=BufferError)
+    try:
+        gpuwrap.from_dlpack(p, ctx)
+        check(False, "kDLCUDA producer refusing stream 1 must raise")
+    except BufferError:
+        pass
+
+
+def test_dlpack_stream_argument():
+    # gpuwrap as a producer validates the consumer's stream (and needs to do nothing with
+    # a valid one: its calls are synchronous).
+    buf, a, counter = wrapped_buffer(4)
+    for stream in (None, -1):
+        gpuwrap.from_dlpack(a.__dlpack__(stream=stream), ctx).release()
+    for stream, exc in [("1", TypeError), (1.0, TypeError), (True, TypeError), (object(), TypeError),
+                        (1, BufferError), (0, BufferError)]:
+        try:
+            a.__dlpack__(stream=stream)
+            check(False, f"stream {stream!r} on kDLCPU must raise {exc.__name__}")
+        except exc as e:
+            check("stream" in str(e), f"the message names the stream: {e}")
+    # The device rules, as the array API gives them.
+    C, R = gpuwrap.kDLCUDA, gpuwrap.kDLROCM
+    for dev, stream in [(C, None), (C, -1), (C, 1), (C, 2), (C, 0x7F00DEAD0000), (gpuwrap.kDLCUDAHost, 1),
+                        (gpuwrap.kDLCUDAManaged, 2), (R, 0), (R, -1), (R, 0x7F00DEAD0000)]:
+        gpuwrap._check_stream(stream, dev)
+    for dev, stream in [(C, 0), (C, -2), (R, 1), (R, 2)]:
+        try:
+            gpuwrap._check_stream(stream, dev)
+            check(False, f"stream {stream} on device type {dev} must raise BufferError")
+        except BufferError:
+            pass
+    a.release()
+    gc.collect()
+    check(counter.calls == 1, f"deleter once (calls={counter.calls})")
+
+
+def test_use_after_release():
+    buf, a, counter = wrapped_buffer(4)
+    a.release()
+    a.release()  # a no-op
+    for what, use in [("shape", lambda: a.shape), ("fill", lambda: a.fill(1.0)),
+                      ("__dlpack__", lambda: a.__dlpack__()), ("view", lambda: a.view((0,), (1,)))]:
+        try:
+            use()
+            check(False, f"{what} of a released array must raise")
+        except ValueError as e:
+            check("array released" in str(e), f"{what}: message {e}")
+    check(repr(a) == "<gpuwrap.Array released>", repr(a))
+    c = gpuwrap.Context("cpu")
+    c.close()
+    try:
+        c.alloc("host", "float32", (1,))
+        check(False, "alloc through a closed context must raise")
+    except ValueError as e:
+        check("context closed" in str(e), f"closed context: {e}")
+    c.close()
+    check(counter.calls == 1, f"deleter once (calls={counter.calls})")
+
+
 for f in [test_gpuwrap_to_numpy, test_release_orders, test_strided_and_zero_size, test_dtypes,
           test_numpy_to_gpuwrap, test_round_trip, test_readonly, test_capsule_rules,
-          test_capsule_dropped_while_error_pending, test_import_refusals]:
+          test_capsule_dropped_while_error_pending, test_import_refusals,
+          test_from_dlpack_passes_stream, test_dlpack_stream_argument, test_use_after_release]:
     run(f)
 
 print(f"numpy {np.__version__}: {'FAILED: ' + str(len(failures)) if failures else 'all passed'}")

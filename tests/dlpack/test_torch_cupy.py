@@ -2,7 +2,9 @@
 
 Both directions, device / pinned / managed memory (1 MiB each), versioned and legacy
 capsules, the protocol (torch.from_dlpack, cupy.from_dlpack) and raw capsules
-(torch.utils.dlpack.to_dlpack / from_dlpack). Every case checks the consumer sees the same
+(torch.utils.dlpack.to_dlpack / from_dlpack), and stream ordering: a tensor written on a
+torch side stream is read through gpuwrap only after the write (from_dlpack passes the
+producer stream=1, the legacy default stream gpuwrap's synchronous calls run on). Every case checks the consumer sees the same
 address (no copy), the values both ways, and that the producer's deleter runs exactly once.
 Consumers refuse some device types (measured: neither imports kDLCUDAHost, only CuPy
 imports kDLCUDAManaged, only PyTorch imports kDLCPU): pinned and managed memory are then
@@ -335,10 +337,53 @@ def round_trips():
         base.release()
 
 
+def side_stream_ordering():
+    """A torch tensor written on a side stream behind a long kernel, imported with
+    gpuwrap.from_dlpack and read through gpuwrap (a synchronous copy, on the legacy default
+    stream): every element must be the written value. from_dlpack passes stream=1, so torch
+    makes that stream wait for its current stream (the side stream) before it hands out
+    the capsule; a capsule taken with stream=None is not so ordered (PyTorch 2.11)."""
+    s = torch.cuda.Stream()  # torch's streams are non-blocking: no implicit legacy sync
+    for path in ("from_dlpack(tensor)", "capsule taken with stream=None (hazard, info)"):
+        try:
+            x = torch.zeros(N, device="cuda")
+            torch.cuda.synchronize()
+            with torch.cuda.stream(s):
+                torch.cuda._sleep(1 << 30)  # ~0.5 s of spinning on an H200, then the write
+                x.fill_(5.0)
+                # Imported while the side stream is torch's current stream, as a user would
+                # right after writing the tensor: that is the stream torch orders.
+                if path.startswith("from"):
+                    g = gpuwrap.from_dlpack(x, ctx)
+                else:
+                    g = gpuwrap.from_dlpack(x.__dlpack__(stream=None), ctx)
+            h = ctx.alloc("host", "float32", (N,))
+            h.copy_from(g)
+            vals = (ctypes.c_float * N).from_address(h.host_ptr)
+            bad = sum(1 for v in vals if v != 5.0)
+            h.release()
+            g.release()
+            torch.cuda.synchronize()
+            del x
+            if path.startswith("from"):
+                record("torch->gpuwrap", "device", "side stream: " + path,
+                       f"{bad} of {N} elements != 5.0" if bad else "every element 5.0 (ordered)",
+                       "FAIL" if bad else "ok")
+            else:
+                record("torch->gpuwrap", "device", "side stream: " + path,
+                       f"{bad} of {N} elements not yet written" if bad else "ordered anyway",
+                       "ok (info)")
+        except Exception as e:
+            traceback.print_exc()
+            record("torch->gpuwrap", "device", "side stream: " + path, f"{type(e).__name__}: {e}"[:80],
+                   "FAIL" if path.startswith("from") else "ok (info)")
+
+
 gpuwrap_to_consumers()
 readonly_cases()
 if torch is not None:
     torch_to_gpuwrap()
+    side_stream_ordering()
 if cupy is not None:
     cupy_to_gpuwrap()
 round_trips()

@@ -221,7 +221,7 @@ static int test_registered_foreign(void) {
   EXPECT_TRUE(h[0] == 1.5f && h[shape[0] - 1] == 1.5f);
   gw_release(a);
   /* OWN: CUDA cannot tell registered from allocated pinned memory, so the wrap is taken;
-   * its cudaFreeHost fails harmlessly at release and the registration stays (DESIGN). */
+   * its cudaFreeHost fails harmlessly at release and the registration stays. */
   gw_status s = gw_wrap(ctx, h, GW_FLOAT32, 1, shape, NULL, GW_WRAP_OWN, &a);
   EXPECT_TRUE(s == GW_OK || s == GW_EINVAL);
   if (s == GW_OK)

@@ -6,8 +6,10 @@
  * contiguous run and take a single memmove/memset. Otherwise the innermost dim is the
  * inner loop (one memcpy per row when it is contiguous on both sides, else element by
  * element with a fixed-size memcpy the compiler turns into a move), and the outer dims are
- * walked with an odometer. Overlapping source and destination are undefined, as for
- * memcpy, except for the one-run case, which uses memmove.
+ * walked with an odometer. Source and destination never overlap here: the core copies
+ * overlapping arrays through a temporary (transfer.c) and skips a copy of an array onto
+ * itself, so the row copies may use memcpy; the one-run case uses memmove all the same,
+ * as it costs nothing there.
  */
 #include "cpu_internal.h"
 

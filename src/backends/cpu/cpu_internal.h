@@ -51,6 +51,7 @@ typedef struct {
   int devices;                 /* GPUWRAP_CPU_DEVICES */
   int pageable_access;         /* GPUWRAP_CPU_PAGEABLE_ACCESS */
   int host_ptr_for_registered; /* !GPUWRAP_CPU_NO_HOST_PTR */
+  int readonly_register;       /* !GPUWRAP_CPU_NO_READONLY_REGISTER */
   const char *error;           /* why the environment is unusable, or NULL */
 } gw__cpu_config;
 
@@ -69,7 +70,10 @@ void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out);
 gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size_t bytes,
                               void **out);
 gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void *ptr);
-gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes);
+/* flags: GW__REG_*. The pages are checked against /proc/self/maps as CUDA checks them:
+ * see cpu_model.c. */
+gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes,
+                                 unsigned flags);
 gw_status gw__cpu_model_unregister(const char *who, void *base);
 gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev);
 

@@ -10,14 +10,24 @@
  *   - unregistering needs the exact base: an interior pointer is "invalid value", an
  *     unknown one "not registered" (713); pinned free of registered memory is "invalid
  *     value" and leaves the registration intact;
- *   - a registration outlives free()/munmap of its memory (stale), as on CUDA.
+ *   - a registration outlives free()/munmap of its memory (stale), as on CUDA;
+ *   - read-only memory (H200, driver 580.159.04): a plain registration of pages the
+ *     process cannot write is "invalid value"; cudaHostRegisterReadOnly registers them
+ *     (PROT_READ MAP_SHARED file mappings, mprotect'ed anonymous memory), except a
+ *     MAP_PRIVATE file mapping, on which it never returns. The model reads the pages'
+ *     protection from /proc/self/maps (gw__host_mapping) and, instead of hanging, fails
+ *     the call and counts it (gw_cpu_model_hangs), so tests can assert that gpuwrap never
+ *     hands such memory to a runtime. Unmapped bytes are not refused (tests register
+ *     stale memory on purpose).
  * Both tables are sorted arrays of non-overlapping ranges, searched by bisection under
  * one process-wide mutex.
  */
 #include "cpu_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +73,7 @@ static void read_config(void) {
   }
   config.pageable_access = env_flag("GPUWRAP_CPU_PAGEABLE_ACCESS");
   config.host_ptr_for_registered = !env_flag("GPUWRAP_CPU_NO_HOST_PTR");
+  config.readonly_register = !env_flag("GPUWRAP_CPU_NO_READONLY_REGISTER");
 }
 
 const gw__cpu_config *gw__cpu_config_get(void) {
@@ -265,7 +276,14 @@ gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void 
   return st;
 }
 
-gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes) {
+/* Calls of the runtime with the read-only flag on a private file mapping: each one would
+ * never have returned on CUDA. */
+static atomic_long hangs;
+
+GW_API long gw_cpu_model_hangs(void) { return atomic_load(&hangs); }
+
+gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes,
+                                 unsigned flags) {
   uintptr_t b = (uintptr_t)base;
   if (!base || bytes == 0)
     return gw__fail(GW_EINVAL, "%s: [%p, +%zu): %s (invalid value)", who, base, bytes,
@@ -273,7 +291,32 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
   if (bytes > UINTPTR_MAX - b)
     return gw__fail(GW_EINVAL, "%s: [%p, +%zu) wraps around the address space", who, base,
                     bytes);
+  if (flags & ~GW__REG_READONLY)
+    return gw__fail(GW_EINVAL, "%s: unknown registration flags %#x (invalid value)", who,
+                    flags);
+  bool readonly = (flags & GW__REG_READONLY) != 0;
+  if (readonly && !gw__cpu_config_get()->readonly_register)
+    return gw__fail(GW_ENOTSUP,
+                    "%s: [%p, +%zu): cudaHostRegisterReadOnly is not supported on this device "
+                    "(cudaDevAttrHostRegisterReadOnlySupported = 0: "
+                    "GPUWRAP_CPU_NO_READONLY_REGISTER)",
+                    who, base, bytes);
   uintptr_t e = b + bytes;
+  /* The pages' protection, as the runtime sees it when it pins them. Read before taking
+   * the model's lock (it is a system call's worth of work); a map that cannot be read
+   * (no /proc) leaves the call unchecked, as the model cannot tell. */
+  gw__hostmap m;
+  bool known = gw__host_mapping(b, e, &m) == GW_OK;
+  if (known && readonly && m.private_file) {
+    /* Checked before the tables: on CUDA the call hangs whatever else holds, so handing
+     * such memory to the runtime at all is the mistake the counter catches. */
+    atomic_fetch_add(&hangs, 1);
+    return gw__fail(GW_EBACKEND,
+                    "model: cudaHostRegister(ReadOnly) of a private file mapping never returns "
+                    "on CUDA (%s: [%p, +%zu) holds %s mapping [%#" PRIxPTR ", %#" PRIxPTR
+                    ") of '%s')",
+                    who, base, bytes, m.what_perms, m.what_lo, m.what_hi, m.what_path);
+  }
   gw_status st = GW_OK;
   pthread_mutex_lock(&model_lock);
   const range *r;
@@ -287,6 +330,12 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
                   "%s: [%p, +%zu) overlaps %s allocation [%p, +%zu) (already registered: "
                   "cudaErrorHostMemoryAlreadyRegistered, 712)",
                   who, base, bytes, gw_memkind_name(r->kind), (void *)r->base, r->size);
+  else if (known && !readonly && m.readonly)
+    st = gw__fail(GW_EINVAL,
+                  "%s: [%p, +%zu) holds pages the process cannot write (%s mapping [%#" PRIxPTR
+                  ", %#" PRIxPTR ") of '%s'): cudaHostRegister without "
+                  "cudaHostRegisterReadOnly refuses them (invalid value, as on CUDA)",
+                  who, base, bytes, m.what_perms, m.what_lo, m.what_hi, m.what_path);
   else if (reserve(&regs))
     st = gw__fail(GW_ENOMEM, "%s: cannot grow the registration table", who);
   else
@@ -381,7 +430,15 @@ GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes) {
   if (st)
     return st;
   /* A user's cudaHostRegister runs on the current device, device 0 unless set. */
-  return gw__cpu_model_register("gw_cpu_runtime_register", 0, ptr, bytes);
+  return gw__cpu_model_register("gw_cpu_runtime_register", 0, ptr, bytes, 0);
+}
+
+GW_API gw_status gw_cpu_runtime_register_readonly(void *ptr, size_t bytes) {
+  gw_status st = gw__cpu_check(GW_CPU_OP_REGISTER);
+  if (st)
+    return st;
+  return gw__cpu_model_register("gw_cpu_runtime_register_readonly", 0, ptr, bytes,
+                                GW__REG_READONLY);
 }
 
 GW_API gw_status gw_cpu_runtime_unregister(void *ptr) {

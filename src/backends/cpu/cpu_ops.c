@@ -50,6 +50,7 @@ static gw_status cpu_context_init(int device, void **state, gw__caps *caps) {
       .tells_registered = 1,
       .kernels = 1,
       .gpu_aware_hint = 0,
+      .host_register_readonly = c->readonly_register,
   };
   *state = gw__cpu_device_state(device);
   return GW_OK;
@@ -76,9 +77,10 @@ static gw_status cpu_free(void *state, gw_memkind kind, int device, void *ptr) {
   return gw__cpu_model_free("free", kind, device, ptr);
 }
 
-static gw_status cpu_host_register(void *state, void *base, size_t bytes) {
+static gw_status cpu_host_register(void *state, void *base, size_t bytes, unsigned flags) {
   CHECK(GW_CPU_OP_REGISTER);
-  return gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes);
+  return gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes,
+                                flags);
 }
 
 static gw_status cpu_host_unregister(void *state, void *base) {

@@ -116,6 +116,7 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   c->caps.tells_registered = 0; /* pinned allocations and registrations look the same */
   c->caps.kernels = GW_HAVE_KERNELS;
   c->caps.gpu_aware_hint = 0;
+  c->caps.host_register_readonly = gwv_host_register_readonly_supported(device);
   int sms = gwv_device_attr(GWV_ATTR_SM_COUNT, device);
   c->max_blocks = (sms > 0 ? sms : 32) * 8;
   int pitch = gwv_device_attr(GWV_ATTR_MAX_PITCH, device);
@@ -237,17 +238,35 @@ static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
 
 /* ---- host registration -------------------------------------------------------------------- */
 
-static gw_status host_register(void *state, void *base, size_t bytes) {
+static gw_status host_register(void *state, void *base, size_t bytes, unsigned flags) {
   gwg_ctx *c = state;
   int prev;
+  unsigned vflags = GWV_HOST_REGISTER_FLAGS;
+  if (flags & ~GW__REG_READONLY)
+    return gwg_host->fail(GW_EINVAL, "%s host_register: unknown flags %#x", GWV_NAME, flags);
+  if (flags & GW__REG_READONLY) {
+    /* Refused here rather than passed on: a runtime without the flag may read its bit as
+     * something else (ROCm 5: coarse-grained registration). */
+    if (!c->caps.host_register_readonly)
+      return gwg_host->fail(GW_ENOTSUP,
+                            "%s device %d cannot register host memory read-only (%s = 0)",
+                            GWV_NAME, c->device, GWV_READONLY_ATTR_NAME);
+    vflags |= GWV_HOST_REGISTER_READONLY;
+  }
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK)
     return s;
-  gwv_err e = gwv_HostRegister(base, bytes, GWV_HOST_REGISTER_FLAGS);
+  gwv_err e = gwv_HostRegister(base, bytes, vflags);
   gwg_leave(c->device, prev);
-  if (e != GWV_SUCCESS) /* already registered (712) -> GW_EALREADY */
-    return gwg_fail(e, GWV_CALL("HostRegister(%p, %zu)"), base, bytes);
-  return GW_OK;
+  if (e == GWV_SUCCESS)
+    return GW_OK;
+  /* "Invalid value" is about the memory itself (measured: pages the process cannot write,
+   * registered without the read-only flag): GW_EINVAL, as the CPU model says, so that the
+   * core can tell it from a runtime failure and look at the pages. Already registered
+   * (712) -> GW_EALREADY through gwg_fail. */
+  if (GWV_IS_INVALID_VALUE(e))
+    return gwg_fail_as(GW_EINVAL, e, GWV_CALL("HostRegister(%p, %zu, %#x)"), base, bytes, vflags);
+  return gwg_fail(e, GWV_CALL("HostRegister(%p, %zu, %#x)"), base, bytes, vflags);
 }
 
 static gw_status host_unregister(void *state, void *base) {

@@ -46,7 +46,7 @@ gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
 
 /*
  * Make `device` current for a vendor call and give back the caller's device afterwards
- * (DESIGN: no operation changes the caller's current device). Only switches when needed,
+ * (no operation changes the caller's current device). Only switches when needed,
  * so the common case costs one cudaGetDevice.
  */
 gw_status gwg_enter(int device, int *prev);

@@ -28,6 +28,9 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_STREAM_FLAGS cudaStreamDefault
 #define GWV_HOST_ALLOC_FLAGS (cudaHostAllocMapped | cudaHostAllocPortable)
 #define GWV_HOST_REGISTER_FLAGS (cudaHostRegisterMapped | cudaHostRegisterPortable)
+/* Added for GW__REG_READONLY: the only way to register pages the process cannot write. */
+#define GWV_HOST_REGISTER_READONLY cudaHostRegisterReadOnly
+#define GWV_READONLY_ATTR_NAME "cudaDevAttrHostRegisterReadOnlySupported"
 #define GWV_ATTACH_GLOBAL cudaMemAttachGlobal
 #define GWV_EVENT_FLAGS cudaEventDisableTiming
 
@@ -67,6 +70,7 @@ typedef enum {
   GWV_ATTR_SM_COUNT = cudaDevAttrMultiProcessorCount,
   GWV_ATTR_MAX_PITCH = cudaDevAttrMaxPitch,
   GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES = cudaDevAttrPageableMemoryAccessUsesHostPageTables,
+  GWV_ATTR_HOST_REGISTER_READONLY = cudaDevAttrHostRegisterReadOnlySupported,
 } gwv_attr;
 static inline int gwv_device_attr(gwv_attr a, int device) {
   int v = 0;
@@ -75,6 +79,11 @@ static inline int gwv_device_attr(gwv_attr a, int device) {
     v = 0;
   }
   return v;
+}
+
+/* Whether host_register may pass GWV_HOST_REGISTER_READONLY on `device`. */
+static inline int gwv_host_register_readonly_supported(int device) {
+  return gwv_device_attr(GWV_ATTR_HOST_REGISTER_READONLY, device) != 0;
 }
 
 /* Error classes the backend maps to gw_status. */
@@ -121,7 +130,7 @@ _Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST && (int)CU_MEMORYTYPE_DEVI
  * One cuPointerGetAttributes call: it answers for any pointer (pageable ones give memory
  * type 0 and ordinal -2 with CUDA_SUCCESS), needs no current context, so it works whatever
  * the caller's current device is (MPICH #5897). CONTEXT and BUFFER_ID are read along
- * because they cost almost nothing in the same call (DESIGN's attribute list).
+ * because they cost almost nothing in the same call.
  */
 static inline void gwv_query(const void *ptr, gwc_attrs *a) {
   unsigned int memtype = 0, managed = 0;

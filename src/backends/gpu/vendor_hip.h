@@ -41,6 +41,22 @@ typedef hipEvent_t gwv_event;
 #define GWV_STREAM_FLAGS hipStreamDefault
 #define GWV_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
 #define GWV_HOST_REGISTER_FLAGS (hipHostRegisterMapped | hipHostRegisterPortable)
+/*
+ * Read-only registration (GW__REG_READONLY). ROCm 5 has neither the flag nor a way to ask
+ * for it: its 0x8 is hipExtHostRegisterCoarseGrained, so nothing may be passed there and
+ * the capability is 0 (read-only host memory becomes a host-only array whose copies stage).
+ * ROCm 6 defines hipHostRegisterReadOnly and reports support only as the device property
+ * hostRegisterReadOnlySupported (there is no hipDeviceAttribute for it); the flag is used
+ * only where the device says it supports it.
+ */
+#if HIP_VERSION_MAJOR >= 6 && defined(hipHostRegisterReadOnly)
+#define GWV_HOST_REGISTER_READONLY hipHostRegisterReadOnly
+#define GWV_HAVE_HOST_REGISTER_READONLY 1
+#else
+#define GWV_HOST_REGISTER_READONLY 0u
+#define GWV_HAVE_HOST_REGISTER_READONLY 0
+#endif
+#define GWV_READONLY_ATTR_NAME "hipDeviceProp_t::hostRegisterReadOnlySupported"
 #define GWV_ATTACH_GLOBAL hipMemAttachGlobal
 #define GWV_EVENT_FLAGS hipEventDisableTiming
 
@@ -88,6 +104,22 @@ static inline int gwv_device_attr(gwv_attr a, int device) {
     v = 0;
   }
   return v;
+}
+
+/* Whether host_register may pass GWV_HOST_REGISTER_READONLY on `device`. */
+static inline int gwv_host_register_readonly_supported(int device) {
+#if GWV_HAVE_HOST_REGISTER_READONLY
+  hipDeviceProp_t p;
+  memset(&p, 0, sizeof p);
+  if (hipGetDeviceProperties(&p, device) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return p.hostRegisterReadOnlySupported != 0;
+#else
+  (void)device;
+  return 0;
+#endif
 }
 
 #define GWV_IS_ALREADY_REGISTERED(e) ((e) == hipErrorHostMemoryAlreadyRegistered)
