@@ -38,6 +38,7 @@ typedef struct {
   uint32_t n;        /* ranges held */
   uintptr_t first;   /* the start of the only range, n == 1 (the common case: no malloc) */
   uintptr_t *starts; /* n starts when n > 1 (malloc'd, freed by release) */
+  bool readonly;     /* some range is registered read-only: the device must not write */
 } gw__reghold;
 
 /* ---- arrays (array.c) ---- */
@@ -84,8 +85,10 @@ int64_t gw__numel(int ndim, const int64_t *shape);
 /* Take a reference on every range of ours under [lo, hi) and, when `may_register`, register
  * the gaps that no one pinned yet (memory someone else pinned is used as it is). Without
  * `may_register` a gap that would need a registration fails with GW_ENOTREG. `regflags`
- * (GW__REG_*) are passed to new registrations. *out lists what was taken; on failure
- * nothing is held and the runtime holds what it held before. */
+ * (GW__REG_*) ask new registrations to be read-only. *out lists what was taken; on failure
+ * nothing is held and the runtime holds what it held before. GW_ENOTSUP: memory that
+ * cannot be page-locked at all (read-only pages the device cannot register read-only, a
+ * read-only private file mapping); gw_last_error() says why. */
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool may_register,
                                unsigned regflags, gw__reghold *out);
 /* One more reference on the single range of ours that holds all of [lo, hi), under the read

@@ -31,6 +31,7 @@
 typedef struct {
   uintptr_t lo, hi; /* [lo, hi) */
   atomic_long refs; /* changed under the read lock by the warm path */
+  bool ro;          /* registered read-only: arrays over it are read-only */
 } range;
 
 typedef struct {
@@ -90,7 +91,7 @@ static size_t first_after(const table *t, uintptr_t p) {
   return a;
 }
 
-static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
+static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi, bool ro) {
   if (t->n == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 16;
     range *r = realloc(t->r, cap * sizeof *r);
@@ -101,20 +102,67 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi) {
   memmove(&t->r[at + 1], &t->r[at], (t->n - at) * sizeof *t->r);
   t->r[at].lo = lo;
   t->r[at].hi = hi;
+  t->r[at].ro = ro;
   atomic_init(&t->r[at].refs, 1);
   t->n++;
   atomic_fetch_add(&total, 1);
   return GW_OK;
 }
 
-/* One runtime registration; regflags are GW__REG_* (read-only where the memory needs it). */
-static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags) {
-#ifdef GW__REG_READONLY
-  return ctx->ops->host_register(ctx->state, (void *)a, len, regflags);
-#else
-  (void)regflags;
-  return ctx->ops->host_register(ctx->state, (void *)a, len);
-#endif
+/* Read-only memory can be registered in a single way, and one kind of it never (measured
+ * on the H200, driver 580.159.04; backend.h): a plain registration of pages the process
+ * cannot write is "invalid value"; cudaHostRegisterReadOnly takes PROT_READ shared file
+ * mappings and mprotect'ed memory, and never returns on a MAP_PRIVATE file mapping. */
+static gw_status cannot_register(uintptr_t a, size_t len, const gw__hostmap *m, const char *why) {
+  return gw__fail(GW_ENOTSUP,
+                  "ptr: [%p, %p) cannot be page-locked: %s (mapping [%p, %p) %s %s); the "
+                  "array is host-only and its copies stage",
+                  (void *)a, (void *)(a + len), why, (void *)m->what_lo, (void *)m->what_hi,
+                  m->what_perms, m->what_path[0] ? m->what_path : "(anonymous)");
+}
+
+/*
+ * Register [a, a + len) for a wrap or a pin. GW__REG_READONLY in regflags (a
+ * GW_WRAP_READONLY wrap) asks for a read-only registration where the device has one. A
+ * plain registration the runtime refuses (GW_EINVAL) is retried read-only when the memory
+ * map shows pages the process cannot write. The map is read only on those two cold paths
+ * (one read of /proc/self/maps, against ~100 us for the registration), and a private file
+ * mapping is never handed to the runtime with the read-only flag. GW_ENOTSUP: the memory
+ * cannot be registered at all (the wrap becomes host-only). *ro: the registration is
+ * read-only (the device must not write through it).
+ */
+static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags, bool *ro) {
+  gw__hostmap m;
+  gw_status s;
+  *ro = false;
+  if (regflags & GW__REG_READONLY) {
+    bool known = gw__host_mapping(a, a + len, &m) == GW_OK;
+    if (ctx->caps.host_register_readonly && known && !m.private_file) {
+      s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
+      *ro = s == GW_OK;
+      return s;
+    }
+    /* No read-only registration for this memory: a plain one, if its pages are writable. */
+    if (known && !m.writable)
+      return cannot_register(a, len, &m,
+                             m.private_file ? "a read-only private file mapping (the runtime's "
+                                              "read-only registration never returns on one)"
+                                            : "read-only pages, and this device has no "
+                                              "read-only registration");
+    return ctx->ops->host_register(ctx->state, (void *)a, len, 0);
+  }
+  s = ctx->ops->host_register(ctx->state, (void *)a, len, 0);
+  if (s != GW_EINVAL) return s;
+  if (gw__host_mapping(a, a + len, &m) != GW_OK || !m.readonly) return s; /* its own reason */
+  if (m.private_file)
+    return cannot_register(a, len, &m, "a read-only private file mapping (the runtime's "
+                                       "read-only registration never returns on one)");
+  if (!ctx->caps.host_register_readonly)
+    return cannot_register(a, len, &m, "read-only pages, and this device has no read-only "
+                                       "registration");
+  s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
+  *ro = s == GW_OK;
+  return s;
 }
 
 /* ---- the starts of the ranges one acquire references, collected as it goes ---- */
@@ -183,9 +231,10 @@ static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *start, uint
 }
 
 /* [a, b) was just registered: record it as a range this acquire holds, or undo it. */
-static gw_status add_range(gw_context *ctx, table *t, startlist *held, uintptr_t a, uintptr_t b) {
+static gw_status add_range(gw_context *ctx, table *t, startlist *held, uintptr_t a, uintptr_t b,
+                           bool ro) {
   gw_status s = sl_reserve(held, held->n + 1);
-  if (s == GW_OK) s = insert(t, first_after(t, a), a, b);
+  if (s == GW_OK) s = insert(t, first_after(t, a), a, b, ro);
   if (s != GW_OK) {
     (void)ctx->ops->host_unregister(ctx->state, (void *)a);
     return s;
@@ -230,10 +279,11 @@ static gw_status bisect_foreign(gw_context *ctx, table *t, startlist *held, uint
   *kept = false;
   while (bad - good > 1) {
     uintptr_t mid = good + (bad - good) / 2;
-    gw_status s = do_register(ctx, a, mid - a, regflags);
+    bool ro;
+    gw_status s = do_register(ctx, a, mid - a, regflags, &ro);
     if (s == GW_OK) {
       if (ctx->ops->host_unregister(ctx->state, (void *)a) != GW_OK) {
-        s = add_range(ctx, t, held, a, mid);
+        s = add_range(ctx, t, held, a, mid, ro);
         if (s != GW_OK) return s;
         *kept = true;
         *out = mid;
@@ -269,12 +319,13 @@ static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b,
       a = fe < b ? fe : b;
       continue;
     }
-    gw_status s = do_register(ctx, a, b - a, regflags);
-    if (s == GW_OK) return add_range(ctx, t, held, a, b);
+    bool ro;
+    gw_status s = do_register(ctx, a, b - a, regflags, &ro);
+    if (s == GW_OK) return add_range(ctx, t, held, a, b, ro);
     if (s != GW_EALREADY) return s;
     uintptr_t stop = b;
     s = scan_foreign(ctx, a, b, &stop);
-    if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags);
+    if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags, &ro);
     if (s == GW_EALREADY) {
       bool kept = false;
       s = bisect_foreign(ctx, t, held, a, stop, regflags, &stop, &kept);
@@ -282,9 +333,9 @@ static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b,
         a = stop;
         continue;
       }
-      if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags);
+      if (s == GW_OK) s = do_register(ctx, a, stop - a, regflags, &ro);
     }
-    if (s == GW_OK) s = add_range(ctx, t, held, a, stop);
+    if (s == GW_OK) s = add_range(ctx, t, held, a, stop, ro);
     if (s != GW_OK) return s;
     a = stop; /* someone else's pinning starts here: the loop skips it */
   }
@@ -333,6 +384,10 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool
     cur = gap_end;
   }
   gw__reghold h = {.n = (uint32_t)held.n};
+  for (size_t k = 0; s == GW_OK && k < held.n; k++) {
+    size_t i = find_start(t, held.v[k]);
+    if (i < t->n && t->r[i].ro) h.readonly = true;
+  }
   if (s == GW_OK && held.n == 1) {
     h.first = held.v[0];
   } else if (s == GW_OK && held.n > 1) {
@@ -362,7 +417,7 @@ bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi
   ptrdiff_t i = t ? covering(t, lo, hi) : -1;
   if (i >= 0) {
     atomic_fetch_add(&t->r[i].refs, 1);
-    *out = (gw__reghold){.n = 1, .first = t->r[i].lo};
+    *out = (gw__reghold){.n = 1, .first = t->r[i].lo, .readonly = t->r[i].ro};
     ok = true;
   }
   br_read_unlock(&lock, rs);

@@ -82,6 +82,57 @@ static void byte_range(const char *base, int64_t lo, int64_t hi, uintptr_t *b, u
   *e = (uintptr_t)base + (uintptr_t)hi;
 }
 
+static int64_t floordiv(int64_t a, int64_t b) { /* b > 0 */
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
+
+/*
+ * Two arrays of one geometry (shape, byte strides `st` sorted by |stride| descending, dims
+ * d..n-1 left), one `delta` bytes after the other: do any of their elements share a byte?
+ * That is: are there k_i, |k_i| < shape_i, with |delta - sum k_i st_i| < elem. The inner
+ * dims reach at most R = sum (shape_i - 1)|st_i| + elem - 1 bytes, so k_d is confined to a
+ * few values; for the layouts real programs copy between (halo faces of a field, slices of
+ * one array) strides nest and there is at most one. *budget bounds the search: when it
+ * runs out the answer is "they may meet" (staging is always right, only slower).
+ */
+static bool grid_meets(int d, int n, const int64_t *shape, const int64_t *st, int64_t elem,
+                       int64_t delta, int *budget) {
+  if (d == n) return delta > -elem && delta < elem;
+  if (--*budget < 0) return true;
+  int64_t reach = elem - 1;
+  for (int i = d + 1; i < n; i++) reach += (shape[i] - 1) * st[i];
+  int64_t lo = ceildiv(delta - reach, st[d]), hi = floordiv(delta + reach, st[d]);
+  if (lo < -(shape[d] - 1)) lo = -(shape[d] - 1);
+  if (hi > shape[d] - 1) hi = shape[d] - 1;
+  for (int64_t k = lo; k <= hi; k++)
+    if (grid_meets(d + 1, n, shape, st, elem, delta - k * st[d], budget)) return true;
+  return false;
+}
+
+/* dst and src step alike (same strides over the dims they step along) and their spans
+ * meet `delta` bytes apart: whether an element of one shares memory with one of the other
+ * (two halo faces of a field interleave, but never meet). */
+static bool same_steps_meet(const gw_array *a, int64_t delta) {
+  int64_t elem = (int64_t)gw_dtype_size(a->dtype), shape[GW_MAX_DIMS], st[GW_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < a->ndim; d++) {
+    if (a->shape[d] <= 1) continue;
+    int64_t b = a->strides[d] * elem; /* fits: the array's span was checked */
+    if (b == 0) return true;
+    int j = n++;
+    for (; j > 0 && st[j - 1] < (b < 0 ? -b : b); j--) { /* insertion: |stride| descending */
+      st[j] = st[j - 1];
+      shape[j] = shape[j - 1];
+    }
+    st[j] = b < 0 ? -b : b; /* a dim's sign does not change the set of offsets it reaches */
+    shape[j] = a->shape[d];
+  }
+  int budget = 4096;
+  return grid_meets(0, n, shape, st, elem, delta, &budget);
+}
+
 static alias_t aliasing(const gw_array *dst, const gw_array *src) {
   size_t e = gw_dtype_size(dst->dtype);
   int64_t dlo, dhi, slo, shi, n;
@@ -102,11 +153,22 @@ static alias_t aliasing(const gw_array *dst, const gw_array *src) {
     if (pairs[k][0] == pairs[k][1]) same = true;
   }
   if (!meet) return ALIAS_NONE;
-  /* Same first element and the same strides (over the dims it steps along): each element
-   * is copied onto itself, a no-op. */
-  for (int d = 0; same && d < dst->ndim; d++)
-    if (dst->shape[d] > 1 && dst->strides[d] != src->strides[d]) same = false;
-  return same ? ALIAS_SAME : ALIAS_OVERLAP;
+  bool steps_alike = true;
+  for (int d = 0; d < dst->ndim; d++)
+    if (dst->shape[d] > 1 && dst->strides[d] != src->strides[d]) steps_alike = false;
+  /* Same first element and the same strides: each element is copied onto itself, a no-op. */
+  if (same && steps_alike) return ALIAS_SAME;
+  /* Spans that interleave need not share an element (a field's opposite faces, the halo
+   * exchange's local copy): with the same steps that is decided exactly. */
+  if (steps_alike) {
+    for (int k = 0; k < 2; k++) {
+      if (!pairs[k][0] || !pairs[k][1]) continue;
+      int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
+      if (same_steps_meet(dst, delta)) return ALIAS_OVERLAP;
+    }
+    return ALIAS_NONE;
+  }
+  return ALIAS_OVERLAP;
 }
 
 /* Plan and run one copy on ctx (the executing backend). */

@@ -279,6 +279,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   /* Warm path: bytes gpuwrap already registered (another live wrap, a gw_pin) take one more
    * reference, with no runtime call and no exclusive lock. */
   if (uses_registry && gw__registry_try_ref(ctx->ops, (uintptr_t)lo, (uintptr_t)hi, &a->hold)) {
+    if (a->hold.readonly) a->readonly = true; /* the device may not write through it */
     s = attach_registered(ctx, a, p, lo, hi, own);
     if (s != GW_OK) goto fail;
     goto owned;
@@ -308,14 +309,27 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   case GW_MEM_HOST:
     if (uses_registry && (may_register || ours)) {
       /* Exactly the wrapped bytes, not whole pages (see registry.c). */
-      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, 0, &a->hold);
+      unsigned regflags = (flags & GW_WRAP_READONLY) ? GW__REG_READONLY : 0;
+      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, regflags,
+                               &a->hold);
       if (s == GW_OK) {
+        if (a->hold.readonly) a->readonly = true; /* the device may not write through it */
         s = attach_registered(ctx, a, p, lo, hi, own);
         if (s != GW_OK) goto fail;
         break;
       }
-      if (s != GW_ENOTREG || may_register) goto fail;
-      /* NO_REGISTER and part of the span is pageable: a host-only array. */
+      if (s == GW_ENOTSUP) {
+        /* Memory that cannot be page-locked (read-only pages the device cannot register,
+         * a read-only private file mapping): a host-only array whose copies stage;
+         * gw_last_error() keeps the reason. Pages the process cannot write make it a
+         * read-only array. */
+        gw__hostmap m;
+        if (gw__host_mapping((uintptr_t)lo, (uintptr_t)hi, &m) != GW_OK || !m.writable)
+          a->readonly = true;
+      } else if (s != GW_ENOTREG || may_register) {
+        goto fail;
+      }
+      /* else NO_REGISTER and part of the span is pageable: a host-only array. */
     }
     attach_host(ctx, a, p, own);
     break;
