@@ -24,9 +24,17 @@
  *     rounded out to pages, so neighbouring buffers are left as they were) through a
  *     process-wide, reference-counted registry (so two wraps of one buffer register it once
  *     and unregister it once, when the last goes), unless GW_WRAP_NO_REGISTER is given or the
- *     device reads pageable memory directly; with GW_WRAP_OWN the pointer is also free()d;
- *   - zero elements: succeeds for any pointer, NULL included, without calling the runtime.
- * A wrap that would be a second owner of memory a live array owns fails with GW_EOWNED.
+ *     device reads pageable memory directly; with GW_WRAP_OWN the pointer is also free()d.
+ *     Read-only pages and GW_WRAP_READONLY wraps are registered read-only where the device
+ *     can (an array over a read-only registration is read-only); memory that cannot be
+ *     registered (a read-only MAP_PRIVATE file mapping: CUDA's read-only registration
+ *     never returns on one) gives a host-only array whose copies stage. A release drops
+ *     exactly the registry references its wrap took;
+ *   - zero elements: succeeds for any pointer, NULL included, without calling the runtime,
+ *     except GW_WRAP_OWN of a non-NULL pointer: it is classified so that the matching free
+ *     runs (ownership is never dropped silently).
+ * A wrap that would be a second owner of memory a live array owns (any address inside an
+ * owned span) fails with GW_EOWNED.
  * Release wraps of memory before freeing that memory yourself: the runtime keeps a
  * registration alive after munmap, so a stale registration goes unnoticed.
  *
@@ -198,7 +206,10 @@ typedef struct gw_array gw_array;
 
 /** Releasing the array frees the memory (see the wrap table above). */
 #define GW_WRAP_OWN (1u << 0)
-/** Never page-lock pageable host memory; the array is then host-only (gw_data() is NULL). */
+/** Make no registration. Memory already page-locked (a pinned allocation, someone else's
+ *  registration, or gpuwrap's own: gw_pin or another live wrap, on which this wrap then
+ *  holds a reference) is used as it is, device-accessible; pageable memory, or a span only
+ *  partly page-locked, gives a host-only array (gw_data() is NULL). */
 #define GW_WRAP_NO_REGISTER (1u << 1)
 /** Writes through gpuwrap (gw_copy into it, gw_fill) fail with GW_EREADONLY. */
 #define GW_WRAP_READONLY (1u << 2)
@@ -222,7 +233,8 @@ typedef struct gw_array gw_array;
  *              interior pointer, OWN in gw_wrap_with_deleter (gw_last_error() names the
  *              argument); OWN | NO_REGISTER is valid: a host-only array that free()s ptr;
  *   GW_ERANGE  the elements reach outside the allocation's known extent;
- *   GW_EOWNED  OWN of memory a live array already owns;
+ *   GW_EOWNED  OWN of any address inside memory a live array already owns (checked
+ *              first: a second owner hears that it is one);
  *   GW_ENOTSUP the device cannot address the span (several registrations, no contiguous
  *              device address);
  *   GW_ENOMEM, GW_EBACKEND from the runtime (registration failed: nothing stays registered).

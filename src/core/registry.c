@@ -137,13 +137,13 @@ static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned 
   *ro = false;
   if (regflags & GW__REG_READONLY) {
     bool known = gw__host_mapping(a, a + len, &m) == GW_OK;
-    if (ctx->caps.host_register_readonly && known && !m.private_file) {
+    if (ctx->caps.host_register_readonly && known && m.mapped && !m.private_file) {
       s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
       *ro = s == GW_OK;
       return s;
     }
     /* No read-only registration for this memory: a plain one, if its pages are writable. */
-    if (known && !m.writable)
+    if (known && !m.writable && m.mapped && m.what_perms[0] == 'r')
       return cannot_register(a, len, &m,
                              m.private_file ? "a read-only private file mapping (the runtime's "
                                               "read-only registration never returns on one)"
@@ -153,7 +153,11 @@ static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned 
   }
   s = ctx->ops->host_register(ctx->state, (void *)a, len, 0);
   if (s != GW_EINVAL) return s;
-  if (gw__host_mapping(a, a + len, &m) != GW_OK || !m.readonly) return s; /* its own reason */
+  /* Its own reason unless the span is mapped and its first unwritable mapping readable
+   * (pages with no access at all are no read-only memory). */
+  if (gw__host_mapping(a, a + len, &m) != GW_OK || !m.mapped || !m.readonly ||
+      (!m.private_file && m.what_perms[0] != 'r'))
+    return s;
   if (m.private_file)
     return cannot_register(a, len, &m, "a read-only private file mapping (the runtime's "
                                        "read-only registration never returns on one)");

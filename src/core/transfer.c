@@ -24,7 +24,8 @@ static gw_status executor(const gw_array *dst, const gw_array *src, gw_context *
 
 static int64_t elements(const gw_array *a) { return gw__numel(a->ndim, a->shape); }
 
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+/* |v| without overflow (a dim of extent 1 may carry any stride, INT64_MIN included). */
+static uint64_t mag64(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v; }
 
 /*
  * Whether gpuwrap may write into a: not read-only, and no two of its elements share
@@ -45,15 +46,15 @@ static gw_status check_writable(const gw_array *a, const char *who) {
   if (elements(a) == 0) return GW_OK; /* no elements, none share memory */
   for (int i = 0; i < a->ndim; i++) {
     if (a->shape[i] < 2) continue;
-    int64_t si = abs64(a->strides[i]);
+    uint64_t si = mag64(a->strides[i]);
     if (si == 0)
       return gw__fail(GW_EINVAL,
                       "%s: dim %d has stride 0 over %lld elements: its elements overlap in "
                       "memory (a broadcast array can be read, not written)",
                       who, i, (long long)a->shape[i]);
     for (int j = 0; j < a->ndim; j++) {
-      int64_t sj = abs64(a->strides[j]);
-      if (j == i || a->shape[j] < 2 || sj == 0 || si % sj != 0 || si / sj >= a->shape[j])
+      uint64_t sj = mag64(a->strides[j]);
+      if (j == i || a->shape[j] < 2 || sj == 0 || si % sj != 0 || si / sj >= (uint64_t)a->shape[j])
         continue;
       return gw__fail(GW_EINVAL,
                       "%s: dim %d (stride %lld) steps onto dim %d (stride %lld, extent %lld): "
