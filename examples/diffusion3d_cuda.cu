@@ -15,9 +15,11 @@
  * shared one. Both work in the device's primary context, so pointers are shared; this
  * runtime is pointed at the gpuwrap context's device by d3d_cuda_init.
  *
- * Kernels run on a non-blocking stream of their own, so they never serialise with the
- * copies gpuwrap's halo exchange makes (the split-phase update overlaps the interior with
- * the halo in flight); the caller synchronises (d3d_cuda_sync) before the next exchange.
+ * Kernels run on non-blocking streams of their own, so they never serialise with the
+ * copies gpuwrap's halo exchange makes. With --overlap the shell slabs run on the main
+ * stream, which the halo plan borrows (gw_stream_wrap of d3d_cuda_stream()): the plan packs
+ * after them and makes the stream wait for its unpacks, all on the device; the interior
+ * runs on a second stream meanwhile, joined to the main one by events.
  */
 #include <cuda_runtime.h>
 
@@ -28,7 +30,9 @@
 
 namespace {
 
-cudaStream_t g_stream;
+cudaStream_t g_stream;   /* shell slabs and blocking steps; handed to the halo plan (borrowed) */
+cudaStream_t g_interior; /* the interior kernel of --overlap, concurrent with the exchange */
+cudaEvent_t g_ev_slabs, g_ev_interior; /* joins of the two streams, on the device */
 char g_err[256];
 
 int fail(cudaError_t e, const char *what) {
@@ -64,19 +68,58 @@ int d3d_cuda_init(int device) {
   if (e != cudaSuccess) return fail(e, "cudaSetDevice");
   if (!g_stream && (e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) != cudaSuccess)
     return fail(e, "cudaStreamCreateWithFlags");
+  if (!g_interior && (e = cudaStreamCreateWithFlags(&g_interior, cudaStreamNonBlocking)) != cudaSuccess)
+    return fail(e, "cudaStreamCreateWithFlags");
+  /* timing-free events: a join costs a record and a device-side wait, nothing more */
+  if (!g_ev_slabs && (e = cudaEventCreateWithFlags(&g_ev_slabs, cudaEventDisableTiming)) != cudaSuccess)
+    return fail(e, "cudaEventCreateWithFlags");
+  if (!g_ev_interior && (e = cudaEventCreateWithFlags(&g_ev_interior, cudaEventDisableTiming)) != cudaSuccess)
+    return fail(e, "cudaEventCreateWithFlags");
   return 0;
 }
 
-/* Release the stream (after a final d3d_cuda_sync). */
+/* Release the streams and events (after a final d3d_cuda_sync). */
 void d3d_cuda_fini(void) {
+  if (g_ev_slabs) cudaEventDestroy(g_ev_slabs);
+  if (g_ev_interior) cudaEventDestroy(g_ev_interior);
+  if (g_interior) cudaStreamDestroy(g_interior);
   if (g_stream) cudaStreamDestroy(g_stream);
-  g_stream = 0;
+  g_stream = g_interior = 0;
+  g_ev_slabs = g_ev_interior = 0;
+}
+
+/* The main stream's native handle, for gw_stream_wrap (the halo plan orders its packs
+ * after the slabs queued here and makes it wait for the unpacks). */
+void *d3d_cuda_stream(void) { return (void *)g_stream; }
+
+/* --overlap joins, on the device (no host wait). Call after queueing a step's slabs: the
+ * interior stream waits for the PREVIOUS step's slabs (they read the cells this step's
+ * interior overwrites; this step's slabs write only the shell, so the interior runs
+ * alongside them and the exchange), then the event moves to this step's slabs. A wait on
+ * an event never recorded (step 0) waits for nothing. */
+int d3d_cuda_interior_after_main(void) {
+  cudaError_t e = cudaStreamWaitEvent(g_interior, g_ev_slabs, 0);
+  if (e == cudaSuccess) e = cudaEventRecord(g_ev_slabs, g_stream);
+  return e == cudaSuccess ? 0 : fail(e, "joining the interior stream");
+}
+/* The main stream waits for the interior queued so far (the next step's slabs read it and
+ * overwrite what it read). */
+int d3d_cuda_main_after_interior(void) {
+  cudaError_t e = cudaEventRecord(g_ev_interior, g_interior);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(g_stream, g_ev_interior, 0);
+  return e == cudaSuccess ? 0 : fail(e, "joining the main stream");
+}
+
+/* cudaMemcpy (any direction, cudaMemcpyDefault): the raw copy stage of --halo-bench. */
+int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes) {
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  return e == cudaSuccess ? 0 : fail(e, "cudaMemcpy");
 }
 
 /* Launch v = u + R*laplacian(u) on cells [lo, hi) of float64 arrays whose element strides
  * are `strides` (u and v alike, halo included); asynchronous. 0, or -1 on a launch error. */
-int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
-                     const int64_t hi[3]) {
+static int launch(cudaStream_t st, const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
+                  const int64_t hi[3]) {
   int64_t e0 = hi[0] - lo[0], e1 = hi[1] - lo[1], e2 = hi[2] - lo[2];
   if (e0 <= 0 || e1 <= 0 || e2 <= 0) return 0;
   if (e0 > 65535 || (e1 + BY - 1) / BY > 65535) {
@@ -86,10 +129,21 @@ int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const
   }
   dim3 block(BX, BY, 1);
   dim3 grid((unsigned)((e2 + BX - 1) / BX), (unsigned)((e1 + BY - 1) / BY), (unsigned)e0);
-  stencil_kernel<<<grid, block, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1], lo[2],
+  stencil_kernel<<<grid, block, 0, st>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1], lo[2],
                                                hi[1], hi[2]);
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(err, "stencil kernel launch");
+}
+
+int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
+                     const int64_t hi[3]) {
+  return launch(g_stream, u, v, strides, lo, hi);
+}
+
+/* As d3d_cuda_stencil, on the interior stream (--overlap). */
+int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
+                              const int64_t hi[3]) {
+  return launch(g_interior, u, v, strides, lo, hi);
 }
 
 /* Wait for the device: every kernel launched here and anything else on it. 0 or -1. */

@@ -335,19 +335,65 @@ GW_API gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes);
 /* ------------------------------------------------------------------------------------ */
 /* Streams (asynchronous variants)                                                        */
 /* ------------------------------------------------------------------------------------ */
+/*
+ * Ordering contract. A synchronous call (gw_copy, gw_fill) is ordered after all work already
+ * queued on the legacy default stream (as cudaMemcpy is) and has completed when it returns.
+ * An asynchronous call is ordered on its stream. Streams gpuwrap creates are blocking
+ * streams (as cudaStreamCreate makes): the legacy default stream, and so every synchronous
+ * call, waits for their earlier work, and their work waits for the legacy stream's earlier
+ * work. A borrowed stream (gw_stream_wrap) keeps its own semantics: a non-blocking stream
+ * (PyTorch's and CuPy's side streams) is ordered with nothing but itself.
+ *
+ * Pending work. The last asynchronous operation on an array's memory (as source or
+ * destination) records an event; gw_array_wait() makes another stream wait for it on the
+ * device, without a host synchronisation. The DLPack and CUDA Array Interface exports of
+ * the Python module use it for the consumer's stream; a C program hands an array to
+ * another library's stream the same way.
+ *
+ * The CPU backend runs each stream's work on a worker thread of its own, in order, with the
+ * same rules, so an ordering mistake (reading a result before its stream finished, a
+ * missing wait between two streams) shows up on a machine without a GPU.
+ */
 
 typedef struct gw_stream gw_stream;
-/** A stream on the context's device. GW_EINVAL, GW_ENOMEM, GW_EBACKEND. */
+/** A new stream (blocking, see above) on the context's device. GW_EINVAL, GW_ENOMEM,
+ *  GW_EBACKEND. */
 GW_API gw_status gw_stream_create(gw_context *ctx, gw_stream **out);
-/** Waits for the stream's work, then destroys it. NULL is ok. */
+/**
+ * Borrow a native stream of the context's backend: a cudaStream_t / hipStream_t (NULL is
+ * the legacy default stream; cudaStreamPerThread too), or on the CPU backend a handle from
+ * gw_stream_native(). The native stream must outlive the gpuwrap handle; gw_stream_destroy
+ * of a borrowed stream drops only gpuwrap's handle and neither waits for nor destroys the
+ * native stream.
+ * @return GW_OK; GW_EINVAL (ctx or out NULL, not a stream of this backend); GW_EDEVICE (a
+ *         stream of another device); GW_ENOMEM; GW_EBACKEND.
+ */
+GW_API gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out);
+/** The native handle of any gpuwrap stream (cudaStream_t / hipStream_t; an opaque non-NULL
+ *  handle on the CPU backend that gw_stream_wrap accepts back), for launching your own
+ *  work on it. A borrowed legacy default stream gives NULL back. NULL for NULL. */
+GW_API void *gw_stream_native(const gw_stream *s);
+/** A stream gpuwrap created: waits for its work, then destroys it. A borrowed stream: drops
+ *  the handle only. NULL is ok. */
 GW_API void gw_stream_destroy(gw_stream *s);
 GW_API gw_status gw_stream_synchronize(gw_stream *s);
 /** As gw_copy/gw_fill (the same rules and errors) but ordered on s; the arrays must stay
  *  alive until s is synchronized. Copies that involve pageable host memory, and copies
  *  between arrays that share memory (staged through a temporary, which is released only
- *  after s has run both halves: s is synchronized), complete before returning. */
+ *  after s has run both halves: s is synchronized), complete before returning. Each
+ *  records the array's pending-work event (gw_array_wait). */
 GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
 GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
+/**
+ * Make s wait, on the device, for the asynchronous gpuwrap work pending on a's memory (the
+ * last gw_copy_async / gw_fill_async that wrote or read it); no host synchronisation.
+ * Nothing to wait for is GW_OK. Use it before handing a to another library's stream.
+ * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (s is of another backend or
+ *         device than the pending work); GW_EBACKEND.
+ */
+GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
+/** 1 when asynchronous gpuwrap work on a's memory may not have completed yet, else 0. */
+GW_API int gw_array_pending(const gw_array *a);
 
 #ifdef __cplusplus
 }

@@ -383,8 +383,7 @@ TEST_IMPL(broadcast_fake_counts) {
   tst_leaks before = tst_leak_snapshot();
   gw_stream *st = NULL;
   ASSERT_OK(gw_stream_create(ctx, &st));
-  float *one = tst_pages(1), value;
-  random_elems(&value, 1, GW_FLOAT32);
+  float *one = tst_pages(1), value = (float)tst_rand_below(1u << 20) + 0.5f;
   *one = value;
   /* a 2^30-element stride-0 wrap (the fill looped over it for seconds) */
   gw_array *b30 = NULL, *b30b = NULL;

@@ -13,7 +13,23 @@
  *   GPUWRAP_CPU_NO_READONLY_REGISTER=1  model a device without read-only registration
  *                                     (cudaDevAttrHostRegisterReadOnlySupported == 0):
  *                                     registering with the read-only flag is refused
+ *   GPUWRAP_CPU_STREAM_DELAY_US=N     sleep N microseconds (default 0) before each copy or
+ *                                     fill queued on a stream runs, so that a test can make
+ *                                     a race deterministic (the work surely runs after the
+ *                                     host's next steps)
  * All functions are thread-safe.
+ *
+ * Streams are asynchronous, with CUDA's ordering rules: each stream is a FIFO queue run by
+ * a worker thread of its own, and so is the legacy default stream (a borrowed NULL stream,
+ * gw_stream_wrap(ctx, NULL)). Streams of gw_stream_create are blocking streams (as
+ * cudaStreamCreate): their work waits for the legacy stream's earlier work and the legacy
+ * stream's work waits for theirs. Synchronous calls are legacy-stream work run on the
+ * calling thread (complete on return), as are copies and fills of pageable memory on any
+ * stream. gw_synchronize waits for every stream of the device; freeing backend memory
+ * waits for every stream first (cudaFree synchronizes). So reading a result before its
+ * stream finished, or a missing wait between two streams, gives wrong data in a test.
+ * gw_stream_native gives an opaque non-NULL handle (NULL for the legacy stream) that
+ * gw_stream_wrap accepts back on a context of the same device.
  */
 #ifndef GPUWRAP_CPU_H
 #define GPUWRAP_CPU_H
@@ -38,11 +54,19 @@ typedef enum {
   GW_CPU_OP_STREAM_CREATE,
   GW_CPU_OP_STREAM_DESTROY,
   GW_CPU_OP_STREAM_SYNCHRONIZE,
+  /* appended (the values above stay): borrowed streams and events */
+  GW_CPU_OP_STREAM_BORROW,
+  GW_CPU_OP_EVENT_CREATE,
+  GW_CPU_OP_EVENT_RECORD,
+  GW_CPU_OP_STREAM_WAIT_EVENT,
   GW_CPU_OP_COUNT
 } gw_cpu_op;
 
 /** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
- *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize". */
+ *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize",
+ *  "stream_borrow", "event_create", "event_record", "stream_wait_event". (Event destroy
+ *  and event query are neither counted nor injected: a destroy cannot report, a query is
+ *  a poll whose "not yet" is no failure.) */
 GW_API const char *gw_cpu_op_name(gw_cpu_op op);
 
 /** The nth call of `op` from now (1 = the next) fails with `status` (a negative gw_status).
@@ -90,6 +114,20 @@ GW_API gw_status gw_cpu_runtime_unregister(void *ptr);
  *  never have returned on CUDA (the model fails it instead). gpuwrap itself must never
  *  make one: tests assert this stays unchanged across their wraps. */
 GW_API long gw_cpu_model_hangs(void);
+
+/*
+ * A stream made outside gpuwrap, as another library (PyTorch, CuPy, a solver) makes one:
+ * the model's cudaStreamCreateWithFlags(nonblocking ? cudaStreamNonBlocking :
+ * cudaStreamDefault) on `device`. A non-blocking stream is ordered with nothing but itself
+ * (not with the legacy stream, so not with synchronous calls either); a blocking one as a
+ * gw_stream_create stream. *native is its handle, for gw_stream_wrap. Counts as a
+ * stream_create call (and obeys injected failures); GW_EINVAL (native NULL), GW_ENODEV.
+ */
+GW_API gw_status gw_cpu_stream_create_external(int device, int nonblocking, void **native);
+/** Destroy a stream of gw_cpu_stream_create_external (the model's cudaStreamDestroy done
+ *  outside gpuwrap): its queued work runs first. gpuwrap handles borrowing it must not be
+ *  used after it (GW_EINVAL). A stream_destroy call; GW_EINVAL for anything else. */
+GW_API gw_status gw_cpu_stream_destroy_external(void *native);
 
 /** Ranges in gpuwrap's own registration registry, all backends (a core counter, declared
  *  here for tests). */

@@ -2,11 +2,17 @@
  * gpuwrap halo exchange over MPI (library gpuwrap_halo, CMake target gpuwrap::halo; built
  * when MPI is found).
  *
- * A halo plan exchanges the halo (ghost) cells of one 3-D gpuwrap array — any dtype, any
- * memory kind, any strides — with the neighbours of an MPI Cartesian communicator. The
- * array holds the halo cells: along dim d its first and last width[d] cells are halo, the
- * rest is the rank's own (interior) part. Array dim d is decomposed along Cartesian dim d;
- * periodicity per dim is the communicator's (the `periods` of MPI_Cart_create).
+ * A halo plan exchanges the halo (ghost) cells of gpuwrap arrays — 1-, 2- or 3-D, any
+ * dtype, any memory kind, any strides — with the neighbours of an MPI Cartesian
+ * communicator of as many dims. An array holds its halo cells: along dim d its first and
+ * last width[d] cells are halo, the rest is the rank's own (interior) part; a width of 0
+ * turns dim d off (no halo, no exchange along it). Array dim d is decomposed along
+ * Cartesian dim d; periodicity per dim is the communicator's (the `periods` of
+ * MPI_Cart_create). gw_halo_create makes a plan for one 3-D field (its original contract);
+ * gw_halo_create_multi for several fields of any dtypes in one plan, whose faces travel in
+ * ONE message per neighbour and dim (ImplicitGlobalGrid's update_halo!(A, B, C)). The grid
+ * helpers below (gw_grid_*) make the communicator, pick the device and gather a field, as
+ * ImplicitGlobalGrid's init_global_grid and gather! do.
  *
  * What an update does
  * -------------------
@@ -27,7 +33,14 @@
  *                        strided 3-D copies straight from/to host memory. The buffers are
  *                        one page-aligned block, pinned once through gpuwrap's registry
  *                        (gw_pin) and wrapped once (gw_wrap): nothing is registered, wrapped
- *                        or allocated per update.
+ *                        or allocated per update. The copies run on the plan's own stream;
+ *                        each side's message goes to MPI as soon as its pack has landed (its
+ *                        pending-work event, never a device synchronisation) and each
+ *                        received message is unpacked as soon as it arrives (MPI_Waitany).
+ *                        A message larger than GPUWRAP_HALO_CHUNK bytes (default 131072;
+ *                        0: never) travels in pieces of at most that size, cut along the
+ *                        face, so MPI carries one piece while the next is packed and the
+ *                        previous unpacked (the ranks use the smallest value any has).
  *   GW_HALO_PATH_DEVICE  the buffers are device memory of the field's device and are handed
  *                        to MPI: for a GPU-aware MPI library (CUDA-aware Open MPI, MPICH,
  *                        ...). The field's memory must be device-accessible.
@@ -36,7 +49,8 @@
  * / MPIX_Query_rocm_support where mpi-ext.h provides them, MPIX_GPU_query_support on MPICH);
  * the environment variable GPUWRAP_HALO_GPU_AWARE=0|1 overrides the answer.
  * Along a periodic dim of one rank, the rank is its own neighbour: the faces are copied
- * view to view (gw_copy), without MPI and without buffers.
+ * view to view on the device (gw_copy_async on the plan's stream), without MPI and without
+ * buffers; consecutive dims follow each other on that stream without a host wait.
  *
  * Conventions
  * -----------
@@ -96,6 +110,36 @@ GW_API const char *gw_halo_path_name(gw_halo_path p);
 GW_API gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3],
                                 gw_halo_path path, gw_halo **out);
 
+/** One field of a multi-field plan and its halo width per dim (entries past the field's
+ *  dims are ignored). A width of 0 turns the dim off for that field. */
+typedef struct {
+  gw_array *field;
+  int width[3];
+} gw_halo_field;
+
+/**
+ * Make one plan for several fields (collective over `cart`). Widths are per field (fields
+ * of one plan may have different widths, dtypes, kinds, strides and shapes: staggered
+ * grids), so a shared width is written once per field: {{u, {1,1,1}}, {v, {1,1,1}}}.
+ * Every field's face of a side travels in ONE message per neighbour and dim (the faces
+ * packed side by side, 256-byte aligned): gw_halo_info.neighbours counts messages per
+ * update whatever nfields is. Dims are exchanged in order, fields in order within a dim.
+ * @param fields   nfields entries (copied); each field 1-, 2- or 3-D, all with the dims of
+ *                 `cart`, not read-only, all of one backend and device. Along dim d each
+ *                 extent must be >= 3*width[d]; width[d] >= 0. The plan takes a reference
+ *                 to each field (the caller may release its own).
+ * @param nfields  >= 1.
+ * @param cart     a Cartesian communicator with the fields' number of dims (duplicated).
+ * @param path     as gw_halo_create; AUTO picks DEVICE only when every field is
+ *                 device/managed memory and MPI is GPU-aware.
+ * @return as gw_halo_create; gw_halo_last_error() names the argument (fields[i].field,
+ *         fields[i].width[d], nfields, cart, path, out).
+ * Unlike gw_halo_create (which keeps its original contract: a 3-D field, widths >= 1),
+ * this call takes 1-, 2- and 3-D fields and widths of 0.
+ */
+GW_API gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields, MPI_Comm cart,
+                                      gw_halo_path path, gw_halo **out);
+
 /**
  * Blocking update: after it returns every halo cell that has a neighbour holds the
  * neighbour's value (edges and corners included). Same as gw_halo_start + gw_halo_finish.
@@ -123,12 +167,48 @@ GW_API gw_status gw_halo_start(gw_halo *h);
  */
 GW_API gw_status gw_halo_finish(gw_halo *h);
 
+/**
+ * Stream-ordered split phase (ParallelStencil's @hide_communication): the exchange is
+ * ordered with the caller's stream `s` on the device, never by synchronising it.
+ *
+ *   boundary kernels on s;        // compute the cells the faces hold
+ *   gw_halo_start_on(h, s);       // packs run after them, on the plan's own stream
+ *   interior kernels on s2;       // overlap the exchange (s2 != s)
+ *   gw_halo_finish_on(h, s);      // s waits (on the device) for the unpacks
+ *   next kernels on s;            // see the halo; s2 must be joined as usual
+ *
+ * start_on posts every receive, makes the plan's stream wait for the work queued on s so
+ * far (an event, on the device), queues the local copies of the dims before the first dim
+ * with a remote neighbour and that dim's packs, and hands each side's message to MPI as
+ * soon as its pack has landed: the host waits for the boundary kernels and packs of that
+ * dim only (MPI cannot send what is not there), never for other streams and never with a
+ * device synchronisation. With no remote neighbour (one rank, periodic) nothing waits at
+ * all. finish_on completes the dim in flight (unpacking each message as it arrives), runs
+ * the remaining dims the same way, and makes s wait for the last unpack: it returns without
+ * waiting for the unpacks. The halo cells are valid for work queued on s after finish_on
+ * (or on streams that wait for s); on the host only after s is synchronized.
+ * Between start_on and finish_on the caller must not write the interior faces nor read
+ * the halo cells (as for gw_halo_start). `s` may be a gpuwrap stream or a borrowed one
+ * (gw_stream_wrap); it must be of the fields' backend and device, and the two calls may
+ * be given different streams (finish orders its own).
+ * gw_halo_update_on(h, s) is start_on + finish_on: a whole update ordered on s.
+ * @return as gw_halo_start / gw_halo_finish; GW_EINVAL also for a NULL stream; the status
+ *         of gw_fill_async / gw_array_wait on s (GW_EDEVICE: a stream of another device).
+ * A plan may mix the host-ordered and the stream-ordered calls from one update to the next.
+ */
+GW_API gw_status gw_halo_start_on(gw_halo *h, gw_stream *s);
+GW_API gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s);
+GW_API gw_status gw_halo_update_on(gw_halo *h, gw_stream *s);
+
 /** What a plan does per update (for reports and transfer-bound estimates). */
 typedef struct {
   gw_halo_path path;   /**< the path chosen (never AUTO) */
   int gpu_aware;       /**< 1 if MPI was found (or declared) GPU-aware */
-  int neighbours;      /**< remote messages sent per update (= received) */
-  size_t bytes_sent;   /**< bytes sent over MPI per update (= received) */
+  int neighbours;      /**< remote messages sent per update (= received): one per neighbour
+                            and dim, whatever the number of fields (the pieces of a chunked
+                            message count as one) */
+  size_t bytes_sent;   /**< bytes sent over MPI per update (= received; with several fields
+                            it includes the alignment gaps between their faces) */
   size_t bytes_local;  /**< bytes copied locally per update (self-neighbour dims) */
   size_t buffer_bytes; /**< bytes of send+receive buffers the plan holds */
 } gw_halo_info;
@@ -143,7 +223,97 @@ GW_API gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out);
  */
 GW_API void gw_halo_destroy(gw_halo *h);
 
-/** Detail of this thread's last gw_halo_* failure ("" if none). Valid until this
+/* ------------------------------------------------------------------------------------ */
+/* Grid helpers (ImplicitGlobalGrid's init_global_grid, select_device, gather!)            */
+/* ------------------------------------------------------------------------------------ */
+/*
+ * A grid is a global box of cells decomposed over the ranks of a communicator: a
+ * Cartesian communicator (MPI_Cart_create with reorder = 1, so MPI may place neighbours
+ * close), the number of ranks per dim (MPI_Dims_create where not given), each rank's block
+ * of cells (its "local" interior) and where it starts in the global box ("offset"). Cells
+ * are interior cells: the fields a program makes for the grid add their halo, local[d] +
+ * 2*width[d] cells along d, and make their plans on gw_grid_comm().
+ * From a global size, dim d's cells are split as evenly as possible: the first
+ * global[d] % dims[d] coordinates get one cell more. From a local size, every rank gets
+ * local[d] and the global size is dims[d]*local[d].
+ * The node-local rank (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) of the grid's
+ * communicator) picks one device per rank: node_rank mod device count.
+ * Calls are collective over the grid's communicator where they say so; errors as for the
+ * plans (gw_halo_last_error names the argument).
+ */
+typedef struct gw_grid gw_grid;
+
+/**
+ * Make a grid of `global` cells (collective over `comm`).
+ * @param comm    the ranks (e.g. MPI_COMM_WORLD); not kept.
+ * @param ndims   1, 2 or 3.
+ * @param global  ndims global cell counts, each >= dims[d] (every rank owns a cell).
+ * @param periods ndims flags (periodic along d when non-zero), NULL: none periodic.
+ * @param dims    ndims ranks per dim, 0 = MPI_Dims_create chooses; NULL: all chosen. The
+ *                product must be the size of comm.
+ * @return GW_OK; GW_EINVAL (NULL comm/global/out, ndims out of range, a count < 1 or
+ *         smaller than the ranks along it, dims that do not divide the ranks);
+ *         GW_EBACKEND (MPI); GW_ENOMEM.
+ */
+GW_API gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[], const int periods[],
+                                const int dims[], gw_grid **out);
+/** As gw_grid_create, from every rank's `local` cell counts (the same on every rank):
+ *  global[d] = dims[d] * local[d]. */
+GW_API gw_status gw_grid_create_local(MPI_Comm comm, int ndims, const int64_t local[], const int periods[],
+                                      const int dims[], gw_grid **out);
+/** Free the grid (collective: frees its communicators). NULL is ok. */
+GW_API void gw_grid_destroy(gw_grid *g);
+/** The grid's Cartesian communicator (borrowed: valid until gw_grid_destroy); for
+ *  gw_halo_create_multi and the program's own messages. MPI_COMM_NULL for NULL. */
+GW_API MPI_Comm gw_grid_comm(const gw_grid *g);
+
+/** This rank's view of a grid. Entries past ndims are 1 (counts, dims) or 0. */
+typedef struct {
+  int ndims;
+  int dims[3];        /**< ranks per dim */
+  int periods[3];
+  int coords[3];      /**< this rank's coordinates in the rank grid */
+  int rank, size;     /**< in gw_grid_comm() (reordered: may differ from comm's rank) */
+  int node_rank;      /**< rank among the ranks of this node (MPI_COMM_TYPE_SHARED) */
+  int node_size;
+  int64_t global[3];  /**< global cells per dim */
+  int64_t local[3];   /**< this rank's cells per dim (halo excluded) */
+  int64_t offset[3];  /**< global index of this rank's first cell per dim */
+} gw_grid_info;
+
+/** Fill *out. GW_EINVAL for NULL arguments. */
+GW_API gw_status gw_grid_query(const gw_grid *g, gw_grid_info *out);
+/** This rank's cells and offset along every dim of rank `r` of gw_grid_comm() (for
+ *  assembling or checking a global array). GW_EINVAL for a rank out of range. */
+GW_API gw_status gw_grid_block(const gw_grid *g, int r, int64_t local[3], int64_t offset[3]);
+
+/**
+ * The device this rank should use: node_rank mod (the backend's device count).
+ * @param backend GW_BACKEND_CPU/CUDA/HIP, or AUTO (GPUWRAP_BACKEND, else the first GPU
+ *                backend with a device, else CPU: as gw_context_create).
+ * @param out     receives a context on that device (gw_context_destroy it).
+ * @return GW_OK; the status of gw_context_create / gw_backend_device_count.
+ */
+GW_API gw_status gw_grid_context_create(const gw_grid *g, gw_backend backend, gw_context **out);
+
+/**
+ * Gather a field's interior to one rank (collective over the grid), as IGG's gather!:
+ * `root` receives in `global` the global array assembled from every rank's interior.
+ * @param field   this rank's field: local[d] + 2*width[d] cells along d, any dtype, kind
+ *                and strides (the same dtype on every rank).
+ * @param width   ndims halo widths of the field; NULL: inferred ((shape - local) / 2).
+ * @param global  on root: an array of the grid's global shape and the field's dtype, any
+ *                kind and strides, written; ignored (may be NULL) on the other ranks.
+ * @param root    a rank of gw_grid_comm().
+ * @return GW_OK; GW_EINVAL (a field whose shape does not match the grid and width, a global
+ *         array of the wrong shape or dtype on root, root out of range); GW_EBACKEND (MPI);
+ *         GW_ENOMEM; the status of a failed gw_copy. Every rank returns the same status
+ *         where the error is an argument checked on every rank (shapes, dtypes, root);
+ *         root's checks of `global` are shared with every rank before any data moves.
+ */
+GW_API gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], gw_array *global, int root);
+
+/** Detail of this thread's last gw_halo_* or gw_grid_* failure ("" if none). Valid until this
  *  thread's next gw_halo_* call. */
 GW_API const char *gw_halo_last_error(void);
 

@@ -71,6 +71,7 @@ bool gw__is_c_contiguous(const gw_array *a) {
  * first (the pages must still be mapped), then the ownership record, then the free. */
 static void destroy_root(gw_array *a) {
   gw_context *ctx = a->ctx;
+  gw__pending_fini(a);
   gw__registry_release(ctx, &a->hold);
   if (a->in_owned_table) gw__owned_drop(a->free_ptr);
   switch (a->freeway) {

@@ -24,9 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. A plugin of another
- * ABI is refused at load (plugin.c), never called with the wrong argument list. */
-#define GW__BACKEND_ABI 2
+/* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
+ * and events. A plugin of another ABI is refused at load (plugin.c), never called with the
+ * wrong argument list. */
+#define GW__BACKEND_ABI 3
 
 /* What a context's device can do; filled by context_init. */
 typedef struct {
@@ -119,9 +120,27 @@ typedef struct gw__backend_ops {
   gw_status (*copy)(void *state, const gw__xfer *x, void *stream);
   gw_status (*fill)(void *state, const gw__fillspec *f, void *stream);
   gw_status (*synchronize)(void *state);
+  /* Streams. A backend stream object is made by stream_create (a new blocking stream that
+   * stream_destroy destroys) or stream_borrow (the caller's native stream; NULL = the
+   * legacy default stream; stream_destroy frees only the object, never the native
+   * stream, and waits for nothing). GW_EINVAL for a handle that is not a stream of this
+   * backend, GW_EDEVICE for one of another device. stream_native gives the native handle
+   * back (what was borrowed, NULL for the legacy default stream). */
   gw_status (*stream_create)(void *state, void **stream);
   gw_status (*stream_destroy)(void *state, void *stream);
   gw_status (*stream_synchronize)(void *state, void *stream);
+  gw_status (*stream_borrow)(void *state, void *native, void **stream);
+  void *(*stream_native)(void *state, void *stream);
+
+  /* Events, for the pending work of arrays (gw_array_wait). event_record captures the
+   * stream's work queued so far; stream_wait_event makes a stream wait for it on the
+   * device (never on the host); event_query: GW_OK when complete, GW_EBUSY while pending.
+   * stream is a backend stream object (never NULL here). */
+  gw_status (*event_create)(void *state, void **event);
+  gw_status (*event_destroy)(void *state, void *event);
+  gw_status (*event_record)(void *state, void *event, void *stream);
+  gw_status (*stream_wait_event)(void *state, void *stream, void *event);
+  gw_status (*event_query)(void *state, void *event);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

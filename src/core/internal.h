@@ -73,7 +73,27 @@ struct gw_array {
   void *deleter_user;
   gw__reghold hold; /* the registry references this wrap took (n == 0: none) */
   bool in_owned_table;
+  /* the pending-work event of the last asynchronous operation on this memory (stream.c) */
+  atomic_flag pend_lock;
+  void *pend_event;     /* a backend event of pend_ctx, or NULL */
+  gw_context *pend_ctx; /* retained while pend_event lives */
 };
+
+/* ---- streams and pending work (stream.c) ---- */
+struct gw_stream {
+  gw_context *ctx;
+  void *handle; /* the backend's stream object */
+  bool borrowed;
+};
+/* Async work touching a's memory was just queued on st: a's pending-work event follows st.
+ * Never fails: where the event cannot be made or recorded it waits for st instead, so that
+ * nothing is pending that gw_array_wait could miss. */
+void gw__pending_note(const gw_array *a, gw_stream *st);
+/* Root teardown: the event goes with the memory. */
+void gw__pending_fini(gw_array *root);
+/* Whether native is a live stream handle of the CPU backend (cpu_streams.c): a GPU
+ * runtime cannot tell a foreign pointer from its own stream without reading through it. */
+bool gw__cpu_stream_is_native(const void *native);
 
 /* Byte span [lo, hi) of the elements relative to element 0 (strides may be negative). */
 gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,

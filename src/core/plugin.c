@@ -4,87 +4,171 @@
  * built with CUDA or HIP support. A plugin that cannot be loaded (no driver: its
  * libcuda.so.1 dependency is missing) makes the backend unavailable, with dlerror's text
  * kept for gw_last_error().
+ *
+ * Where plugins are looked for. No path is compiled in (an install must keep working
+ * when its prefix is moved, and must never reach back into the build tree); every place is
+ * found at run time, in this order:
+ *   1. $GPUWRAP_PLUGIN_DIR, when set and non-empty: an explicit override wins, so it is
+ *      looked at first;
+ *   2. <dir>/gpuwrap, where <dir> is the directory of the object holding this code
+ *      (dladdr): the installed layout, <libdir>/libgpuwrap.so beside <libdir>/gpuwrap/libgpuwrap-cuda.so;
+ *   3. <dir> itself: the build tree, where the library and the plugins share build/lib;
+ *   4. 2 and 3 again for the symlink-resolved <dir>, when it differs (a Spack view or a
+ *      module tree that links libgpuwrap.so in from the real prefix).
+ * The first place that HAS the plugin file decides: that file is loaded, or its failure is
+ * the answer (so an override is never silently passed over for another copy, and a build
+ * tree never picks up a stale installed plugin). When no place has it, the message lists
+ * every place looked at. Programs linked with libgpuwrap.a hold this code in the
+ * executable itself, so <dir> is the executable's directory there.
  */
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   const char *file; /* plugin file name */
   pthread_once_t once;
   const gw__backend_ops *ops;
-  char why[384]; /* why it is unavailable */
+  char why[448]; /* why it is unavailable (gw_last_error() holds 512 with our prefix) */
 } plugin_slot;
 
 static plugin_slot cuda_slot = {"libgpuwrap-cuda.so", PTHREAD_ONCE_INIT, NULL, ""};
 static plugin_slot hip_slot = {"libgpuwrap-hip.so", PTHREAD_ONCE_INIT, NULL, ""};
 
-/* Directory of the library holding this code, so an installed or built tree finds the
- * plugins beside it. */
-static int own_dir(char *buf, size_t n) {
-  Dl_info info;
-  if (!dladdr(&cuda_slot, &info) || !info.dli_fname) return 0;
-  const char *slash = strrchr(info.dli_fname, '/');
+/* The reason text, cut to fit: a long path loses its tail, not the call its buffer. */
+__attribute__((format(printf, 3, 4))) static void add_why(plugin_slot *s, size_t at,
+                                                           const char *fmt, ...) {
+  if (at >= sizeof s->why) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->why + at, sizeof s->why - at, fmt, ap);
+  va_end(ap);
+}
+#define set_why(s, ...) add_why((s), 0, __VA_ARGS__)
+
+/* Directory part of path into buf; 0 when path has none. */
+static int dir_of(const char *path, char *buf, size_t n) {
+  const char *slash = strrchr(path, '/');
   if (!slash) return 0;
-  size_t len = (size_t)(slash - info.dli_fname);
+  size_t len = (size_t)(slash - path);
+  if (len == 0) len = 1; /* "/libgpuwrap.so": the root directory */
   if (len + 1 > n) return 0;
-  memcpy(buf, info.dli_fname, len);
+  memcpy(buf, path, len);
   buf[len] = '\0';
   return 1;
 }
 
-static void *try_open(const char *dir, const char *file, char *why, size_t whyn) {
-  char path[PATH_MAX];
-  int n = dir ? snprintf(path, sizeof path, "%s/%s", dir, file) : snprintf(path, sizeof path, "%s", file);
-  if (n < 0 || (size_t)n >= sizeof path) return NULL; /* a path that long cannot exist */
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char *e = dlerror();
-    /* A plugin that exists but cannot load (missing driver) is the interesting reason:
-     * keep it over "no such file" from the other places we look. */
-    if (e && (why[0] == '\0' || !strstr(e, "No such file")))
-      snprintf(why, whyn, "%s", e);
+/* Path of the object (libgpuwrap.so, or the executable linked with libgpuwrap.a) that holds
+ * this code. dladdr names the file as the loader opened it; glibc gives argv[0] for the main
+ * program, which may lack a directory (found through PATH): /proc/self/exe then. */
+static int own_path(char *buf, size_t n) {
+  Dl_info info;
+  /* Any address inside this object does; a static object cannot be interposed. */
+  if (dladdr(&cuda_slot, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+    if (strlen(info.dli_fname) + 1 > n) return 0;
+    memcpy(buf, info.dli_fname, strlen(info.dli_fname) + 1);
+    return 1;
   }
-  return h;
+  ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+  if (len <= 0) return 0;
+  buf[len] = '\0';
+  return 1;
+}
+
+/* The lookup's buffers: ~40 KiB, on the heap rather than on the stack of whichever (maybe
+ * small-stacked) thread makes the first context. */
+typedef struct {
+  char dirs[5][PATH_MAX]; /* candidate directories, in order */
+  int n;
+  char self[PATH_MAX], dir[PATH_MAX], tidy[PATH_MAX], real[PATH_MAX];
+  char file[PATH_MAX + 64];
+} search_list;
+
+static void add_dir(search_list *l, const char *dir, const char *sub) {
+  if (l->n >= (int)(sizeof l->dirs / sizeof l->dirs[0])) return;
+  char *d = l->dirs[l->n];
+  int w = sub ? snprintf(d, PATH_MAX, "%s/%s", dir, sub) : snprintf(d, PATH_MAX, "%s", dir);
+  if (w < 0 || w >= PATH_MAX) return; /* a path that long cannot exist */
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->dirs[i], d) == 0) return; /* looked at already */
+  l->n++;
+}
+
+static void search_dirs(search_list *l) {
+  l->n = 0;
+  const char *env = getenv("GPUWRAP_PLUGIN_DIR");
+  if (env && *env) add_dir(l, env, NULL);
+  if (!own_path(l->self, sizeof l->self)) return;
+  if (dir_of(l->self, l->dir, sizeof l->dir)) {
+    /* The directory as the loader reached it ("bin/../lib" from an $ORIGIN rpath), tidied
+     * for the messages; the file's own symlinks are kept for step 4. */
+    const char *d = realpath(l->dir, l->tidy) ? l->tidy : l->dir;
+    add_dir(l, d, "gpuwrap");
+    add_dir(l, d, NULL);
+  }
+  if (realpath(l->self, l->real) && dir_of(l->real, l->dir, sizeof l->dir)) {
+    add_dir(l, l->dir, "gpuwrap");
+    add_dir(l, l->dir, NULL);
+  }
+}
+
+/* The first candidate directory that has the plugin file: its dlopen handle (NULL with
+ * s->why set when it cannot be loaded, or when no directory has it). */
+static void *open_plugin(plugin_slot *s, search_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    int w = snprintf(l->file, sizeof l->file, "%s/%s", l->dirs[i], s->file);
+    if (w < 0 || (size_t)w >= sizeof l->file) continue;
+    /* Only a file that is there counts: its load (or its loader's message, which names the
+     * dependency that is missing: "libcuda.so.1: cannot open shared object file") is the
+     * answer, rather than "no such file" for the plugin from some other place. */
+    if (access(l->file, F_OK) != 0) continue;
+    void *h = dlopen(l->file, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char *e = dlerror();
+      /* glibc names the plugin only when the plugin itself is bad; a missing dependency
+       * reads "libcuda.so.1: cannot open ...": keep that first and say whose it is. */
+      if (e && !strstr(e, s->file))
+        set_why(s, "%s (needed by %s)", e, l->file);
+      else
+        set_why(s, "%s", e ? e : "dlopen failed");
+    }
+    return h;
+  }
+  set_why(s, "%s not found (looked in", s->file);
+  for (int i = 0; i < l->n; i++) add_why(s, strlen(s->why), "%s %s", i ? "," : "", l->dirs[i]);
+  add_why(s, strlen(s->why), "%s; GPUWRAP_PLUGIN_DIR overrides)", l->n ? "" : " nowhere");
+  return NULL;
 }
 
 static void load(plugin_slot *s) {
-  char dir[PATH_MAX];
-  const char *env = getenv("GPUWRAP_PLUGIN_DIR");
-  void *h = NULL;
-  if (env && *env) h = try_open(env, s->file, s->why, sizeof s->why);
-  if (!h && own_dir(dir, sizeof dir)) h = try_open(dir, s->file, s->why, sizeof s->why);
-  if (!h && own_dir(dir, sizeof dir)) {
-    /* installed layout: <libdir>/libgpuwrap.so and <libdir>/gpuwrap/<plugin> */
-    size_t len = strlen(dir);
-    if (len + 9 < sizeof dir) {
-      memcpy(dir + len, "/gpuwrap", 9);
-      h = try_open(dir, s->file, s->why, sizeof s->why);
-    }
+  search_list *l = malloc(sizeof *l);
+  if (!l) {
+    set_why(s, "%s: out of memory looking for it", s->file);
+    return;
   }
-  if (!h) h = try_open(GW_PLUGIN_BUILD_DIR, s->file, s->why, sizeof s->why);
-  if (!h) h = try_open(GW_PLUGIN_INSTALL_DIR, s->file, s->why, sizeof s->why);
+  search_dirs(l);
+  void *h = open_plugin(s, l);
   if (!h) {
-    if (s->why[0] == '\0') snprintf(s->why, sizeof s->why, "%s: not found", s->file);
+    free(l);
     return;
   }
   gw__plugin_entry_fn entry;
   /* POSIX guarantees object and function pointers convert through dlsym's void *. */
   *(void **)(&entry) = dlsym(h, GW__PLUGIN_ENTRY);
-  if (!entry) {
-    snprintf(s->why, sizeof s->why, "%s: no %s symbol", s->file, GW__PLUGIN_ENTRY);
-    dlclose(h);
-    return;
-  }
-  const gw__backend_ops *ops = entry(&gw__host, GW__BACKEND_ABI);
+  const gw__backend_ops *ops = entry ? entry(&gw__host, GW__BACKEND_ABI) : NULL;
+  if (!entry)
+    set_why(s, "%s: no %s symbol", l->file, GW__PLUGIN_ENTRY);
+  else if (!ops || ops->abi != GW__BACKEND_ABI)
+    set_why(s, "%s: backend ABI mismatch (core %d)", l->file, GW__BACKEND_ABI);
+  free(l);
   if (!ops || ops->abi != GW__BACKEND_ABI) {
-    snprintf(s->why, sizeof s->why, "%s: backend ABI mismatch (core %d)", s->file,
-             GW__BACKEND_ABI);
     dlclose(h);
     return;
   }

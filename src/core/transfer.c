@@ -3,11 +3,6 @@
 
 #include <stdlib.h>
 
-struct gw_stream {
-  gw_context *ctx;
-  void *handle;
-};
-
 static bool is_gpu(const gw_context *c) { return c->backend != GW_BACKEND_CPU; }
 
 /* The backend that runs a copy: a GPU backend can reach everything a CPU one can, so it
@@ -228,7 +223,12 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   case ALIAS_NONE:
     break;
   }
-  return ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+  s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+  if (s == GW_OK && st) {
+    gw__pending_note(dst, st);
+    gw__pending_note(src, st); /* a consumer may write into what is still being read */
+  }
+  return s;
 }
 
 static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
@@ -241,7 +241,9 @@ static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
                     st->ctx->ops->name, dst->ctx->ops->name);
   gw__fillspec f;
   gw__plan_fill(dst, value, &f);
-  return dst->ctx->ops->fill(dst->ctx->state, &f, st ? st->handle : NULL);
+  s = dst->ctx->ops->fill(dst->ctx->state, &f, st ? st->handle : NULL);
+  if (s == GW_OK && st) gw__pending_note(dst, st);
+  return s;
 }
 
 gw_status gw_copy(gw_array *dst, const gw_array *src) { return copy_on(dst, src, NULL); }
@@ -255,32 +257,4 @@ gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s) {
 gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
   return fill_on(dst, value, s);
-}
-
-gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
-  if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
-  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  gw_stream *s = malloc(sizeof *s);
-  if (!s) return gw__fail(GW_ENOMEM, "gw_stream_create: out of host memory");
-  gw_status st = ctx->ops->stream_create(ctx->state, &s->handle);
-  if (st != GW_OK) {
-    free(s);
-    return st;
-  }
-  s->ctx = gw__context_retain(ctx);
-  *out = s;
-  return GW_OK;
-}
-
-void gw_stream_destroy(gw_stream *s) {
-  if (!s) return;
-  (void)s->ctx->ops->stream_synchronize(s->ctx->state, s->handle);
-  (void)s->ctx->ops->stream_destroy(s->ctx->state, s->handle);
-  gw__context_release(s->ctx);
-  free(s);
-}
-
-gw_status gw_stream_synchronize(gw_stream *s) {
-  if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
-  return s->ctx->ops->stream_synchronize(s->ctx->state, s->handle);
 }

@@ -77,6 +77,9 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   a->deleter_user = NULL;
   a->hold = (gw__reghold){0};
   a->in_owned_table = false;
+  atomic_flag_clear(&a->pend_lock);
+  a->pend_event = NULL;
+  a->pend_ctx = NULL;
   return a;
 }
 

@@ -1,18 +1,40 @@
 /*
  * Halo plans: face views and buffers made once, then per update only gw_copy and MPI.
  *
- * Per dim d and side s (0 low, 1 high) a plan holds four arrays: the interior face it sends
- * (send_view), the halo it receives (recv_view), and, when the neighbour is another rank,
- * the send and receive buffers (wraps of segments of one block made at create time).
+ * A plan holds one or more fields (1-, 2- or 3-D, the communicator's dims), each with a
+ * width per dim. Per field, dim d and side s (0 low, 1 high) it holds the interior face it
+ * sends (send_view) and the halo it receives (recv_view); when the neighbour is another
+ * rank, also the field's segment of the send and receive messages (send_seg, recv_seg:
+ * wraps of pieces of one block made at create time). Every field's face of a side goes
+ * into ONE message per neighbour and dim: the faces are packed side by side (256-byte
+ * aligned), so an update costs one MPI message per neighbour and dim however many fields
+ * it carries (ImplicitGlobalGrid's update_halo!(A, B, C)).
  * Messages toward the low neighbour carry tag 2d, toward the high one 2d+1 (plus an epoch,
  * see tag()), so two neighbours that are the same rank (a periodic dim of two) cannot be
  * confused.
+ *
+ * Ordering. Packs, unpacks and local (self-neighbour) copies are queued on the plan's own
+ * stream, in dim order, so a dim's copies follow the previous dim's unpacks on the device
+ * without the host waiting. The host waits only where MPI needs it: a side's message is
+ * handed to MPI once its last segment's pending-work event (gw_array_pending) says the
+ * pack landed — each side as soon as it is ready, not after the whole dim — and its
+ * receive is unpacked as soon as MPI_Waitany returns it. The blocking calls then wait for
+ * the stream (complete on return, as before); the stream-ordered calls (gw_halo_start_on /
+ * finish_on) instead order the plan's stream after the caller's stream and the caller's
+ * stream after the unpacks, with a one-byte "token" fill whose pending-work event is the
+ * cross-stream event (gw_array_wait): no host synchronisation of the caller's work.
  */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
+
+/* Host-path messages above this size travel in pieces of at most this size (a 256^3
+ * float64 face, 512 KiB, in four), so MPI carries one piece while the GPU packs the next
+ * and unpacks the previous one. */
+#define GW_HALO_CHUNK_DEFAULT (128u * 1024u)
 
 #include "halo_internal.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,54 +43,99 @@
 enum { LINK_NONE = 0, LINK_MPI, LINK_SELF };
 
 typedef struct {
-  int link;                /* LINK_*: MPI_PROC_NULL on both sides is LINK_NONE */
-  int peer[2];             /* neighbour ranks, MPI_PROC_NULL at a non-periodic boundary */
-  int bytes;               /* bytes of one face */
-  gw_array *send_view[2];  /* interior faces of the field */
-  gw_array *recv_view[2];  /* halo faces of the field */
-  gw_array *send_buf[2];   /* LINK_MPI with a neighbour on that side, else NULL */
-  gw_array *recv_buf[2];
-  MPI_Request send_req[2];
-  MPI_Request recv_req[2];
+  gw_array *send_view[2]; /* interior faces of the field (NULL: no face along this dim/side) */
+  gw_array *recv_view[2]; /* halo faces of the field */
+} halo_face;
+
+/* A segment: (a piece of) one field's face and its place in a message. Each segment is a
+ * wrap of its own (its own root), so its pending-work event tells when its pack landed. */
+typedef struct {
+  gw_array *send_view, *recv_view; /* the face, or a piece of it along one axis */
+  gw_array *send_seg, *recv_seg;   /* wraps of the message buffers */
+} halo_seg;
+
+/* One MPI message: every field's face of a side (aggregated), or, on the host path, one
+ * piece of a large face (chunked, so that MPI carries piece k while piece k+1 is packed
+ * and piece k-1 unpacked). Messages of a side go in order with one tag: MPI does not let
+ * them overtake each other, so the receives match them in order. */
+typedef struct {
+  int side;
+  int bytes;
+  size_t off_send, off_recv; /* in the buffer block */
+  int first, count;          /* its segments */
+} halo_msg;
+
+typedef struct {
+  int link;            /* LINK_*: no field with a width here, or no neighbour, is LINK_NONE */
+  int peer[2];         /* neighbour ranks, MPI_PROC_NULL at a non-periodic boundary */
+  int bytes;           /* bytes of the aggregated message of a side (every field's face) */
+  int nseg, nmsg;      /* LINK_MPI: both sides, side 0's first */
+  halo_seg *seg;
+  halo_msg *msg;
+  MPI_Request *send_req; /* [nmsg] */
+  MPI_Request *recv_req;
 } halo_dim;
 
 struct gw_halo {
-  gw_array *field;
-  gw_context *ctx; /* borrowed from the field, which the plan keeps alive */
-  MPI_Comm comm;   /* the plan's duplicate, errors returned */
+  int nfields;
+  int ndim;
+  gw_array **field;   /* nfields references */
+  int (*width)[3];    /* per field */
+  halo_face *face;    /* [f * 3 + d] */
+  gw_context *ctx;    /* borrowed from the first field, which the plan keeps alive */
+  MPI_Comm comm;      /* the plan's duplicate, errors returned */
   gw_halo_info info;
   halo_dim dim[3];
-  void *host_block; /* HOST path: page-aligned, pinned once */
+  void *host_block;   /* HOST path: page-aligned, pinned once */
   size_t host_block_bytes;
   gw_array *dev_block; /* DEVICE path */
-  gw_stream *stream;   /* packs and unpacks of a dim on one stream, one wait; NULL = sync */
-  int inflight;        /* dim whose messages are in flight after gw_halo_start, -1 none */
-  int started;         /* a split-phase update is between start and finish */
-  int epoch;           /* failed updates so far, mod EPOCHS (see tag()) */
+  char *msg_base;     /* address MPI uses for the block (host or device) */
+  size_t chunk;       /* host path: messages above this many bytes travel in pieces (0: never) */
+  gw_stream *stream;  /* the plan's stream; NULL: the backend has none, copies run one by one */
+  gw_array *tok_in;   /* 1-byte device arrays whose pending-work events order the plan's */
+  gw_array *tok_out;  /* stream after the caller's (in) and the caller's after it (out) */
+  int inflight;       /* dim whose messages are in flight after a start, -1 none */
+  int started;        /* a split-phase update is between start and finish */
+  int tail;           /* a stream-ordered finish left unpacks queued on the plan's stream */
+  int epoch;          /* failed updates so far, mod EPOCHS (see tag()) */
 };
 
 /* ---- create / destroy ---------------------------------------------------------------- */
 
-static void release_arrays(gw_halo *h) {
-  for (int d = 0; d < 3; d++)
-    for (int s = 0; s < 2; s++) {
-      gw_release(h->dim[d].send_view[s]);
-      gw_release(h->dim[d].recv_view[s]);
-      gw_release(h->dim[d].send_buf[s]);
-      gw_release(h->dim[d].recv_buf[s]);
-    }
-}
-
 static void plan_free(gw_halo *h) {
-  release_arrays(h);
+  gw_stream_destroy(h->stream); /* waits for its work: nothing reads the buffers after this */
+  if (h->face)
+    for (int i = 0; i < 3 * h->nfields; i++)
+      for (int s = 0; s < 2; s++) {
+        gw_release(h->face[i].send_view[s]);
+        gw_release(h->face[i].recv_view[s]);
+      }
+  for (int d = 0; d < 3; d++) {
+    halo_dim *hd = &h->dim[d];
+    for (int k = 0; hd->seg && k < hd->nseg; k++) {
+      gw_release(hd->seg[k].send_view);
+      gw_release(hd->seg[k].recv_view);
+      gw_release(hd->seg[k].send_seg);
+      gw_release(hd->seg[k].recv_seg);
+    }
+    free(hd->seg);
+    free(hd->msg);
+    free(hd->send_req);
+    free(hd->recv_req);
+  }
+  gw_release(h->tok_in);
+  gw_release(h->tok_out);
   gw_release(h->dev_block);
   if (h->host_block) {
     (void)gw_unpin(h->ctx, h->host_block, h->host_block_bytes);
     free(h->host_block);
   }
-  gw_stream_destroy(h->stream);
   if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
-  gw_release(h->field);
+  if (h->field)
+    for (int f = 0; f < h->nfields; f++) gw_release(h->field[f]);
+  free(h->field);
+  free(h->width);
+  free(h->face);
   free(h);
 }
 
@@ -78,12 +145,14 @@ static gw_status gw_failed(gw_status st, const char *what, int d) {
   return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st), gw_last_error());
 }
 
-/* Face views along dim d: extent w at `lo` along d; along dims before d the whole extent
- * (their halos are filled by then), along dims after d the interior only. */
-static gw_status make_face(gw_halo *h, const int *w, int d, int64_t at, gw_array **out) {
-  const int64_t *n = gw_shape(h->field);
+/* Face view of field f along dim d: extent w at `at` along d; along dims before d the
+ * whole extent (their halos are filled by then), along dims after d the interior only
+ * (the whole extent where that dim's width is 0: it has no halo). */
+static gw_status make_face(gw_halo *h, int f, int d, int64_t at, gw_array **out) {
+  const int64_t *n = gw_shape(h->field[f]);
+  const int *w = h->width[f];
   int64_t start[3], shape[3];
-  for (int e = 0; e < 3; e++) {
+  for (int e = 0; e < h->ndim; e++) {
     if (e == d) {
       start[e] = at;
       shape[e] = w[e];
@@ -95,34 +164,136 @@ static gw_status make_face(gw_halo *h, const int *w, int d, int64_t at, gw_array
       shape[e] = n[e] - 2 * w[e];
     }
   }
-  gw_status st = gw_view(h->field, start, shape, NULL, out);
+  gw_status st = gw_view(h->field[f], start, shape, NULL, out);
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_view of a face", d);
 }
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-/* Carve the send/receive buffers out of one block: wrap each segment as a face-shaped,
- * C-contiguous array. Segments start on 256-byte boundaries (any dtype, DMA friendly). */
+/* The segment of field f's face along d, side s: the whole face (axis < 0) or rows
+ * [r0, r1) of it along `axis`; its buffers at send_at / recv_at. */
+static gw_status make_seg(gw_halo *h, int d, int f, int s, int axis, int64_t r0, int64_t r1, size_t send_at,
+                          size_t recv_at, halo_seg *sg) {
+  halo_face *fc = &h->face[f * 3 + d];
+  gw_status st = GW_OK;
+  if (axis < 0) {
+    sg->send_view = gw_retain(fc->send_view[s]);
+    sg->recv_view = gw_retain(fc->recv_view[s]);
+  } else {
+    int64_t start[3] = {0, 0, 0}, shape[3];
+    memcpy(shape, gw_shape(fc->send_view[s]), sizeof(int64_t) * (size_t)h->ndim);
+    start[axis] = r0;
+    shape[axis] = r1 - r0;
+    st = gw_view(fc->send_view[s], start, shape, NULL, &sg->send_view);
+    if (st == GW_OK) st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
+    if (st != GW_OK) return gw_failed(st, "gw_view of a face piece", d);
+  }
+  gw_dtype t = gw_array_dtype(h->field[f]);
+  const int64_t *shape = gw_shape(sg->send_view);
+  st = gw_wrap(h->ctx, h->msg_base + send_at, t, h->ndim, shape, NULL, 0, &sg->send_seg);
+  if (st == GW_OK) st = gw_wrap(h->ctx, h->msg_base + recv_at, t, h->ndim, shape, NULL, 0, &sg->recv_seg);
+  return st == GW_OK ? GW_OK : gw_failed(st, "gw_wrap of a halo buffer", d);
+}
+
+static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
+  const gw_array *v = h->face[f * 3 + d].send_view[s];
+  return (size_t)gw_numel(v) * gw_dtype_size(gw_array_dtype(v));
+}
+
+/* Lay out the messages of dim d, side 0's then side 1's; each message's send buffer, then
+ * its receive buffer, from *off on (256-byte aligned: any dtype, DMA friendly). With
+ * fill = 0 only count and size them; with fill = 1 also make the segments. A side whose
+ * aggregated message is at most h->chunk bytes (or chunk 0) is one message holding every
+ * field's face side by side; a larger one is one message per piece of each face, cut along
+ * the face's first axis of extent > 1 (the axes before it have extent 1, so a piece is a
+ * contiguous run of the C-order segment). */
+static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
+  halo_dim *hd = &h->dim[d];
+  int nm = 0, ns = 0;
+  for (int s = 0; s < 2; s++) {
+    if (hd->peer[s] == MPI_PROC_NULL) continue;
+    if (h->chunk == 0 || (size_t)hd->bytes <= h->chunk) {
+      size_t send_at = *off, recv_at = *off + round_up((size_t)hd->bytes, 256), seg = 0;
+      if (fill) hd->msg[nm] = (halo_msg){s, hd->bytes, send_at, recv_at, ns, 0};
+      for (int f = 0; f < h->nfields; f++) {
+        if (!h->face[f * 3 + d].send_view[s]) continue;
+        seg = round_up(seg, 256);
+        if (fill) {
+          gw_status st = make_seg(h, d, f, s, -1, 0, 0, send_at + seg, recv_at + seg, &hd->seg[ns]);
+          if (st != GW_OK) return st;
+          hd->msg[nm].count++;
+        }
+        seg += face_bytes(h, f, d, s);
+        ns++;
+      }
+      *off += 2 * round_up((size_t)hd->bytes, 256);
+      nm++;
+      continue;
+    }
+    for (int f = 0; f < h->nfields; f++) {
+      const gw_array *v = h->face[f * 3 + d].send_view[s];
+      if (!v) continue;
+      const int64_t *sh = gw_shape(v);
+      int axis = h->ndim - 1;
+      for (int a = 0; a < h->ndim; a++)
+        if (sh[a] > 1) {
+          axis = a;
+          break;
+        }
+      size_t row = face_bytes(h, f, d, s) / (size_t)sh[axis];
+      int64_t rows = row >= h->chunk ? 1 : (int64_t)(h->chunk / row);
+      for (int64_t r0 = 0; r0 < sh[axis]; r0 += rows) {
+        int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
+        size_t bytes = (size_t)(r1 - r0) * row;
+        size_t send_at = *off, recv_at = *off + round_up(bytes, 256);
+        if (fill) {
+          hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1};
+          gw_status st = make_seg(h, d, f, s, axis, r0, r1, send_at, recv_at, &hd->seg[ns]);
+          if (st != GW_OK) return st;
+        }
+        *off += 2 * round_up(bytes, 256);
+        ns++;
+        nm++;
+      }
+    }
+  }
+  if (!fill) {
+    hd->nmsg = nm;
+    hd->nseg = ns;
+  }
+  return GW_OK;
+}
+
+/* One block holds every message (one page-aligned pinned block on the host path, one
+ * device allocation on the device path); each segment is wrapped once, so nothing is
+ * registered, wrapped or allocated per update. */
 static gw_status make_buffers(gw_halo *h, int device_path) {
   size_t total = 0;
-  for (int d = 0; d < 3; d++)
-    if (h->dim[d].link == LINK_MPI)
-      for (int s = 0; s < 2; s++)
-        if (h->dim[d].peer[s] != MPI_PROC_NULL) total += 2 * round_up((size_t)h->dim[d].bytes, 256);
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI) continue;
+    (void)layout_dim(h, d, &total, 0);
+    hd->seg = calloc((size_t)hd->nseg, sizeof *hd->seg);
+    hd->msg = calloc((size_t)hd->nmsg, sizeof *hd->msg);
+    hd->send_req = malloc((size_t)hd->nmsg * sizeof *hd->send_req);
+    hd->recv_req = malloc((size_t)hd->nmsg * sizeof *hd->recv_req);
+    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req)
+      return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+    for (int m = 0; m < hd->nmsg; m++) hd->send_req[m] = hd->recv_req[m] = MPI_REQUEST_NULL;
+  }
   if (total == 0) return GW_OK;
 
-  char *base;
   gw_status st;
   if (device_path) {
     int64_t n = (int64_t)total;
     st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
     if (st != GW_OK) return gw_failed(st, "gw_alloc of the device buffers", -1);
-    base = gw_data(h->dev_block);
+    h->msg_base = gw_data(h->dev_block);
   } else {
     long page = sysconf(_SC_PAGESIZE);
     size_t align = page > 0 ? (size_t)page : 4096;
     size_t bytes = round_up(total, align);
-    base = aligned_alloc(align, bytes);
+    char *base = aligned_alloc(align, bytes);
     if (!base) return gw__halo_fail(GW_ENOMEM, "cannot allocate %zu bytes of halo buffers", bytes);
     st = gw_pin(h->ctx, base, bytes);
     if (st != GW_OK) {
@@ -131,129 +302,171 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
     }
     h->host_block = base;
     h->host_block_bytes = bytes;
+    h->msg_base = base;
   }
   h->info.buffer_bytes = total;
-
-  gw_dtype t = gw_array_dtype(h->field);
   size_t off = 0;
-  for (int d = 0; d < 3; d++) {
-    halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI) continue;
-    for (int s = 0; s < 2; s++) {
-      if (hd->peer[s] == MPI_PROC_NULL) continue;
-      const int64_t *shape = gw_shape(hd->send_view[s]);
-      gw_array **bufs[2] = {&hd->send_buf[s], &hd->recv_buf[s]};
-      for (int b = 0; b < 2; b++) {
-        st = gw_wrap(h->ctx, base + off, t, 3, shape, NULL, 0, bufs[b]);
-        if (st != GW_OK) return gw_failed(st, "gw_wrap of a halo buffer", d);
-        off += round_up((size_t)hd->bytes, 256);
-      }
-    }
+  for (int d = 0; d < h->ndim; d++) {
+    if (h->dim[d].link != LINK_MPI) continue;
+    st = layout_dim(h, d, &off, 1);
+    if (st != GW_OK) return st;
   }
   return GW_OK;
 }
 
-static gw_status check_args(gw_array *field, MPI_Comm cart, const int *width, gw_halo_path path,
-                            gw_halo **out) {
-  if (!field || !width || !out)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: %s is NULL",
-                         !field ? "field" : !width ? "width" : "out");
-  if (gw_ndim(field) != 3)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: field has %d dims, a halo plan needs 3",
-                         gw_ndim(field));
-  if (gw_is_readonly(field))
-    return gw__halo_fail(GW_EREADONLY, "gw_halo_create: field is read-only, its halo cannot be written");
-  if (path != GW_HALO_PATH_AUTO && path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_DEVICE)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: unknown path %d", (int)path);
-  const int64_t *n = gw_shape(field);
-  for (int d = 0; d < 3; d++) {
-    if (width[d] < 1)
-      return gw__halo_fail(GW_EINVAL, "gw_halo_create: width[%d] is %d, must be >= 1", d, width[d]);
-    if (n[d] < 3 * (int64_t)width[d])
-      return gw__halo_fail(GW_EINVAL,
-                           "gw_halo_create: field extent %lld along dim %d is less than 3*width "
-                           "(%d): the interior cannot hold the faces it sends",
-                           (long long)n[d], d, 3 * width[d]);
-  }
-  if (cart == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "gw_halo_create: cart is MPI_COMM_NULL");
+static gw_status check_cart(const char *fn, MPI_Comm cart, int ndim) {
+  if (cart == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "%s: cart is MPI_COMM_NULL", fn);
   int topo = MPI_UNDEFINED, ndims = 0;
   gw_status st = gw__halo_mpi(MPI_Topo_test(cart, &topo), "MPI_Topo_test", -1);
   if (st != GW_OK) return st;
   if (topo != MPI_CART)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: cart is not a Cartesian communicator (MPI_Cart_create)");
+    return gw__halo_fail(GW_EINVAL, "%s: cart is not a Cartesian communicator (MPI_Cart_create)", fn);
   st = gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
   if (st != GW_OK) return st;
-  if (ndims != 3)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: cart has %d dims, a halo plan needs 3", ndims);
-  if (path == GW_HALO_PATH_DEVICE && !gw_data(field))
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: path DEVICE for a field the device cannot "
-                                    "address (%s memory)", gw_memkind_name(gw_kind(field)));
+  if (ndims != ndim)
+    return gw__halo_fail(GW_EINVAL, "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
+                                    "along Cartesian dim d)", fn, ndims, ndim);
   return GW_OK;
 }
 
-/* Neighbours, links, face views and face sizes of every dim. */
-static gw_status make_dims(gw_halo *h, const int *w) {
+/* `strict`: gw_halo_create's contract (3-D, widths >= 1), kept for its callers. */
+static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
+                            gw_halo_path path, gw_halo **out, int strict) {
+  if (!fields || !out) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, !fields ? "fields" : "out");
+  if (nfields < 1) return gw__halo_fail(GW_EINVAL, "%s: nfields is %d, must be >= 1", fn, nfields);
+  if (path != GW_HALO_PATH_AUTO && path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_DEVICE)
+    return gw__halo_fail(GW_EINVAL, "%s: unknown path %d", fn, (int)path);
+  int ndim = 0;
+  for (int f = 0; f < nfields; f++) {
+    gw_array *a = fields[f].field;
+    if (!a) return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field is NULL", fn, f);
+    int nd = gw_ndim(a);
+    if (strict && nd != 3)
+      return gw__halo_fail(GW_EINVAL, "%s: field has %d dims, a halo plan needs 3", fn, nd);
+    if (nd < 1 || nd > 3)
+      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field has %d dims, a halo plan takes 1, 2 or 3", fn, f, nd);
+    if (f == 0) ndim = nd;
+    else if (nd != ndim)
+      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field has %d dims, fields[0].field %d: all fields of a "
+                                      "plan have the communicator's dims", fn, f, nd, ndim);
+    if (gw_is_readonly(a))
+      return gw__halo_fail(GW_EREADONLY, "%s: fields[%d].field is read-only, its halo cannot be written", fn, f);
+    gw_context *c0 = gw_array_context(fields[0].field), *c = gw_array_context(a);
+    if (gw_context_backend(c) != gw_context_backend(c0) || gw_context_device(c) != gw_context_device(c0))
+      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field belongs to %s device %d, fields[0].field to %s "
+                                      "device %d: one plan, one device", fn, f, gw_backend_name(gw_context_backend(c)),
+                           gw_context_device(c), gw_backend_name(gw_context_backend(c0)), gw_context_device(c0));
+    const int64_t *n = gw_shape(a);
+    for (int d = 0; d < nd; d++) {
+      int w = fields[f].width[d];
+      if (w < (strict ? 1 : 0))
+        return strict ? gw__halo_fail(GW_EINVAL, "%s: width[%d] is %d, must be >= 1", fn, d, w)
+                      : gw__halo_fail(GW_EINVAL, "%s: fields[%d].width[%d] is %d, must be >= 0 (0 turns the dim off)",
+                                      fn, f, d, w);
+      if (n[d] < 3 * (int64_t)w)
+        return gw__halo_fail(GW_EINVAL,
+                             "%s: %s extent %lld along dim %d is less than 3*width (%d): the interior "
+                             "cannot hold the faces it sends", fn, strict ? "field" : "fields[i].field",
+                             (long long)n[d], d, 3 * w);
+    }
+    if (path == GW_HALO_PATH_DEVICE && !gw_data(a))
+      return gw__halo_fail(GW_EINVAL, "%s: path DEVICE for a field the device cannot address (fields[%d]: %s "
+                                      "memory)", fn, f, gw_memkind_name(gw_kind(a)));
+  }
+  return check_cart(fn, cart, ndim);
+}
+
+/* Neighbours, links, face views and message sizes of every dim. */
+static gw_status make_dims(gw_halo *h) {
   int dims[3], periods[3], coords[3];
-  gw_status st = gw__halo_mpi(MPI_Cart_get(h->comm, 3, dims, periods, coords), "MPI_Cart_get", -1);
+  gw_status st = gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords), "MPI_Cart_get", -1);
   if (st != GW_OK) return st;
-  const int64_t *n = gw_shape(h->field);
-  size_t elem = gw_dtype_size(gw_array_dtype(h->field));
-  for (int d = 0; d < 3; d++) {
+  for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
     st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &hd->peer[0], &hd->peer[1]), "MPI_Cart_shift", d);
     if (st != GW_OK) return st;
-    if (hd->peer[0] == MPI_PROC_NULL && hd->peer[1] == MPI_PROC_NULL) continue; /* LINK_NONE */
+    int any = 0;
+    for (int f = 0; f < h->nfields; f++) any |= h->width[f][d] > 0;
+    if (!any || (hd->peer[0] == MPI_PROC_NULL && hd->peer[1] == MPI_PROC_NULL)) continue; /* LINK_NONE */
     hd->link = dims[d] == 1 ? LINK_SELF : LINK_MPI;
-    for (int s = 0; s < 2; s++) {
-      if (hd->peer[s] == MPI_PROC_NULL) continue;
-      st = make_face(h, w, d, s ? n[d] - 2 * w[d] : w[d], &hd->send_view[s]);
-      if (st == GW_OK) st = make_face(h, w, d, s ? n[d] - w[d] : 0, &hd->recv_view[s]);
-      if (st != GW_OK) return st;
+    uint64_t bytes = 0;
+    for (int f = 0; f < h->nfields; f++) {
+      int w = h->width[f][d];
+      if (w == 0) continue;
+      const int64_t *n = gw_shape(h->field[f]);
+      halo_face *fc = &h->face[f * 3 + d];
+      for (int s = 0; s < 2; s++) {
+        if (hd->peer[s] == MPI_PROC_NULL) continue;
+        st = make_face(h, f, d, s ? n[d] - 2 * w : w, &fc->send_view[s]);
+        if (st == GW_OK) st = make_face(h, f, d, s ? n[d] - w : 0, &fc->recv_view[s]);
+        if (st != GW_OK) return st;
+      }
+      int s0 = hd->peer[0] != MPI_PROC_NULL ? 0 : 1;
+      uint64_t face = (uint64_t)gw_numel(fc->send_view[s0]) * gw_dtype_size(gw_array_dtype(h->field[f]));
+      bytes = round_up(bytes, 256) + face; /* the segment layout of make_buffers */
+      for (int s = 0; s < 2; s++)
+        if (hd->peer[s] != MPI_PROC_NULL && hd->link == LINK_SELF) h->info.bytes_local += (size_t)face;
     }
-    int s0 = hd->peer[0] != MPI_PROC_NULL ? 0 : 1;
-    uint64_t bytes = (uint64_t)gw_numel(hd->send_view[s0]) * elem;
     if (bytes > INT_MAX)
-      return gw__halo_fail(GW_EINVAL, "gw_halo_create: a face along dim %d has %llu bytes, more "
+      return gw__halo_fail(GW_EINVAL, "gw_halo_create: a message along dim %d has %llu bytes, more "
                                       "than one MPI message carries (INT_MAX)", d, (unsigned long long)bytes);
     hd->bytes = (int)bytes;
-    for (int s = 0; s < 2; s++) {
-      if (hd->peer[s] == MPI_PROC_NULL) continue;
-      if (hd->link == LINK_SELF) {
-        h->info.bytes_local += (size_t)hd->bytes;
-      } else {
-        h->info.neighbours++;
-        h->info.bytes_sent += (size_t)hd->bytes;
-      }
-    }
+    if (hd->link == LINK_MPI)
+      for (int s = 0; s < 2; s++)
+        if (hd->peer[s] != MPI_PROC_NULL) {
+          h->info.neighbours++;
+          h->info.bytes_sent += (size_t)hd->bytes;
+        }
   }
   return GW_OK;
 }
 
-gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3], gw_halo_path path,
-                         gw_halo **out) {
-  gw_status st = check_args(field, cart, width, path, out);
+static gw_status create(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
+                        gw_halo_path path, gw_halo **out, int strict) {
+  gw_status st = check_args(fn, fields, nfields, cart, path, out, strict);
   if (st != GW_OK) return st;
 
   gw_halo *h = calloc(1, sizeof *h);
-  if (!h) return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+  if (!h) return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
   h->comm = MPI_COMM_NULL;
   h->inflight = -1;
-  for (int d = 0; d < 3; d++)
-    for (int s = 0; s < 2; s++) h->dim[d].send_req[s] = h->dim[d].recv_req[s] = MPI_REQUEST_NULL;
-  h->field = gw_retain(field);
-  h->ctx = gw_array_context(field);
+  h->nfields = nfields;
+  h->ndim = gw_ndim(fields[0].field);
+  h->field = calloc((size_t)nfields, sizeof *h->field);
+  h->width = calloc((size_t)nfields, sizeof *h->width);
+  h->face = calloc((size_t)nfields * 3, sizeof *h->face);
+  if (!h->field || !h->width || !h->face) {
+    plan_free(h);
+    return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  }
+  int device_ok = 1;
+  for (int f = 0; f < nfields; f++) {
+    h->field[f] = gw_retain(fields[f].field);
+    for (int d = 0; d < h->ndim; d++) h->width[f][d] = fields[f].width[d];
+    gw_memkind kind = gw_kind(fields[f].field);
+    device_ok &= (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) && gw_data(fields[f].field) != NULL;
+  }
+  h->ctx = gw_array_context(fields[0].field);
 
-  gw_memkind kind = gw_kind(field);
   h->info.gpu_aware = path == GW_HALO_PATH_DEVICE || gw__halo_gpu_aware(gw_context_backend(h->ctx));
-  if (path == GW_HALO_PATH_AUTO)
-    path = h->info.gpu_aware && (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) && gw_data(field)
-               ? GW_HALO_PATH_DEVICE
-               : GW_HALO_PATH_HOST;
+  if (path == GW_HALO_PATH_AUTO) path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST;
   h->info.path = path;
 
   st = gw__halo_mpi(MPI_Comm_dup(cart, &h->comm), "MPI_Comm_dup", -1);
   if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
-  if (st == GW_OK) st = make_dims(h, width);
+  if (st == GW_OK) {
+    /* Pieces of large host-path messages pipeline the three stages (pack, MPI, unpack).
+     * GPUWRAP_HALO_CHUNK=bytes overrides the size (0: whole messages); the ranks agree on
+     * the smallest, as both ends of a message must cut it alike (every rank takes part,
+     * whatever path its fields gave it). The device path leaves pipelining to MPI. */
+    unsigned long long c = GW_HALO_CHUNK_DEFAULT, all = 0;
+    const char *env = getenv("GPUWRAP_HALO_CHUNK");
+    if (env && *env) c = strtoull(env, NULL, 0);
+    if (path != GW_HALO_PATH_HOST) c = 0; /* a device-path neighbour sends whole messages */
+    st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm), "MPI_Allreduce", -1);
+    h->chunk = (size_t)all;
+  }
+  if (st == GW_OK) st = make_dims(h);
   if (st == GW_OK) st = make_buffers(h, path == GW_HALO_PATH_DEVICE);
   if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
     st = gw_stream_create(h->ctx, &h->stream);
@@ -266,6 +479,19 @@ gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3], gw_
   }
   *out = h;
   return GW_OK;
+}
+
+gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3], gw_halo_path path,
+                         gw_halo **out) {
+  if (!field || !width || !out)
+    return gw__halo_fail(GW_EINVAL, "gw_halo_create: %s is NULL", !field ? "field" : !width ? "width" : "out");
+  gw_halo_field one = {field, {width[0], width[1], width[2]}};
+  return create("gw_halo_create", &one, 1, cart, path, out, 1);
+}
+
+gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields, MPI_Comm cart, gw_halo_path path,
+                               gw_halo **out) {
+  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0);
 }
 
 void gw_halo_destroy(gw_halo *h) {
@@ -282,25 +508,30 @@ gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out) {
 
 /* ---- updates ------------------------------------------------------------------------- */
 
-static void *mpi_addr(const gw_halo *h, const gw_array *buf) {
-  return h->info.path == GW_HALO_PATH_DEVICE ? gw_data(buf) : gw_host_data(buf);
+/* dst <- src on the plan's stream (or at once without one). */
+static gw_status queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d) {
+  gw_status st = h->stream ? gw_copy_async(dst, src, h->stream) : gw_copy(dst, src);
+  return st == GW_OK ? GW_OK : gw_failed(st, what, d);
 }
 
-/* dst[s] <- src[s] for the sides present, on the plan's stream, then one wait. */
-static gw_status copy_faces(gw_halo *h, int d, gw_array *const dst[2], gw_array *const src[2],
-                            const char *what) {
-  for (int s = 0; s < 2; s++) {
-    if (!dst[s]) continue;
-    gw_status st = h->stream ? gw_copy_async(dst[s], src[s], h->stream) : gw_copy(dst[s], src[s]);
-    if (st != GW_OK) {
-      st = gw_failed(st, what, d);
-      if (h->stream) (void)gw_stream_synchronize(h->stream);
-      return st;
-    }
-  }
-  if (h->stream) {
-    gw_status st = gw_stream_synchronize(h->stream);
-    if (st != GW_OK) return gw_failed(st, what, d);
+static gw_status sync_stream(gw_halo *h, const char *what) {
+  if (!h->stream) return GW_OK;
+  gw_status st = gw_stream_synchronize(h->stream);
+  return st == GW_OK ? GW_OK : gw_failed(st, what, -1);
+}
+
+/* Wait until the copy into `seg` (and everything before it on the plan's stream) landed.
+ * Polls the segment's pending-work event rather than synchronising the stream, so the
+ * side packed first goes to MPI while the other is still being packed. A poll that never
+ * ends (an event whose query keeps failing) falls back to the stream synchronisation,
+ * which reports the error. */
+static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
+  if (!h->stream) return GW_OK;
+  while (gw_array_pending(seg)) {
+    if (++*spins > (1 << 20)) return sync_stream(h, "waiting for a pack");
+    int flag;
+    (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, h->comm, &flag, MPI_STATUS_IGNORE); /* progress */
+    sched_yield(); /* the CPU backend's copies run on worker threads of this process */
   }
   return GW_OK;
 }
@@ -311,68 +542,118 @@ static gw_status copy_faces(gw_halo *h, int d, gw_array *const dst[2], gw_array 
 static int tag(const gw_halo *h, int d, int toward_high) { return 6 * h->epoch + 2 * d + toward_high; }
 
 static gw_status post_receives(gw_halo *h) {
-  for (int d = 0; d < 3; d++) {
+  for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
     if (hd->link != LINK_MPI) continue;
-    for (int s = 0; s < 2; s++) {
-      if (hd->peer[s] == MPI_PROC_NULL) continue;
-      /* the low halo is filled by the low neighbour's message toward high, and vice versa */
-      int rc = MPI_Irecv(mpi_addr(h, hd->recv_buf[s]), hd->bytes, MPI_BYTE, hd->peer[s], tag(h, d, !s),
-                         h->comm, &hd->recv_req[s]);
+    for (int m = 0; m < hd->nmsg; m++) {
+      const halo_msg *g = &hd->msg[m];
+      /* the low halo is filled by the low neighbour's messages toward high, and vice versa */
+      int rc = MPI_Irecv(h->msg_base + g->off_recv, g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, !g->side),
+                         h->comm, &hd->recv_req[m]);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
     }
   }
   return GW_OK;
 }
 
+static int landed(const gw_halo *h, const halo_dim *hd, int m) {
+  const halo_msg *g = &hd->msg[m];
+  return !h->stream || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
+}
+
+static gw_status isend(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  const halo_msg *g = &hd->msg[m];
+  int rc = MPI_Isend(h->msg_base + g->off_send, g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, g->side), h->comm,
+                     &hd->send_req[m]);
+  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Isend", d);
+}
+
+/* Pack every message of dim d (in order), handing each to MPI as soon as its last segment
+ * has landed: while later packs are still being queued, and then by polling the segments'
+ * events (MPI_Iprobe on the way lets MPI progress the messages already sent). */
 static gw_status send_dim(gw_halo *h, int d) {
   halo_dim *hd = &h->dim[d];
-  gw_status st = copy_faces(h, d, hd->send_buf, hd->send_view, "gw_copy packing a face");
-  if (st != GW_OK) return st;
-  for (int s = 0; s < 2; s++) {
-    if (hd->peer[s] == MPI_PROC_NULL) continue;
-    int rc = MPI_Isend(mpi_addr(h, hd->send_buf[s]), hd->bytes, MPI_BYTE, hd->peer[s], tag(h, d, s),
-                       h->comm, &hd->send_req[s]);
-    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
+  int next = 0, spins = 0;
+  gw_status st;
+  for (int m = 0; m < hd->nmsg; m++) {
+    const halo_msg *g = &hd->msg[m];
+    for (int k = g->first; k < g->first + g->count; k++) {
+      st = queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face", d);
+      if (st != GW_OK) return st;
+    }
+    while (next < m && landed(h, hd, next))
+      if ((st = isend(h, d, next++)) != GW_OK) return st;
+  }
+  for (; next < hd->nmsg; next++) {
+    const halo_msg *g = &hd->msg[next];
+    st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
+    if (st == GW_OK) st = isend(h, d, next);
+    if (st != GW_OK) return st;
   }
   return GW_OK;
 }
 
+/* Unpack each message of dim d as it arrives (queued on the plan's stream), then complete
+ * the sends (their buffers are packed again by the next update). */
 static gw_status complete_dim(gw_halo *h, int d) {
   halo_dim *hd = &h->dim[d];
-  int rc = MPI_Waitall(2, hd->recv_req, MPI_STATUSES_IGNORE);
-  if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitall (receives)", d);
-  gw_status st = copy_faces(h, d, hd->recv_view, hd->recv_buf, "gw_copy unpacking a face");
-  if (st != GW_OK) return st;
-  rc = MPI_Waitall(2, hd->send_req, MPI_STATUSES_IGNORE);
+  for (;;) {
+    int idx = MPI_UNDEFINED;
+    int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
+    if (idx == MPI_UNDEFINED) break;
+    const halo_msg *g = &hd->msg[idx];
+    for (int k = g->first; k < g->first + g->count; k++) {
+      gw_status st = queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face", d);
+      if (st != GW_OK) return st;
+    }
+  }
+  int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
 }
 
-/* After a failure: cancel the receives still posted, let the sends complete. */
+/* Along a periodic dim of one rank: each halo gets the opposite interior face, view to view
+ * on the device (no MPI, no buffers). */
+static gw_status self_dim(gw_halo *h, int d) {
+  for (int f = 0; f < h->nfields; f++) {
+    halo_face *fc = &h->face[f * 3 + d];
+    for (int s = 0; s < 2; s++) {
+      if (!fc->recv_view[s]) continue;
+      gw_status st = queue_copy(h, fc->recv_view[s], fc->send_view[!s], "gw_copy of a face to itself", d);
+      if (st != GW_OK) return st;
+    }
+  }
+  return GW_OK;
+}
+
+/* After a failure: cancel the receives still posted, let the sends complete, drain the
+ * plan's stream (queued copies may still read the buffers). */
 static void quiesce(gw_halo *h) {
   for (int d = 0; d < 3; d++)
-    for (int s = 0; s < 2; s++) {
+    for (int m = 0; m < h->dim[d].nmsg && h->dim[d].recv_req; m++) {
       halo_dim *hd = &h->dim[d];
-      if (hd->recv_req[s] != MPI_REQUEST_NULL) {
-        MPI_Cancel(&hd->recv_req[s]);
-        MPI_Wait(&hd->recv_req[s], MPI_STATUS_IGNORE);
+      if (hd->recv_req[m] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&hd->recv_req[m]);
+        MPI_Wait(&hd->recv_req[m], MPI_STATUS_IGNORE);
       }
-      if (hd->send_req[s] != MPI_REQUEST_NULL) MPI_Wait(&hd->send_req[s], MPI_STATUS_IGNORE);
+      if (hd->send_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->send_req[m], MPI_STATUS_IGNORE);
     }
+  if (h->stream) (void)gw_stream_synchronize(h->stream);
   h->inflight = -1;
   h->started = 0;
+  h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first dim that
  * talks to other ranks has been sent, leaving it in flight. */
 static gw_status run_dims(gw_halo *h, int d, int split) {
-  for (; d < 3; d++) {
+  for (; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
     gw_status st = GW_OK;
     if (hd->link == LINK_SELF) {
-      gw_array *const from[2] = {hd->send_view[1], hd->send_view[0]};
-      st = copy_faces(h, d, hd->recv_view, from, "gw_copy of a face to itself");
+      st = self_dim(h, d);
     } else if (hd->link == LINK_MPI) {
       st = send_dim(h, d);
       if (st == GW_OK && split) {
@@ -387,31 +668,122 @@ static gw_status run_dims(gw_halo *h, int d, int split) {
   return GW_OK;
 }
 
-static gw_status begin(gw_halo *h, const char *fn, int split) {
+/* Make the plan's stream wait for the caller's stream `s` (on the device), or, for the
+ * blocking calls (s NULL), for gpuwrap work still pending on the fields. */
+static gw_status order_after(gw_halo *h, gw_stream *s) {
+  gw_status st;
+  if (!h->stream) {
+    /* No plan stream: nothing to exchange (then nothing to order either), or a backend
+     * without streams, whose copies run at once: after the caller's work, waited for. */
+    int work = h->info.neighbours > 0 || h->info.bytes_local > 0;
+    st = s && work ? gw_stream_synchronize(s) : GW_OK;
+    return st == GW_OK ? GW_OK : gw_failed(st, "gw_stream_synchronize of the caller's stream", -1);
+  }
+  if (s) {
+    static const uint8_t zero = 0;
+    if (!h->tok_in) {
+      int64_t one = 1;
+      st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_in);
+      if (st == GW_OK) st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
+      if (st != GW_OK) {
+        gw_release(h->tok_in);
+        h->tok_in = NULL;
+        return gw_failed(st, "gw_alloc of the stream-order token", -1);
+      }
+    }
+    st = gw_fill_async(h->tok_in, &zero, s);
+    if (st == GW_OK) st = gw_array_wait(h->tok_in, h->stream);
+    if (st != GW_OK) return gw_failed(st, "ordering the plan's stream after the caller's stream", -1);
+  }
+  /* gpuwrap work on the fields queued on other streams (gw_copy_async into a field): the
+   * plan's stream waits for it too. Work of the plan itself is already in order. */
+  for (int f = 0; f < h->nfields; f++) {
+    st = gw_array_wait(h->field[f], h->stream);
+    if (st != GW_OK) return gw_failed(st, "gw_array_wait on a field", -1);
+  }
+  return GW_OK;
+}
+
+/* Make the caller's stream wait for the plan's queued copies. */
+static gw_status order_before(gw_halo *h, gw_stream *s) {
+  if (!h->stream) return GW_OK; /* the copies are complete */
+  static const uint8_t zero = 0;
+  gw_status st = gw_fill_async(h->tok_out, &zero, h->stream);
+  if (st == GW_OK) st = gw_array_wait(h->tok_out, s);
+  if (st != GW_OK) return gw_failed(st, "ordering the caller's stream after the unpacks", -1);
+  h->tail = 1;
+  return GW_OK;
+}
+
+static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
   if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
   if (h->started) return gw__halo_fail(GW_EINVAL, "%s: a split-phase update is in flight (call gw_halo_finish)", fn);
-  gw_status st = post_receives(h);
+  gw_status st = GW_OK;
+  /* The previous stream-ordered finish may still be unpacking out of the receive buffers:
+   * they must be read before new receives are posted into them. By now this is long done
+   * (the caller's stream has been waiting for it), so it costs a query, not a stall. */
+  if (h->tail) {
+    st = sync_stream(h, "waiting for the previous update's unpacks");
+    h->tail = 0;
+  }
+  if (st == GW_OK) st = post_receives(h);
+  if (st == GW_OK) st = order_after(h, s);
   if (st == GW_OK) st = run_dims(h, 0, split);
   if (st != GW_OK) quiesce(h);
   return st;
 }
 
-gw_status gw_halo_update(gw_halo *h) { return begin(h, "gw_halo_update", 0); }
+gw_status gw_halo_update(gw_halo *h) {
+  gw_status st = begin(h, "gw_halo_update", 0, NULL);
+  if (st == GW_OK) {
+    st = sync_stream(h, "gw_halo_update"); /* complete when it returns */
+    if (st != GW_OK) quiesce(h);
+  }
+  return st;
+}
 
 gw_status gw_halo_start(gw_halo *h) {
-  gw_status st = begin(h, "gw_halo_start", 1);
+  gw_status st = begin(h, "gw_halo_start", 1, NULL);
+  /* Local copies of the dims before the one in flight are done when start returns (the
+   * program may then read their halos): with a dim in flight its landed packs imply it,
+   * otherwise wait here. */
+  if (st == GW_OK && h->inflight < 0) {
+    st = sync_stream(h, "gw_halo_start");
+    if (st != GW_OK) quiesce(h);
+  }
   if (st == GW_OK) h->started = 1;
   return st;
 }
 
-gw_status gw_halo_finish(gw_halo *h) {
-  if (!h) return gw__halo_fail(GW_EINVAL, "gw_halo_finish: plan is NULL");
-  if (!h->started) return gw__halo_fail(GW_EINVAL, "gw_halo_finish: no gw_halo_start is in flight");
+static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
+  if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (!h->started) return gw__halo_fail(GW_EINVAL, "%s: no gw_halo_start is in flight", fn);
   int d = h->inflight;
   gw_status st = GW_OK;
   if (d >= 0) st = complete_dim(h, d);
-  if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : 3, 0);
+  if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0);
+  if (st == GW_OK) st = s ? order_before(h, s) : sync_stream(h, fn);
   if (st != GW_OK) quiesce(h);
   h->started = 0;
   return st;
+}
+
+gw_status gw_halo_finish(gw_halo *h) { return finish(h, "gw_halo_finish", NULL); }
+
+gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
+  if (!h) return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: plan is NULL");
+  if (!s) return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: stream is NULL (gw_halo_start is the host-ordered call)");
+  gw_status st = begin(h, "gw_halo_start_on", 1, s);
+  if (st == GW_OK) h->started = 1;
+  return st;
+}
+
+gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
+  if (h && !s) return gw__halo_fail(GW_EINVAL, "gw_halo_finish_on: stream is NULL (gw_halo_finish is the host-ordered call)");
+  return finish(h, "gw_halo_finish_on", s);
+}
+
+gw_status gw_halo_update_on(gw_halo *h, gw_stream *s) {
+  gw_status st = gw_halo_start_on(h, s);
+  return st == GW_OK ? gw_halo_finish_on(h, s) : st;
 }

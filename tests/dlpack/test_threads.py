@@ -1,7 +1,7 @@
-"""gpuwrap's Python module under threads (python/gpuwrap.py, CPU backend).
+"""gpuwrap's Python package under threads (python/gpuwrap, CPU backend).
 
-ctypes drops the GIL during every C call, so a Python-level "if handle: release(handle)"
-lets two threads both pass the check and release one reference twice (glibc then aborts
+A binding that drops the GIL around its C calls (ctypes did, in the first versions)
+and checks "if handle: release(handle)" lets two threads both pass the check and release one reference twice (glibc then aborts
 with a corrupted heap, or a deleter runs while the memory is still referenced). These
 tests race many threads on the same objects and check, exactly, how many references
 were dropped:
@@ -12,7 +12,11 @@ were dropped:
     a use after the release raises ValueError ("array released");
   - threads close a Context while others use it: the destroy waits for the live calls;
   - 16 threads import with the default context: one context is created, not several;
-  - threads import the same capsule: exactly one consumes it.
+  - threads import the same capsule: exactly one consumes it;
+  - threads close Stream objects (made and borrowed) while others queue work on them:
+    each gw_stream is destroyed exactly once, uses after close raise ValueError;
+  - threads export arrays with pending stream work (the kDLCPU host wait through the
+    context's kept stream) while the context is closed: every element is right.
 Bounded: a few seconds. Exit 77 (skipped) without numpy.
 
 Run: GPUWRAP_LIB=build/lib/libgpuwrap.so PYTHONPATH=python GPUWRAP_BACKEND=cpu \
@@ -238,8 +242,97 @@ def test_capsule_consumed_once():
         check(counter.calls == 1, f"deleter calls {counter.calls} != 1")
 
 
+def test_stream_close_while_used():
+    # K Stream objects (created, and borrowed from them); threads close them all while
+    # others queue fills on them, synchronize and borrow them. Each gw_stream is destroyed
+    # exactly once (the model counts stream_destroy calls), whatever the interleaving.
+    T, K = 8, 60
+    destroy = gpuwrap.load_library().gw_cpu_op_calls
+    destroy.restype, destroy.argtypes = ctypes.c_long, [ctypes.c_int]
+    OP_STREAM_DESTROY = 11  # gw_cpu_op: GW_CPU_OP_STREAM_DESTROY
+    buf = (ctypes.c_double * 256)()
+    a = ctx.alloc("pinned", "float64", (256,))
+    before = destroy(OP_STREAM_DESTROY)
+    streams = [ctx.stream() for _ in range(K)]
+    borrowed = []
+    lock = threading.Lock()
+
+    def body(i):
+        for st in streams:
+            try:
+                if i % 4 == 0:
+                    st.close()
+                elif i % 4 == 1:
+                    a.fill(float(i), stream=st)
+                    st.synchronize()
+                elif i % 4 == 2:
+                    b = gpuwrap.ExternalStream(st, ctx)  # a borrow of a live stream
+                    with lock:
+                        borrowed.append(b)
+                    try:
+                        a.fill(float(i), stream=b)
+                    except gpuwrap.GpuwrapError as e:
+                        # The owner closed st after the borrow: a use of the borrow breaks
+                        # ExternalStream's contract, and the model says so (no crash).
+                        if "destroyed by its owner" not in str(e):
+                            raise
+                    if i % 8 == 2:
+                        b.close()
+                else:
+                    st.handle
+            except ValueError as e:
+                if "stream closed" not in str(e):
+                    raise
+    race(T, body)
+    for b in borrowed:  # borrows outlive the stream they came from as handles; close them
+        b.close()
+    gc.collect()
+    n = destroy(OP_STREAM_DESTROY) - before
+    check(n == K + len(borrowed), f"stream_destroy calls {n} != {K} streams + {len(borrowed)} borrows")
+    for st in streams:
+        try:
+            st.synchronize()
+            check(False, "a closed stream must raise")
+            break
+        except ValueError:
+            pass
+    a.release()
+    del buf
+
+
+def test_export_pending_while_context_closes():
+    # Threads fill their arrays on their own streams and export them to NumPy at once
+    # (stream=None on kDLCPU: a host wait through the context's kept stream) while one
+    # thread closes the context: every element NumPy reads is the filled value.
+    for r in range(10):
+        c = gpuwrap.Context("cpu")
+        xs = [np.zeros(1024) for _ in range(6)]
+        arrays = [gpuwrap.from_dlpack(x, c) for x in xs]
+        streams = [c.stream() for _ in range(6)]
+        bad = []
+
+        def body(i):
+            if i == 6:
+                c.close()
+                return
+            for k in range(20):
+                v = float(r * 1000 + i * 100 + k)
+                arrays[i].fill(v, stream=streams[i])
+                n = np.from_dlpack(arrays[i])
+                if not (n == v).all():
+                    bad.append((i, k, int((n != v).sum())))
+                del n
+        race(7, body)
+        check(not bad, f"round {r}: a NumPy read saw unfinished stream work: {bad[:3]}")
+        for g in arrays:
+            g.release()
+        for st in streams:
+            st.close()
+
+
 for f in [test_release_same_arrays, test_use_while_releasing, test_close_context_while_used,
-          test_default_context_once, test_capsule_consumed_once]:
+          test_default_context_once, test_capsule_consumed_once, test_stream_close_while_used,
+          test_export_pending_while_context_closes]:
     run(f)
 
 print(f"threads: {'FAILED: ' + str(len(failures)) if failures else 'all passed'}")

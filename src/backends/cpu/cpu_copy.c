@@ -50,6 +50,11 @@ static void copy_row(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, 
   }
 }
 
+gw_status gw__cpu_copy_check(const gw__xfer *x) {
+  int empty = 0;
+  return check_dims("copy", x->ndim, x->elem, x->shape, &empty);
+}
+
 gw_status gw__cpu_copy(const gw__xfer *x) {
   int empty = 0;
   gw_status st = check_dims("copy", x->ndim, x->elem, x->shape, &empty);
@@ -135,12 +140,17 @@ static void fill_contiguous(char *d, int64_t n, const unsigned char *v, size_t e
   }
 }
 
-gw_status gw__cpu_fill(const gw__fillspec *f) {
+gw_status gw__cpu_fill_check(const gw__fillspec *f, int *empty) {
   const size_t elem = f->elem;
   if (elem != 1 && elem != 2 && elem != 4 && elem != 8 && elem != 16)
     return gw__fail(GW_EINVAL, "fill: element size %zu is not 1, 2, 4, 8 or 16 bytes", elem);
+  return check_dims("fill", f->ndim, elem, f->shape, empty);
+}
+
+gw_status gw__cpu_fill(const gw__fillspec *f) {
+  const size_t elem = f->elem;
   int empty = 0;
-  gw_status st = check_dims("fill", f->ndim, elem, f->shape, &empty);
+  gw_status st = gw__cpu_fill_check(f, &empty);
   if (st || empty)
     return st;
   const unsigned char *v = f->value;

@@ -46,6 +46,10 @@ static const char *const op_names[GW_CPU_OP_COUNT] = {
     [GW_CPU_OP_STREAM_CREATE] = "stream_create",
     [GW_CPU_OP_STREAM_DESTROY] = "stream_destroy",
     [GW_CPU_OP_STREAM_SYNCHRONIZE] = "stream_synchronize",
+    [GW_CPU_OP_STREAM_BORROW] = "stream_borrow",
+    [GW_CPU_OP_EVENT_CREATE] = "event_create",
+    [GW_CPU_OP_EVENT_RECORD] = "event_record",
+    [GW_CPU_OP_STREAM_WAIT_EVENT] = "stream_wait_event",
 };
 
 GW_API const char *gw_cpu_op_name(gw_cpu_op op) {

@@ -5,6 +5,7 @@
  *   cpu_model.c   the modelled runtime: environment, devices, allocation and registration
  *                 tables, and the raw runtime calls (gw_cpu_runtime_*)
  *   cpu_copy.c    strided N-d copy and fill loops
+ *   cpu_streams.c the asynchronous streams and events (one worker thread per stream)
  *   cpu_ops.c     the gw__cpu_ops table
  */
 #ifndef GW_CPU_INTERNAL_H
@@ -52,6 +53,7 @@ typedef struct {
   int pageable_access;         /* GPUWRAP_CPU_PAGEABLE_ACCESS */
   int host_ptr_for_registered; /* !GPUWRAP_CPU_NO_HOST_PTR */
   int readonly_register;       /* !GPUWRAP_CPU_NO_READONLY_REGISTER */
+  long stream_delay_us;        /* GPUWRAP_CPU_STREAM_DELAY_US */
   const char *error;           /* why the environment is unusable, or NULL */
 } gw__cpu_config;
 
@@ -80,5 +82,33 @@ gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev);
 /* ---- loops (cpu_copy.c) ---- */
 gw_status gw__cpu_copy(const gw__xfer *x);
 gw_status gw__cpu_fill(const gw__fillspec *f);
+/* The argument checks of the loops alone (what would make them fail), so that an
+ * asynchronous call fails at call time with nothing queued. */
+gw_status gw__cpu_copy_check(const gw__xfer *x);
+gw_status gw__cpu_fill_check(const gw__fillspec *f, int *empty);
+
+/* ---- streams and events (cpu_streams.c) ----
+ * The ops of gw__cpu_ops that touch streams, after their injection check (cpu_ops.c).
+ * stream NULL in copy/fill: synchronous (legacy-stream work run on the calling thread). */
+gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream);
+gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream);
+gw_status gw__cpu_device_synchronize(int device);
+gw_status gw__cpu_stream_create(int device, void **stream);
+void gw__cpu_stream_destroy(void *stream);
+gw_status gw__cpu_stream_synchronize(void *stream);
+gw_status gw__cpu_stream_borrow(int device, void *native, void **stream);
+void *gw__cpu_stream_native(void *stream);
+gw_status gw__cpu_event_create(void **event);
+void gw__cpu_event_destroy(void *event);
+gw_status gw__cpu_event_record(void *event, void *stream);
+gw_status gw__cpu_stream_wait_event(void *stream, void *event);
+gw_status gw__cpu_event_query(void *event);
+/* Wait for all work queued so far on every stream of `device` (-1: of every device),
+ * never failing: what cudaFree's implicit synchronisation does before memory goes. */
+void gw__cpu_streams_quiesce(int device);
+/* fork(): the streams' lock, taken innermost (after the model's), and the child's reset
+ * (no worker thread survives a fork: queues are taken over by new workers on demand). */
+void gw__cpu_streams_lock(int on);
+void gw__cpu_streams_child(void);
 
 #endif /* GW_CPU_INTERNAL_H */

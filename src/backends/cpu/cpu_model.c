@@ -71,6 +71,21 @@ static void read_config(void) {
       config.devices = (int)n;
     }
   }
+  v = getenv("GPUWRAP_CPU_STREAM_DELAY_US");
+  if (v && *v && !config.error) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 0 || n > 10000000) {
+      /* A delay silently read as 0 would make a race test pass without racing. */
+      snprintf(config_error, sizeof config_error,
+               "GPUWRAP_CPU_STREAM_DELAY_US='%.32s': expected microseconds from 0 to 10000000",
+               v);
+      config.error = config_error;
+    } else {
+      config.stream_delay_us = n;
+    }
+  }
   config.pageable_access = env_flag("GPUWRAP_CPU_PAGEABLE_ACCESS");
   config.host_ptr_for_registered = !env_flag("GPUWRAP_CPU_NO_HOST_PTR");
   config.readonly_register = !env_flag("GPUWRAP_CPU_NO_READONLY_REGISTER");
@@ -422,6 +437,7 @@ GW_API gw_status gw_cpu_runtime_free(void *ptr) {
   gw_status st = gw__cpu_check(GW_CPU_OP_FREE);
   if (st)
     return st;
+  gw__cpu_streams_quiesce(-1); /* cudaFree synchronizes the device first */
   return gw__cpu_model_free("gw_cpu_runtime_free", GW_MEM_UNKNOWN, -1, ptr);
 }
 

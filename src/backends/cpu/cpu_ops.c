@@ -1,12 +1,12 @@
 /*
  * The CPU backend's operations table. Each operation is one injection check (so every
  * backend call can be made to fail, with no state changed) followed by the model
- * (cpu_model.c) or the host loops (cpu_copy.c). The backend is synchronous: work is done
- * when a call returns, streams are tokens, and synchronizing waits for nothing.
+ * (cpu_model.c), the host loops (cpu_copy.c) or the asynchronous streams (cpu_streams.c:
+ * one worker thread per stream, CUDA's ordering rules; synchronous calls complete on
+ * return).
  */
 #include "cpu_internal.h"
 
-#include <stdlib.h>
 
 #define CHECK(op)                                                                           \
   do {                                                                                      \
@@ -74,6 +74,9 @@ static gw_status cpu_alloc(void *state, gw_memkind kind, size_t bytes, void **ou
 static gw_status cpu_free(void *state, gw_memkind kind, int device, void *ptr) {
   (void)state;
   CHECK(GW_CPU_OP_FREE);
+  /* cudaFree / cudaFreeHost synchronize the device first: queued work on the memory
+   * finishes before it goes, as on CUDA. */
+  gw__cpu_streams_quiesce(-1);
   return gw__cpu_model_free("free", kind, device, ptr);
 }
 
@@ -96,36 +99,23 @@ static gw_status cpu_device_address(void *state, void *host, void **dev) {
 }
 
 static gw_status cpu_copy(void *state, const gw__xfer *x, void *stream) {
-  (void)state, (void)stream;
   CHECK(GW_CPU_OP_COPY);
-  return gw__cpu_copy(x);
+  return gw__cpu_stream_copy(gw__cpu_state_device(state), x, stream);
 }
 
 static gw_status cpu_fill(void *state, const gw__fillspec *f, void *stream) {
-  (void)state, (void)stream;
   CHECK(GW_CPU_OP_FILL);
-  return gw__cpu_fill(f);
+  return gw__cpu_stream_fill(gw__cpu_state_device(state), f, stream);
 }
 
 static gw_status cpu_synchronize(void *state) {
-  (void)state;
   CHECK(GW_CPU_OP_SYNCHRONIZE);
-  return GW_OK;
+  return gw__cpu_device_synchronize(gw__cpu_state_device(state));
 }
-
-/* A real heap object, so a leaked or doubly destroyed stream shows up under ASan. */
-typedef struct {
-  int device;
-} cpu_stream;
 
 static gw_status cpu_stream_create(void *state, void **stream) {
   CHECK(GW_CPU_OP_STREAM_CREATE);
-  cpu_stream *s = malloc(sizeof *s);
-  if (!s)
-    return gw__fail(GW_ENOMEM, "stream_create: out of memory");
-  s->device = gw__cpu_state_device(state);
-  *stream = s;
-  return GW_OK;
+  return gw__cpu_stream_create(gw__cpu_state_device(state), stream);
 }
 
 static gw_status cpu_stream_destroy(void *state, void *stream) {
@@ -133,15 +123,56 @@ static gw_status cpu_stream_destroy(void *state, void *stream) {
   /* A runtime's stream destroy releases the stream even when it reports an error (the
    * handle is unusable after it either way), and gw_stream_destroy cannot retry: free it
    * before reporting an injected failure. */
-  free(stream);
+  gw__cpu_stream_destroy(stream);
   CHECK(GW_CPU_OP_STREAM_DESTROY);
   return GW_OK;
 }
 
 static gw_status cpu_stream_synchronize(void *state, void *stream) {
-  (void)state, (void)stream;
+  (void)state;
   CHECK(GW_CPU_OP_STREAM_SYNCHRONIZE);
+  return gw__cpu_stream_synchronize(stream);
+}
+
+static gw_status cpu_stream_borrow(void *state, void *native, void **stream) {
+  CHECK(GW_CPU_OP_STREAM_BORROW);
+  return gw__cpu_stream_borrow(gw__cpu_state_device(state), native, stream);
+}
+
+static void *cpu_stream_native(void *state, void *stream) {
+  (void)state;
+  return gw__cpu_stream_native(stream);
+}
+
+static gw_status cpu_event_create(void *state, void **event) {
+  (void)state;
+  CHECK(GW_CPU_OP_EVENT_CREATE);
+  return gw__cpu_event_create(event);
+}
+
+/* Not injected: a destroy cannot be reported (the event goes either way). */
+static gw_status cpu_event_destroy(void *state, void *event) {
+  (void)state;
+  gw__cpu_event_destroy(event);
   return GW_OK;
+}
+
+static gw_status cpu_event_record(void *state, void *event, void *stream) {
+  (void)state;
+  CHECK(GW_CPU_OP_EVENT_RECORD);
+  return gw__cpu_event_record(event, stream);
+}
+
+static gw_status cpu_stream_wait_event(void *state, void *stream, void *event) {
+  (void)state;
+  CHECK(GW_CPU_OP_STREAM_WAIT_EVENT);
+  return gw__cpu_stream_wait_event(stream, event);
+}
+
+/* Not injected or counted: a poll, and GW_EBUSY is an answer, not a failure. */
+static gw_status cpu_event_query(void *state, void *event) {
+  (void)state;
+  return gw__cpu_event_query(event);
 }
 
 const gw__backend_ops gw__cpu_ops = {
@@ -163,4 +194,11 @@ const gw__backend_ops gw__cpu_ops = {
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,
     .stream_synchronize = cpu_stream_synchronize,
+    .stream_borrow = cpu_stream_borrow,
+    .stream_native = cpu_stream_native,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_query = cpu_event_query,
 };

@@ -303,6 +303,8 @@ static gw_status device_address(void *state, void *host, void **dev) {
 
 /* ---- the table and the plugin entry ------------------------------------------------------ */
 
+
+/* Streams and events are in gpu_copy.c, next to the transfers that use them. */
 static const gw__backend_ops gwg_ops = {
     .name = GWV_NAME,
     .id = GWV_BACKEND,
@@ -322,6 +324,13 @@ static const gw__backend_ops gwg_ops = {
     .stream_create = gwg_stream_create,
     .stream_destroy = gwg_stream_destroy,
     .stream_synchronize = gwg_stream_synchronize,
+    .stream_borrow = gwg_stream_borrow,
+    .stream_native = gwg_stream_native,
+    .event_create = gwg_event_create,
+    .event_destroy = gwg_event_destroy,
+    .event_record = gwg_event_record,
+    .stream_wait_event = gwg_stream_wait_event,
+    .event_query = gwg_event_query,
 };
 
 /* The only exported symbol of the plugin (plugin.map hides the rest, the static vendor

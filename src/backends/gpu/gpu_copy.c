@@ -17,11 +17,21 @@
  * the stream's device, and gives the caller's current device back. Without a stream the
  * work goes to the legacy default stream, so it is ordered after the caller's earlier
  * work exactly as cudaMemcpy is, and is complete on return.
+ *
+ * With a stream, every path (kernels, DMA copies, the staging pipeline, host fills) takes
+ * the vendor handle from the gwg_stream (gwg_stream.s), created or borrowed alike; the
+ * stream's device is current while it is used, which is what makes the borrowed special
+ * handles (legacy, per-thread) name the right device's stream.
  */
+#define _DEFAULT_SOURCE /* mincore, for checking borrowed stream handles */
+
 #include "gpu_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Below this row width a kernel beats a pitched DMA copy (DMA moves rows one at a time;
  * narrow rows leave the copy engine idle). */
@@ -516,9 +526,19 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   flip_negative(&f);
 
   if (f.kind == GW_MEM_HOST && !c->caps.pageable_access) {
-    /* Order after the stream's earlier work on this memory, then fill here. */
-    if (st && (e = gwv_StreamSynchronize(st->s)) != GWV_SUCCESS)
-      return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
+    /* Order after the stream's earlier work on this memory, then fill here (complete on
+     * return). The stream's device is current for the wait: a borrowed legacy or
+     * per-thread handle means that device's default stream. */
+    if (st) {
+      int prev;
+      gw_status s = gwg_enter(st->device, &prev);
+      if (s != GW_OK)
+        return s;
+      e = gwv_StreamSynchronize(st->s);
+      gwg_leave(st->device, prev);
+      if (e != GWV_SUCCESS)
+        return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
+    }
     host_fill(&f);
     return GW_OK;
   }
@@ -571,8 +591,9 @@ gw_status gwg_stream_create(void *state, void **out) {
     free(st);
     return s;
   }
-  /* Default (blocking) flags: ordered with the legacy stream like any cudaStreamCreate
-   * stream, so mixing with the caller's default-stream work stays correct. */
+  /* Default (blocking) flags, the documented contract: ordered with the legacy stream like
+   * any cudaStreamCreate stream, so mixing with the caller's default-stream work (and with
+   * gpuwrap's synchronous calls) stays correct without extra waits. */
   gwv_err e = gwv_StreamCreateWithFlags(&st->s, GWV_STREAM_FLAGS);
   gwg_leave(c->device, prev);
   if (e != GWV_SUCCESS) {
@@ -580,8 +601,80 @@ gw_status gwg_stream_create(void *state, void **out) {
     return gwg_fail(e, GWV_CALL("StreamCreateWithFlags") " on device %d", c->device);
   }
   st->device = c->device;
+  st->borrowed = 0;
+  st->native = (void *)st->s;
   *out = st;
   return GW_OK;
+}
+
+/* Whether any memory is mapped at p. The runtime looks a stream handle up by reading
+ * the object it points to; a handle into unmapped memory (a small integer, a pointer
+ * into memory since unmapped) would crash it, so it is refused before the runtime sees
+ * it. Only ENOMEM means unmapped; any other answer lets the runtime decide. */
+static int handle_mapped(const void *p) {
+#ifdef __linux__
+  long pg = sysconf(_SC_PAGESIZE);
+  unsigned char v;
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)((pg > 0 ? pg : 4096) - 1);
+  return !(mincore((void *)a, 1, &v) != 0 && errno == ENOMEM);
+#else
+  (void)p;
+  return 1;
+#endif
+}
+
+/*
+ * The caller's stream. Special handles (NULL, and on CUDA cudaStreamLegacy and
+ * cudaStreamPerThread) mean "that default stream of the current device": they are taken
+ * as streams of the context's device, which every use makes current. Any other handle is
+ * asked for its device (gwv_stream_device): the runtime reports handles it knows are not
+ * streams (GW_EINVAL, with its error), and a stream of another device is GW_EDEVICE. A
+ * handle into unmapped memory is refused before the runtime reads it. A pointer to live
+ * memory that never was a stream of this runtime (another backend's handle, a freed
+ * stream) cannot be told apart by CUDA, whose lookup dereferences it (vendor_cuda.h):
+ * the runtime's answer is all there is, and a crash there is the runtime's.
+ */
+gw_status gwg_stream_borrow(void *state, void *native, void **out) {
+  const gwg_ctx *c = state;
+  gwv_stream vs = native ? (gwv_stream)native : GWV_BORROW_NULL;
+  if (!gwv_stream_is_special(native)) {
+    if (!handle_mapped(native))
+      return gwg_host->fail(GW_EINVAL, "stream %p is not a %s stream (no memory is mapped there)",
+                            native, GWV_NAME);
+#if GWV_CAN_CHECK_STREAM
+    int prev, dev = -1;
+    gw_status s = gwg_enter(c->device, &prev);
+    if (s != GW_OK)
+      return s;
+    gwv_err e = gwv_stream_device(vs, &dev);
+    gwg_leave(c->device, prev);
+    if (e != GWV_SUCCESS) {
+      if (GWV_IS_INVALID_HANDLE(e))
+        return gwg_fail_as(GW_EINVAL, e, "stream %p is not a %s stream (%s)", native, GWV_NAME,
+                           GWV_STREAM_DEVICE_CALL);
+      return gwg_fail(e, "%s(%p)", GWV_STREAM_DEVICE_CALL, native);
+    }
+    if (dev != c->device)
+      return gwg_host->fail(GW_EDEVICE,
+                            "stream %p belongs to %s device %d, the context to device %d",
+                            native, GWV_NAME, dev, c->device);
+#endif
+  }
+  gwg_stream *st = malloc(sizeof *st);
+  if (!st)
+    return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
+  st->s = vs;
+  st->device = c->device;
+  st->borrowed = 1;
+  st->native = native;
+  *out = st;
+  return GW_OK;
+}
+
+void *gwg_stream_native(void *state, void *stream) {
+  (void)state;
+  const gwg_stream *st = stream;
+  return st ? st->native : NULL;
 }
 
 gw_status gwg_stream_destroy(void *state, void *stream) {
@@ -589,6 +682,10 @@ gw_status gwg_stream_destroy(void *state, void *stream) {
   gwg_stream *st = stream;
   if (!st)
     return GW_OK;
+  if (st->borrowed) { /* the caller's stream: neither waited for nor destroyed */
+    free(st);
+    return GW_OK;
+  }
   int prev;
   gw_status s = gwg_enter(st->device, &prev);
   if (s != GW_OK)
@@ -605,10 +702,98 @@ gw_status gwg_stream_destroy(void *state, void *stream) {
 }
 
 gw_status gwg_stream_synchronize(void *state, void *stream) {
-  (void)state;
+  const gwg_ctx *c = state;
   const gwg_stream *st = stream;
+  /* The stream's device is made current: the special handles (legacy, per-thread) name
+   * the current device's default stream. */
+  int dev = st ? st->device : c->device, prev;
+  gw_status s = gwg_enter(dev, &prev);
+  if (s != GW_OK)
+    return s;
   gwv_err e = gwv_StreamSynchronize(st ? st->s : GWV_SYNC_STREAM);
+  gwg_leave(dev, prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("StreamSynchronize"));
   return GW_OK;
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+/* The core's event is the vendor event itself (a pointer on both vendors). Timing is off:
+ * these events only order work, and timing-free events are cheaper to record and wait
+ * for. */
+gw_status gwg_event_create(void *state, void **event) {
+  const gwg_ctx *c = state;
+  int prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_event ev = NULL;
+  gwv_err e = gwv_EventCreateWithFlags(&ev, GWV_EVENT_FLAGS);
+  gwg_leave(c->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("EventCreateWithFlags") " on device %d", c->device);
+  *event = (void *)ev;
+  return GW_OK;
+}
+
+gw_status gwg_event_destroy(void *state, void *event) {
+  (void)state;
+  if (!event)
+    return GW_OK;
+  /* Needs no current device; destroying an event whose work is pending is allowed (its
+   * resources go when the work completes). */
+  gwv_err e = gwv_EventDestroy((gwv_event)event);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("EventDestroy"));
+  return GW_OK;
+}
+
+gw_status gwg_event_record(void *state, void *event, void *stream) {
+  (void)state;
+  const gwg_stream *st = stream;
+  int prev;
+  /* The stream's device: the event was made on it (the core records only events of the
+   * stream's context), and special handles resolve against the current device. */
+  gw_status s = gwg_enter(st->device, &prev);
+  if (s != GW_OK)
+    return s;
+  gwv_err e = gwv_EventRecord((gwv_event)event, st->s);
+  gwg_leave(st->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("EventRecord") " on a stream of device %d", st->device);
+  return GW_OK;
+}
+
+gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
+  (void)state;
+  const gwg_stream *st = stream;
+  int prev;
+  gw_status s = gwg_enter(st->device, &prev);
+  if (s != GW_OK)
+    return s;
+  /* A device-side wait: the host does not block. The event may come from another
+   * context (or device) of this backend; the runtime allows that. */
+  gwv_err e = gwv_StreamWaitEvent(st->s, (gwv_event)event, 0);
+  gwg_leave(st->device, prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("StreamWaitEvent") " on a stream of device %d", st->device);
+  return GW_OK;
+}
+
+gw_status gwg_event_query(void *state, void *event) {
+  (void)state;
+  /* Needs no current device. Polled by gw_array_pending/gw_array_wait, so it stays one
+   * vendor call. */
+  gwv_err e = gwv_EventQuery((gwv_event)event);
+  if (e == GWV_SUCCESS)
+    return GW_OK;
+  if (GWV_IS_NOT_READY(e)) {
+    /* Pending is an answer, not a failure: nothing goes to gw_last_error(), and the
+     * runtime's last-error slot is cleared so "not ready" never surfaces in a later
+     * GetLastError check. */
+    (void)gwv_GetLastError();
+    return GW_EBUSY;
+  }
+  return gwg_fail(e, GWV_CALL("EventQuery"));
 }

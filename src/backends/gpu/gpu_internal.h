@@ -27,10 +27,17 @@ typedef struct {
   void *staging;    /* gpu_staging.c's state, made on first use (NULL until then) */
 } gwg_ctx;
 
-/* A gw_stream's backend half: the vendor stream and the device it belongs to. */
+/*
+ * A gw_stream's backend half. `s` is what every vendor call takes (kernels, copies,
+ * events); `native` is what gw_stream_native gives back. They differ only for a borrowed
+ * NULL on CUDA, which is used as cudaStreamLegacy and given back as NULL. A borrowed
+ * stream is the caller's: destroying the object never synchronizes or destroys it.
+ */
 typedef struct {
   gwv_stream s;
   int device;
+  int borrowed;
+  void *native;
 } gwg_stream;
 
 extern const gw__host_api *gwg_host;
@@ -54,13 +61,21 @@ void gwg_leave(int device, int prev);
 
 
 
-/* gpu_copy.c: transfers, fills, streams. */
+/* gpu_copy.c: transfers, fills, streams and events. */
 gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);
 gw_status gwg_fill(void *state, const gw__fillspec *f, void *stream);
 gw_status gwg_synchronize(void *state);
 gw_status gwg_stream_create(void *state, void **stream);
 gw_status gwg_stream_destroy(void *state, void *stream);
 gw_status gwg_stream_synchronize(void *state, void *stream);
+gw_status gwg_stream_borrow(void *state, void *native, void **stream);
+void *gwg_stream_native(void *state, void *stream);
+/* Events (vendor events, created on the context's device). */
+gw_status gwg_event_create(void *state, void **event);
+gw_status gwg_event_destroy(void *state, void *event);
+gw_status gwg_event_record(void *state, void *event, void *stream);
+gw_status gwg_stream_wait_event(void *state, void *stream, void *event);
+gw_status gwg_event_query(void *state, void *event);
 
 /* gpu_staging.c: pipelined copies between pageable host memory and device/managed memory
  * through pinned bounce buffers. gwg_staging_copy returns 0 when the copy is not for it

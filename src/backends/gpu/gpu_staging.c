@@ -13,8 +13,10 @@
  *
  * A buffer is reused once the event recorded after its DMA has completed. The DMAs go on
  * the operation's stream (the legacy default stream for synchronous copies, as cudaMemcpy,
- * or the caller's gw_stream), so ordering against earlier work is that of the plain path;
- * the call returns when every chunk has landed (the caller's memory is pageable).
+ * or the caller's gw_stream, created or borrowed: the vendor handle comes from the
+ * gwg_stream, and the stream's device is current), so ordering against earlier work is
+ * that of the plain path, also on a borrowed non-blocking stream; the call returns when
+ * every chunk has landed (the caller's memory is pageable).
  *
  * Only 1-D contiguous copies (after the core's normalisation) of at least `min` bytes take
  * this path, when the executing device is the context's and the device does not read

@@ -59,6 +59,8 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define gwv_EventRecord cudaEventRecord
 #define gwv_EventSynchronize cudaEventSynchronize
 #define gwv_EventDestroy cudaEventDestroy
+#define gwv_EventQuery cudaEventQuery
+#define gwv_StreamWaitEvent cudaStreamWaitEvent
 #define gwv_GetLastError cudaGetLastError
 #define gwv_GetErrorName cudaGetErrorName
 #define gwv_GetErrorString cudaGetErrorString
@@ -94,6 +96,72 @@ static inline int gwv_host_register_readonly_supported(int device) {
 #define GWV_IS_NODEV(e) ((e) == cudaErrorInvalidDevice || (e) == cudaErrorNoDevice || \
                          (e) == cudaErrorInsufficientDriver)
 #define GWV_IS_NO_DEVICE(e) ((e) == cudaErrorNoDevice)
+/* cudaEventQuery / cudaStreamQuery: work still pending, not an error. */
+#define GWV_IS_NOT_READY(e) ((e) == cudaErrorNotReady)
+/* What the runtime says of a handle that is not a live stream (when it can tell). */
+#define GWV_IS_INVALID_HANDLE(e) ((e) == cudaErrorInvalidResourceHandle || \
+                                  (e) == cudaErrorContextIsDestroyed || \
+                                  (e) == cudaErrorInvalidValue || (e) == cudaErrorDeviceUninitialized)
+
+/*
+ * Borrowed streams. The handles every runtime of the process understands as themselves,
+ * whichever device is current: NULL (the default stream, legacy unless the caller compiled
+ * with per-thread default streams, which gpuwrap cannot see: it takes the legacy one, as
+ * the documentation of gw_stream_wrap says), cudaStreamLegacy and cudaStreamPerThread.
+ * They name "the default stream of the current device", so the backend makes the
+ * context's device current around every use (it does for every call anyway).
+ * GWV_BORROW_NULL is what NULL is used as: cudaStreamLegacy, the stream cudaMemcpy orders
+ * on, whatever this plugin was compiled with.
+ */
+#define GWV_BORROW_NULL cudaStreamLegacy
+static inline int gwv_stream_is_special(const void *native) {
+  return native == NULL || native == (const void *)cudaStreamLegacy ||
+         native == (const void *)cudaStreamPerThread;
+}
+#if CUDART_VERSION >= 12080
+#define GWV_STREAM_DEVICE_CALL "cudaStreamGetDevice"
+#else
+#define GWV_STREAM_DEVICE_CALL "cuStreamGetCtx"
+#endif
+#define GWV_CAN_CHECK_STREAM 1
+/*
+ * The device of a caller's stream (not a special handle). CUDA 12.8 added
+ * cudaStreamGetDevice; before it, the stream's context (cuStreamGetCtx) is made current
+ * for a moment and asked for its device (cuCtxGetDevice). Neither can promise to survive
+ * a handle that was never a stream (a freed or foreign pointer is undefined behaviour for
+ * the driver: it may be reported as an invalid handle, or crash); a destroyed stream of
+ * this process is usually reported.
+ */
+static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
+#if CUDART_VERSION >= 12080
+  return cudaStreamGetDevice(s, device);
+#else
+  CUcontext sc = NULL, popped = NULL;
+  CUdevice d = 0;
+  CUresult r = cuStreamGetCtx((CUstream)s, &sc);
+  if (r == CUDA_SUCCESS && (r = cuCtxPushCurrent(sc)) == CUDA_SUCCESS) {
+    r = cuCtxGetDevice(&d);
+    (void)cuCtxPopCurrent(&popped);
+  }
+  if (r != CUDA_SUCCESS)
+    return r == CUDA_ERROR_CONTEXT_IS_DESTROYED ? cudaErrorContextIsDestroyed
+           : r == CUDA_ERROR_INVALID_VALUE      ? cudaErrorInvalidValue
+           : r == CUDA_ERROR_INVALID_CONTEXT    ? cudaErrorDeviceUninitialized
+                                                : cudaErrorInvalidResourceHandle;
+  /* A CUdevice is the device's ordinal in every driver so far; look it up to be sure. */
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess)
+    n = 0;
+  for (int i = 0; i < n; i++) {
+    CUdevice h = 0;
+    if (cuDeviceGet(&h, i) == CUDA_SUCCESS && h == d) {
+      *device = i;
+      return cudaSuccess;
+    }
+  }
+  return cudaErrorInvalidDevice;
+#endif
+}
 
 /* A 3-D pitched copy; pitches and sizes in bytes, slice pitch = pitch * ysize. */
 static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,

@@ -84,6 +84,8 @@ typedef hipEvent_t gwv_event;
 #define gwv_EventRecord hipEventRecord
 #define gwv_EventSynchronize hipEventSynchronize
 #define gwv_EventDestroy hipEventDestroy
+#define gwv_EventQuery hipEventQuery
+#define gwv_StreamWaitEvent hipStreamWaitEvent
 #define gwv_GetLastError hipGetLastError
 #define gwv_GetErrorName hipGetErrorName
 #define gwv_GetErrorString hipGetErrorString
@@ -129,6 +131,47 @@ static inline int gwv_host_register_readonly_supported(int device) {
 #define GWV_IS_NODEV(e) ((e) == hipErrorInvalidDevice || (e) == hipErrorNoDevice || \
                          (e) == hipErrorInsufficientDriver)
 #define GWV_IS_NO_DEVICE(e) ((e) == hipErrorNoDevice)
+#define GWV_IS_NOT_READY(e) ((e) == hipErrorNotReady)
+/* hip::isValid() failing is reported as "context is destroyed" (ROCm 5.5+). */
+#define GWV_IS_INVALID_HANDLE(e) ((e) == hipErrorInvalidHandle || \
+                                  (e) == hipErrorContextIsDestroyed || \
+                                  (e) == hipErrorInvalidValue || (e) == hipErrorInvalidContext)
+
+/*
+ * Borrowed streams. HIP has no hipStreamLegacy: its null stream is the blocking default
+ * stream of the current device (what hipMemcpy orders on), so NULL is used as itself.
+ * hipStreamPerThread exists from ROCm 4.5.
+ */
+#define GWV_BORROW_NULL ((hipStream_t)0)
+static inline int gwv_stream_is_special(const void *native) {
+#ifdef hipStreamPerThread
+  if (native == (const void *)hipStreamPerThread)
+    return 1;
+#endif
+  return native == NULL;
+}
+/*
+ * The device of a caller's stream. hipStreamGetDevice came with ROCm 5.5 and checks the
+ * handle against the runtime's list of live streams first (hip::isValid: a foreign or
+ * destroyed handle is "context is destroyed", never dereferenced). Older HIP (Debian's
+ * 5.2) has no call that checks a handle without dereferencing it (hipGetStreamDeviceId
+ * reads the stream object): the handle is accepted as a stream of the context's device,
+ * and a wrong one fails at its first use.
+ */
+#if HIP_VERSION_MAJOR > 5 || (HIP_VERSION_MAJOR == 5 && HIP_VERSION_MINOR >= 5)
+#define GWV_STREAM_DEVICE_CALL "hipStreamGetDevice"
+#define GWV_CAN_CHECK_STREAM 1
+static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
+  hipDevice_t d = 0;
+  hipError_t e = hipStreamGetDevice(s, &d);
+  if (e == hipSuccess)
+    *device = (int)d;
+  return e;
+}
+#else
+#define GWV_STREAM_DEVICE_CALL "(unchecked: HIP < 5.5 has no hipStreamGetDevice)"
+#define GWV_CAN_CHECK_STREAM 0
+#endif
 
 static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,
                                          const void *src, size_t spitch, size_t sysize,

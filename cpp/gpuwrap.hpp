@@ -1,0 +1,334 @@
+/*
+ * gpuwrap.hpp — C++17 RAII handles over the C API of gpuwrap.h (header only; CMake target
+ * gpuwrap::cpp, which links gpuwrap::gpuwrap).
+ *
+ *   gw::context ctx;                                   // GW_BACKEND_AUTO, device 0
+ *   std::vector<double> h(rows * cols);
+ *   gw::array a = gw::array::wrap(ctx, h.data(), {rows, cols});   // dtype from double
+ *   a.fill(1.0);                                       // throws gw::error on failure
+ *
+ * Errors: every failing C call throws gw::error, which carries the gw_status (status())
+ * and gw_last_error()'s detail, read at once, in what(). Exceptions rather than an
+ * expected-like return because handles are made by constructors and factories, which have
+ * no return value to carry a status, and C++17 has no std::expected; a caller that must not
+ * throw calls the C API on the raw handles (get()), which every class gives out. Accessors
+ * that cannot fail in C (shape, kind, ...) are noexcept.
+ *
+ * Ownership: context, array, stream and halo are move-only. An array is one gw_array
+ * reference: copying is deleted so that sharing memory is always visible in the code; say
+ * a.retain() for a second handle to the same array (gw_retain). Moved-from handles are
+ * empty (get() == nullptr); destroying an empty handle does nothing. adopt(raw) takes over
+ * a reference you hold; release() gives yours up to the caller.
+ *
+ * Nothing here re-implements C logic: every member forwards to one C call (the dtype of a
+ * C++ element type is a table lookup).
+ *
+ * gw::halo (include/gpuwrap/halo.h, needs MPI) is defined when gpuwrap/halo.h was included
+ * before this header, or when GW_CPP_HALO is defined (then this header includes it): link
+ * gpuwrap::halo too (including halo.h yourself in C++: define OMPI_SKIP_MPICXX and
+ * MPICH_SKIP_MPICXX first, or link MPI::MPI_CXX, as for any C++ use of mpi.h). Its
+ * destructor is collective (gw_halo_destroy): destroy plans on every rank, before
+ * MPI_Finalize.
+ */
+#ifndef GPUWRAP_HPP
+#define GPUWRAP_HPP
+
+#include "gpuwrap.h"
+#if defined(GW_CPP_HALO) && !defined(GPUWRAP_HALO_H)
+/* halo.h includes mpi.h, which in C++ drags in the removed MPI C++ bindings (and a link
+ * dependency on libmpi_cxx) unless told not to; the plan needs the C API only. */
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include "gpuwrap/halo.h"
+#endif
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace gw {
+
+/** A failed gpuwrap call: its status and gw_last_error() (or gw_halo_last_error()). */
+class error : public std::runtime_error {
+public:
+  error(gw_status s, const std::string &detail)
+      : std::runtime_error(std::string(gw_err_name(s)) + ": " + (detail.empty() ? gw_strerror(s) : detail)),
+        status_(s), detail_(detail) {}
+  gw_status status() const noexcept { return status_; }
+  /** gw_last_error() as it was when the call failed ("" when the C call left none). */
+  const std::string &detail() const noexcept { return detail_; }
+
+private:
+  gw_status status_;
+  std::string detail_;
+};
+
+/** Throws gw::error for anything but GW_OK. */
+inline void check(gw_status s) {
+  if (s != GW_OK) throw error(s, gw_last_error());
+}
+
+/** The gw_dtype of a C++ element type (dtype_of<double>::value == GW_FLOAT64). */
+template <class T> struct dtype_of;
+#define GW_CPP_DTYPE_(type, dt)                                                                                        \
+  template <> struct dtype_of<type> {                                                                                  \
+    static constexpr gw_dtype value = dt;                                                                              \
+  }
+GW_CPP_DTYPE_(bool, GW_BOOL);
+GW_CPP_DTYPE_(std::int8_t, GW_INT8);
+GW_CPP_DTYPE_(std::int16_t, GW_INT16);
+GW_CPP_DTYPE_(std::int32_t, GW_INT32);
+GW_CPP_DTYPE_(std::int64_t, GW_INT64);
+GW_CPP_DTYPE_(std::uint8_t, GW_UINT8);
+GW_CPP_DTYPE_(std::uint16_t, GW_UINT16);
+GW_CPP_DTYPE_(std::uint32_t, GW_UINT32);
+GW_CPP_DTYPE_(std::uint64_t, GW_UINT64);
+GW_CPP_DTYPE_(float, GW_FLOAT32);
+GW_CPP_DTYPE_(double, GW_FLOAT64);
+GW_CPP_DTYPE_(std::complex<float>, GW_COMPLEX64);
+GW_CPP_DTYPE_(std::complex<double>, GW_COMPLEX128);
+#undef GW_CPP_DTYPE_
+
+using dims = std::vector<std::int64_t>;
+
+/** gw_context: one (backend, device). Arrays keep their context alive in C, so a context
+ *  may be destroyed before the arrays made through it. */
+class context {
+public:
+  explicit context(gw_backend backend = GW_BACKEND_AUTO, int device = 0) {
+    check(gw_context_create(backend, device, &p_));
+  }
+  static context adopt(gw_context *raw) noexcept { return context(raw, 0); }
+  context(context &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  context &operator=(context &&o) noexcept {
+    if (this != &o) {
+      gw_context_destroy(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  context(const context &) = delete;
+  context &operator=(const context &) = delete;
+  ~context() { gw_context_destroy(p_); }
+
+  gw_context *get() const noexcept { return p_; }
+  gw_context *release() noexcept { return std::exchange(p_, nullptr); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  gw_backend backend() const noexcept { return gw_context_backend(p_); }
+  int device() const noexcept { return gw_context_device(p_); }
+  void synchronize() const { check(gw_synchronize(p_)); }
+  gw_ptrinfo query(const void *ptr) const {
+    gw_ptrinfo info;
+    check(gw_pointer_query(p_, ptr, &info));
+    return info;
+  }
+  void pin(void *ptr, std::size_t bytes) const { check(gw_pin(p_, ptr, bytes)); }
+  void unpin(void *ptr, std::size_t bytes) const { check(gw_unpin(p_, ptr, bytes)); }
+
+private:
+  context(gw_context *raw, int) noexcept : p_(raw) {}
+  gw_context *p_ = nullptr;
+};
+
+/** gw_backend_device_count, throwing. */
+inline int device_count(gw_backend b) {
+  int n = 0;
+  check(gw_backend_device_count(b, &n));
+  return n;
+}
+
+class array;
+
+/** gw_stream: created (owned: destroying it waits for its work) or borrowed from a native
+ *  stream (gw_stream_wrap: destroying it drops the handle only). The C call tells the two
+ *  apart, so one class serves both. */
+class stream {
+public:
+  /** A new (blocking) stream on the context's device. */
+  explicit stream(const context &ctx) { check(gw_stream_create(ctx.get(), &p_)); }
+  /** Borrow a native stream (cudaStream_t, hipStream_t, or gw_stream_native() on the CPU
+   *  backend); it must outlive this handle. */
+  static stream borrow(const context &ctx, void *native) {
+    gw_stream *s = nullptr;
+    check(gw_stream_wrap(ctx.get(), native, &s));
+    return stream(s);
+  }
+  static stream adopt(gw_stream *raw) noexcept { return stream(raw); }
+  stream(stream &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  stream &operator=(stream &&o) noexcept {
+    if (this != &o) {
+      gw_stream_destroy(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  stream(const stream &) = delete;
+  stream &operator=(const stream &) = delete;
+  ~stream() { gw_stream_destroy(p_); }
+
+  gw_stream *get() const noexcept { return p_; }
+  gw_stream *release() noexcept { return std::exchange(p_, nullptr); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  void *native() const noexcept { return gw_stream_native(p_); }
+  void synchronize() const { check(gw_stream_synchronize(p_)); }
+
+private:
+  explicit stream(gw_stream *raw) noexcept : p_(raw) {}
+  gw_stream *p_ = nullptr;
+};
+
+/** gw_array: one reference. Move-only; retain() for a second handle (see the top). */
+class array {
+public:
+  array() noexcept = default;
+  /** Take over a reference the caller holds (from a C call). */
+  static array adopt(gw_array *raw) noexcept { return array(raw); }
+
+  /** gw_wrap: existing memory, without copying. strides empty = C order (as NULL in C). */
+  static array wrap(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape, const dims &strides = {},
+                    unsigned flags = 0) {
+    gw_array *a = nullptr;
+    check(gw_wrap(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
+                  strides.empty() ? nullptr : strides.data(), flags, &a));
+    return array(a);
+  }
+  /** gw_wrap with the dtype of T. */
+  template <class T>
+  static array wrap(const context &ctx, T *ptr, const dims &shape, const dims &strides = {}, unsigned flags = 0) {
+    return wrap(ctx, const_cast<void *>(static_cast<const void *>(ptr)), dtype_of<std::remove_cv_t<T>>::value, shape, strides,
+                flags | (std::is_const<T>::value ? GW_WRAP_READONLY : 0u));
+  }
+  /** gw_wrap_with_deleter: deleter(ptr, user) runs once, when the last reference goes. */
+  static array wrap_with_deleter(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape,
+                                 const dims &strides, unsigned flags, gw_deleter deleter, void *user) {
+    gw_array *a = nullptr;
+    check(gw_wrap_with_deleter(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
+                               strides.empty() ? nullptr : strides.data(), flags, deleter, user, &a));
+    return array(a);
+  }
+  /** gw_alloc: a C-contiguous array of `kind` memory that the array owns. */
+  static array alloc(const context &ctx, gw_memkind kind, gw_dtype dtype, const dims &shape) {
+    gw_array *a = nullptr;
+    check(gw_alloc(ctx.get(), kind, dtype, static_cast<int>(shape.size()), shape.data(), &a));
+    return array(a);
+  }
+
+  array(array &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  array &operator=(array &&o) noexcept {
+    if (this != &o) {
+      gw_release(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  array(const array &) = delete;
+  array &operator=(const array &) = delete;
+  ~array() { gw_release(p_); }
+
+  /** A second handle to this array (gw_retain). */
+  array retain() const noexcept { return array(gw_retain(p_)); }
+  gw_array *get() const noexcept { return p_; }
+  gw_array *release() noexcept { return std::exchange(p_, nullptr); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+  void *data() const noexcept { return gw_data(p_); }
+  void *host_data() const noexcept { return gw_host_data(p_); }
+  template <class T> T *host_data() const noexcept { return static_cast<T *>(gw_host_data(p_)); }
+  gw_memkind kind() const noexcept { return gw_kind(p_); }
+  int device() const noexcept { return gw_device(p_); }
+  gw_dtype dtype() const noexcept { return gw_array_dtype(p_); }
+  int ndim() const noexcept { return gw_ndim(p_); }
+  dims shape() const { return dims(gw_shape(p_), gw_shape(p_) + gw_ndim(p_)); }
+  dims strides() const { return dims(gw_strides(p_), gw_strides(p_) + gw_ndim(p_)); }
+  std::int64_t numel() const noexcept { return gw_numel(p_); }
+  bool owns() const noexcept { return gw_owns(p_) != 0; }
+  bool readonly() const noexcept { return gw_is_readonly(p_) != 0; }
+  bool pending() const noexcept { return gw_array_pending(p_) != 0; }
+  /** The array's context (borrowed from the array: gw_array_context). */
+  gw_context *context_handle() const noexcept { return gw_array_context(p_); }
+
+  /** gw_view; step empty = all 1. */
+  array view(const dims &start, const dims &shape, const dims &step = {}) const {
+    gw_array *v = nullptr;
+    check(gw_view(p_, start.data(), shape.data(), step.empty() ? nullptr : step.data(), &v));
+    return array(v);
+  }
+  array reshape(const dims &shape) const {
+    gw_array *v = nullptr;
+    check(gw_reshape(p_, static_cast<int>(shape.size()), shape.data(), &v));
+    return array(v);
+  }
+  /** gw_copy(this, src). */
+  void copy_from(const array &src) const { check(gw_copy(p_, src.p_)); }
+  void copy_from(const array &src, const stream &s) const { check(gw_copy_async(p_, src.p_, s.get())); }
+  /** gw_fill with a value of the array's element type (the caller's T must be it). */
+  template <class T> void fill(const T &value) const { check(gw_fill(p_, &value)); }
+  template <class T> void fill(const T &value, const stream &s) const {
+    check(gw_fill_async(p_, &value, s.get()));
+  }
+  /** gw_array_wait: s waits, on the device, for the work pending on this array. */
+  void wait(const stream &s) const { check(gw_array_wait(p_, s.get())); }
+
+private:
+  explicit array(gw_array *raw) noexcept : p_(raw) {}
+  gw_array *p_ = nullptr;
+};
+
+/** gw_copy(dst, src). */
+inline void copy(const array &dst, const array &src) { dst.copy_from(src); }
+
+#ifdef GPUWRAP_HALO_H
+/** gw_halo: a halo plan (collective create and destroy, see halo.h). Errors carry
+ *  gw_halo_last_error(), which includes gpuwrap's own detail when a gpuwrap call failed. */
+class halo {
+public:
+  halo(const array &field, MPI_Comm cart, const int (&width)[3], gw_halo_path path = GW_HALO_PATH_AUTO) {
+    check_halo(gw_halo_create(field.get(), cart, width, path, &p_));
+  }
+  static halo adopt(gw_halo *raw) noexcept { return halo(raw); }
+  halo(halo &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  halo &operator=(halo &&o) noexcept {
+    if (this != &o) {
+      gw_halo_destroy(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  halo(const halo &) = delete;
+  halo &operator=(const halo &) = delete;
+  ~halo() { gw_halo_destroy(p_); }
+
+  gw_halo *get() const noexcept { return p_; }
+  gw_halo *release() noexcept { return std::exchange(p_, nullptr); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  void update() const { check_halo(gw_halo_update(p_)); }
+  void start() const { check_halo(gw_halo_start(p_)); }
+  void finish() const { check_halo(gw_halo_finish(p_)); }
+  gw_halo_info info() const {
+    gw_halo_info i;
+    check_halo(gw_halo_query(p_, &i));
+    return i;
+  }
+
+private:
+  explicit halo(gw_halo *raw) noexcept : p_(raw) {}
+  static void check_halo(gw_status s) {
+    if (s != GW_OK) throw error(s, gw_halo_last_error());
+  }
+  gw_halo *p_ = nullptr;
+};
+#endif
+
+} // namespace gw
+
+#endif /* GPUWRAP_HPP */

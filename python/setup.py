@@ -1,0 +1,111 @@
+"""Build of the gpuwrap Python package: the C extension gpuwrap._gpuwrap, and the
+libgpuwrap it uses. Everything else is in pyproject.toml.
+
+Which library (read at build time, i.e. when pip installs):
+  GPUWRAP_PREFIX=<prefix>    an installed gpuwrap (cmake --install): the extension links
+                             <prefix>/lib*/libgpuwrap.so.N with an absolute rpath, nothing
+                             is bundled, and the prefix is recorded in gpuwrap/_build_info.py.
+  GPUWRAP_BUILD_DIR=<dir>    a CMake build directory (default: ../build next to this file):
+                             its libgpuwrap.so.N and the backend plugins that were built
+                             (libgpuwrap-cuda.so, libgpuwrap-hip.so) are copied into the
+                             package, as gpuwrap/lib/libgpuwrap.so.N and gpuwrap/lib/gpuwrap/
+                             (where the library's own dladdr lookup finds its plugins), and
+                             the extension's rpath is $ORIGIN/lib: the installed package
+                             needs no environment variable and survives the build dir.
+At run time GPUWRAP_LIB still overrides both (gpuwrap/_loader.py).
+"""
+import glob
+import os
+import re
+import shutil
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def fail(msg):
+    sys.exit(f"gpuwrap setup: {msg}")
+
+
+def soname_file(libdir):
+    """libgpuwrap.so.N in libdir (what the extension's NEEDED names), else libgpuwrap.so."""
+    names = [p for p in glob.glob(os.path.join(libdir, "libgpuwrap.so.*"))
+             if re.fullmatch(r"libgpuwrap\.so\.\d+", os.path.basename(p))]
+    if names:
+        return sorted(names)[0]
+    p = os.path.join(libdir, "libgpuwrap.so")
+    return p if os.path.exists(p) else None
+
+
+prefix = os.environ.get("GPUWRAP_PREFIX")
+if prefix:
+    prefix = os.path.abspath(prefix)
+    libs = [soname_file(d) for d in [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+            + glob.glob(os.path.join(prefix, "lib", "*-linux-gnu"))]
+    libs = [p for p in libs if p]
+    if not libs:
+        fail(f"GPUWRAP_PREFIX={prefix}: no libgpuwrap.so under {prefix}/lib*")
+    LIB = libs[0]
+    INCLUDE = os.path.join(prefix, "include")
+    RPATH = os.path.dirname(LIB)
+    BUNDLE = []
+else:
+    build = os.path.abspath(os.environ.get("GPUWRAP_BUILD_DIR") or os.path.join(REPO, "build"))
+    LIB = soname_file(os.path.join(build, "lib"))
+    if not LIB:
+        fail(f"no libgpuwrap.so in {build}/lib: build the library first (cmake -S . -B build && "
+             "cmake --build build), or set GPUWRAP_BUILD_DIR=<build dir> or GPUWRAP_PREFIX=<prefix>")
+    INCLUDE = os.path.join(REPO, "include")
+    RPATH = "$ORIGIN/lib"  # literal: setuptools runs the linker without a shell
+    BUNDLE = [(LIB, os.path.basename(LIB))] + [
+        (p, os.path.join("gpuwrap", os.path.basename(p)))
+        for p in sorted(glob.glob(os.path.join(build, "lib", "libgpuwrap-*.so")))]
+if not os.path.exists(os.path.join(INCLUDE, "gpuwrap.h")):
+    fail(f"no gpuwrap.h in {INCLUDE}")
+
+# `python3 -m gpuwrap info` runs the tool's own report (tools/cmd_info.c, public API only),
+# compiled in, so that it prints exactly what `gpuwrap info` prints.
+INFO = os.path.join(REPO, "tools", "cmd_info.c")
+sources = ["gpuwrap/_gpuwrap.c"]
+macros, includes = [], [INCLUDE]
+if os.path.exists(INFO):
+    sources.append(os.path.relpath(INFO, HERE))
+    macros.append(("GW_PY_WITH_INFO", "1"))
+    includes.append(os.path.join(REPO, "tools"))
+
+
+class BuildExt(build_ext):
+    """Also bundles the library (+ plugins) and records where it came from."""
+
+    def run(self):
+        super().run()
+        pkg = os.path.join(self.build_lib, "gpuwrap")
+        libdir = os.path.join(pkg, "lib")
+        if BUNDLE:
+            shutil.rmtree(libdir, ignore_errors=True)
+            for src, rel in BUNDLE:
+                dst = os.path.join(libdir, rel)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy2(os.path.realpath(src), dst)  # the file, not a symlink
+        with open(os.path.join(pkg, "_build_info.py"), "w") as f:
+            f.write('"""Written by setup.py: where this package\'s libgpuwrap came from."""\n')
+            f.write(f"BUNDLED = {bool(BUNDLE)!r}\nSOURCE = {os.path.realpath(LIB)!r}\n"
+                    f"PREFIX = {prefix!r}\n")
+
+
+# Per build directory, so builds from several CMake build dirs at once do not collide.
+build_base = os.path.join(os.path.dirname(os.path.dirname(LIB)) if not prefix else HERE,
+                          "python-setuptools" if not prefix else "build")
+
+setup(
+    ext_modules=[Extension(
+        "gpuwrap._gpuwrap", sources=sources, include_dirs=includes, define_macros=macros,
+        extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
+        extra_objects=[LIB], extra_link_args=["-Wl,-rpath," + RPATH], libraries=["dl"])],
+    cmdclass={"build_ext": BuildExt},
+    options={"build": {"build_base": build_base}},
+)

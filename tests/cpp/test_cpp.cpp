@@ -1,0 +1,149 @@
+// cpu.cpp.raii: gpuwrap.hpp's handles: lifetimes (the CPU model's live allocation and
+// registration counters back at their start after each block), moves (the moved-from
+// handle is empty, the moved-to one frees exactly once), retain, exceptions carrying the
+// C status and gw_last_error(), and values checked element by element on fresh random data.
+#include <gpuwrap.hpp>
+#include <gpuwrap/cpu.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+static int failures = 0;
+#define EXPECT(cond)                                                                                                   \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "%s:%d: FAIL %s\n", __FILE__, __LINE__, #cond);                                             \
+      failures++;                                                                                                      \
+    }                                                                                                                  \
+  } while (0)
+
+// The C status a callable throws as gw::error (GW_OK when it does not throw).
+template <class F> static gw_status thrown(F &&f, std::string *what = nullptr) {
+  try {
+    f();
+  } catch (const gw::error &e) {
+    if (what) *what = e.what();
+    return e.status();
+  }
+  return GW_OK;
+}
+
+int main() {
+  std::random_device rd;
+  unsigned seed = rd();
+  std::printf("seed %u\n", seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  const std::size_t allocs0 = gw_cpu_live_allocations(), regs0 = gw_cpu_live_registrations();
+
+  { // wrap, alloc, copy, fill: values through the handles
+    gw::context ctx(GW_BACKEND_CPU);
+    EXPECT(ctx.backend() == GW_BACKEND_CPU && ctx.device() == 0);
+    const std::int64_t rows = 7, cols = 5;
+    std::vector<double> h(rows * cols), back(rows * cols);
+    for (auto &x : h) x = uni(rng);
+    gw::array a = gw::array::wrap(ctx, h.data(), {rows, cols});
+    EXPECT(a.dtype() == GW_FLOAT64 && a.ndim() == 2 && a.numel() == rows * cols);
+    EXPECT((a.shape() == gw::dims{rows, cols}) && (a.strides() == gw::dims{cols, 1}));
+    EXPECT(a.kind() == GW_MEM_PINNED && gw_cpu_live_registrations() == regs0 + 1);
+    EXPECT(ctx.query(h.data() + 3).kind == GW_MEM_PINNED);
+    gw::array d = gw::array::alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, {cols, rows});
+    EXPECT(gw_cpu_live_allocations() == allocs0 + 1 && d.owns());
+    // the transpose: a column-major wrap of back, so back[j + i*cols]... = h[i*cols + j]
+    gw::array t = gw::array::wrap(ctx, back.data(), {rows, cols}, {1, rows});
+    d.copy_from(a.reshape({cols, rows}));
+    t.copy_from(a);
+    bool ok = true;
+    for (std::int64_t i = 0; i < rows; i++)
+      for (std::int64_t j = 0; j < cols; j++) ok = ok && std::memcmp(&back[i + j * rows], &h[i * cols + j], 8) == 0;
+    EXPECT(ok);
+    // fill of a strided view (every other row), checked cell by cell
+    const double v = uni(rng);
+    std::vector<double> want = h;
+    a.view({0, 0}, {(rows + 1) / 2, cols}, {2, 1}).fill(v);
+    for (std::int64_t i = 0; i < rows; i += 2)
+      for (std::int64_t j = 0; j < cols; j++) want[i * cols + j] = v;
+    EXPECT(std::memcmp(want.data(), h.data(), h.size() * 8) == 0);
+    // streams: owned and borrowed, async fill then copy, wait
+    gw::stream s(ctx);
+    gw::stream b = gw::stream::borrow(ctx, s.native());
+    const double w = uni(rng);
+    d.fill(w, s);
+    d.wait(b);
+    gw::array hd = gw::array::alloc(ctx, GW_MEM_HOST, GW_FLOAT64, {cols, rows});
+    hd.copy_from(d, b);
+    b.synchronize();
+    s.synchronize();
+    ok = true;
+    for (std::int64_t i = 0; i < rows * cols; i++) ok = ok && hd.host_data<double>()[i] == w;
+    EXPECT(ok && !d.pending());
+    ctx.synchronize();
+  }
+  EXPECT(gw_cpu_live_allocations() == allocs0 && gw_cpu_live_registrations() == regs0);
+
+  { // moves and retain: exactly one free, at the right time
+    gw::context ctx(GW_BACKEND_CPU);
+    gw::array a = gw::array::alloc(ctx, GW_MEM_DEVICE, GW_INT32, {16});
+    gw_array *raw = a.get();
+    gw::array b = std::move(a);
+    EXPECT(!a && b.get() == raw);                               // NOLINT(bugprone-use-after-move)
+    gw::array c;
+    c = std::move(b);
+    EXPECT(!b && c.get() == raw && gw_cpu_live_allocations() == allocs0 + 1);
+    {
+      gw::array r = c.retain();
+      EXPECT(r.get() == raw);
+      c = gw::array();                                           // drops one reference: r keeps it
+      EXPECT(gw_cpu_live_allocations() == allocs0 + 1);
+    }
+    EXPECT(gw_cpu_live_allocations() == allocs0);
+    // assignment over a live handle releases the old array
+    gw::array x = gw::array::alloc(ctx, GW_MEM_DEVICE, GW_INT32, {4});
+    x = gw::array::alloc(ctx, GW_MEM_PINNED, GW_INT32, {4});
+    EXPECT(gw_cpu_live_allocations() == allocs0 + 1 && x.kind() == GW_MEM_PINNED);
+    // adopt / release hand references across the C boundary
+    gw_array *given = x.release();
+    EXPECT(!x);
+    gw::array y = gw::array::adopt(given);
+    gw::context moved = std::move(ctx);                         // arrays keep the context alive anyway
+    EXPECT(!ctx && moved);
+    gw::stream s(moved), s2 = std::move(s);
+    EXPECT(!s && s2.native() != nullptr);
+  }
+  EXPECT(gw_cpu_live_allocations() == allocs0 && gw_cpu_live_registrations() == regs0);
+
+  { // exceptions: the C status and gw_last_error()
+    std::string what;
+    EXPECT(thrown([] { gw::context c(static_cast<gw_backend>(99)); }, &what) == GW_EINVAL);
+    EXPECT(what.find("GW_EINVAL") == 0 && what.find("99") != std::string::npos);
+    gw::context ctx(GW_BACKEND_CPU);
+    std::vector<float> f(10);
+    EXPECT(thrown([&] { gw::array::wrap(ctx, f.data(), {-1}); }) == GW_EINVAL);
+    const std::vector<float> &cf = f;
+    gw::array ro = gw::array::wrap(ctx, cf.data(), {10}); // const T: read-only
+    EXPECT(ro.readonly());
+    EXPECT(thrown([&] { ro.fill(1.0f); }) == GW_EREADONLY);
+    gw::array a = gw::array::wrap(ctx, f.data() + 1, {9});
+    EXPECT(thrown([&] { a.view({9}, {1}); }) == GW_EINVAL);
+    EXPECT(thrown([&] { a.copy_from(gw::array::alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, {8})); }) == GW_EINVAL);
+    EXPECT(thrown([&] { ctx.unpin(f.data(), 40); }) == GW_ENOTREG);
+    try {
+      gw::check(GW_ENODEV);
+    } catch (const gw::error &e) {
+      EXPECT(e.status() == GW_ENODEV);
+    }
+    EXPECT(gw::device_count(GW_BACKEND_CPU) >= 1);
+    EXPECT(thrown([] { gw::device_count(GW_BACKEND_AUTO); }) == GW_EINVAL);
+  }
+  EXPECT(gw_cpu_live_allocations() == allocs0 && gw_cpu_live_registrations() == regs0);
+
+  if (failures) {
+    std::fprintf(stderr, "%d failures\n", failures);
+    return 1;
+  }
+  std::puts("cpp.raii: ok");
+  return 0;
+}

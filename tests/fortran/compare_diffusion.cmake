@@ -1,0 +1,40 @@
+# Runs diffusion3d (C) and diffusion3d_f (Fortran) with the same options and compares the
+# final fields bit for bit. Variables: MPIEXEC, NP, FLAGS (mpiexec flags, ;-list), C_EXE,
+# F_EXE, REF_EXE, N, STEPS, PERIODIC (0|1), EXTRA (Fortran/C options, ;-list), DIR.
+#  1. diffusion3d --check: the C field equals diffusion3d.c's one-rank reference;
+#  2. d3d_reference writes that reference (diffusion3d.c's own reference(), C order);
+#  3. diffusion3d_f --dump writes the Fortran field; the two files must be identical.
+# When diffusion3d also has --dump (its --help mentions it), its file is compared directly.
+set(opts -n ${N} -s ${STEPS} ${EXTRA})
+if(PERIODIC)
+  list(APPEND opts --periodic)
+endif()
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${what}:\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc})")
+  endif()
+endfunction()
+file(MAKE_DIRECTORY ${DIR})
+set(f_file ${DIR}/fortran.bin)
+set(r_file ${DIR}/reference.bin)
+file(REMOVE ${f_file} ${r_file} ${DIR}/c.bin)
+run("diffusion3d --check" ${MPIEXEC} -n ${NP} ${FLAGS} ${C_EXE} ${opts} --check)
+run("d3d_reference" ${MPIEXEC} -n 1 ${FLAGS} ${REF_EXE} ${NP} ${N} ${STEPS} ${PERIODIC} ${r_file})
+run("diffusion3d_f" ${MPIEXEC} -n ${NP} ${FLAGS} ${F_EXE} ${opts} --dump ${f_file})
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${f_file} ${r_file} RESULT_VARIABLE diff)
+if(NOT diff EQUAL 0)
+  message(FATAL_ERROR "the Fortran field differs from the C one (${f_file} vs ${r_file})")
+endif()
+file(SIZE ${f_file} bytes)
+message("fortran == C reference: ${bytes} bytes equal")
+execute_process(COMMAND ${C_EXE} --help OUTPUT_VARIABLE help ERROR_VARIABLE help)
+if(help MATCHES "--dump")
+  run("diffusion3d --dump" ${MPIEXEC} -n ${NP} ${FLAGS} ${C_EXE} ${opts} --dump ${DIR}/c.bin)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${f_file} ${DIR}/c.bin RESULT_VARIABLE diff)
+  if(NOT diff EQUAL 0)
+    message(FATAL_ERROR "the Fortran field differs from diffusion3d --dump (${f_file} vs ${DIR}/c.bin)")
+  endif()
+  message("fortran == diffusion3d --dump: equal")
+endif()

@@ -1,0 +1,89 @@
+"""Errors a user can trust: status, name and gpuwrap's message; misspellings name the valid ones."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import gpuwrap
+
+
+def test_gpuwrap_error_fields(ctx):
+    buf = (ctypes.c_float * 4)()
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        ctx.wrap(ctypes.addressof(buf) + 1, "float32", (4,))  # misaligned
+    err = e.value
+    assert err.status == -1 and err.name == "GW_EINVAL" and err.detail
+    assert str(err).startswith("gw_wrap: GW_EINVAL: ") and err.detail in str(err)
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        ctx.wrap(0, "float32", (4,))  # NULL with elements
+    assert e.value.name == "GW_EINVAL" and "ptr" in e.value.detail
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        ctx.wrap(ctypes.addressof(buf), "float32", (-1,))
+    assert e.value.name == "GW_EINVAL"
+
+
+def test_misspelt_names(ctx):
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda', 'hip'"):
+        gpuwrap.Context("gpu")
+    with pytest.raises(ValueError, match="'host', 'pinned', 'device', 'managed'"):
+        ctx.alloc("devise", "float32", (1,))
+    with pytest.raises(ValueError, match="float32"):
+        ctx.alloc("host", "float33", (1,))
+    with pytest.raises(ValueError, match="float32"):
+        ctx.wrap(0, object(), (0,))
+    with pytest.raises(ValueError, match="'cuda'"):
+        ctx.alloc("host", "float32", (1,)).offer("gpu")
+
+
+def test_device_and_context_errors():
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        gpuwrap.Context("cpu", 7)
+    assert e.value.name == "GW_ENODEV" and "7" in str(e.value)
+    c = gpuwrap.Context("cpu")
+    c.close()
+    c.close()
+    with pytest.raises(ValueError, match="context closed"):
+        c.alloc("host", "float32", (1,))
+    with pytest.raises(ValueError, match="context closed"):
+        c.backend
+
+
+def test_buffer_errors_carry_status(ctx):
+    d = ctx.alloc("device", "float32", (4,))
+    with pytest.raises(BufferError) as e:
+        d.__dlpack__(max_version=(1, 0), dl_device=(gpuwrap.kDLCUDA, 0))  # no CUDA here
+    assert isinstance(e.value, gpuwrap.GpuwrapError)
+    assert e.value.name == "GW_ENOTSUP" and e.value.status == -4 and e.value.detail
+    with pytest.raises(BufferError) as e:
+        d.__dlpack__(stream=0x7F00DEAD0000)  # not a stream of the model: gw_stream_wrap says
+    assert e.value.name == "GW_EINVAL"
+    d.release()
+
+
+def test_use_after_release(ctx):
+    a = ctx.alloc("host", "float32", (4,))
+    a.release()
+    a.release()
+    for use in (lambda: a.shape, lambda: a.fill(1.0), lambda: a.__dlpack__(),
+                lambda: a.view((0,), (1,)), lambda: a.__array_interface__, lambda: np.asarray(a)):
+        with pytest.raises((ValueError, TypeError), match="array released"):
+            use()
+
+
+def test_fill_values(ctx):
+    a = ctx.alloc("host", "int8", (2,))
+    with pytest.raises(OverflowError, match="int8"):
+        a.fill(300)
+    with pytest.raises(TypeError):
+        a.fill(1.5)
+    b = ctx.alloc("host", "uint16", (2,))
+    with pytest.raises(OverflowError):
+        b.fill(-1)
+    c = ctx.alloc("host", "complex64", (2,))
+    c.fill(1 + 2j)
+    assert list(np.asarray(c)) == [1 + 2j, 1 + 2j]
+    for x in (a, b, c):
+        x.release()
+    with pytest.raises(TypeError, match="gpuwrap.Array"):
+        c2 = ctx.alloc("host", "float32", (2,))
+        c2.copy_from(np.zeros(2, dtype=np.float32))

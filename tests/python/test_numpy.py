@@ -1,0 +1,235 @@
+"""gpuwrap <-> NumPy on the CPU backend: DLPack and the array interface both ways, every
+dtype, lifetimes (the producer's deleter exactly once), the protocol's arguments."""
+import ctypes
+import gc
+import itertools
+import sys
+
+import numpy as np
+import pytest
+
+import gpuwrap
+from conftest import Counter
+
+NP_VERSION = tuple(int(x) for x in np.__version__.split(".")[:2])
+NP_2 = NP_VERSION >= (2, 0)          # numpy 1.x: read-only DLPack imports, no bool
+NP_VERSIONED = NP_VERSION >= (2, 1)  # numpy asks for versioned capsules
+
+NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float16", "float32", "float64", "complex64", "complex128"]
+
+
+def wrapped(ctx, counter, n=12, ctype=ctypes.c_float, dtype="float32", **kw):
+    buf = (ctype * n)(*range(n))
+    return buf, ctx.wrap(ctypes.addressof(buf), dtype, (n,), deleter=counter, **kw)
+
+
+def test_to_numpy_dlpack(ctx, counter):
+    buf, a = wrapped(ctx, counter)
+    n = np.from_dlpack(a).reshape(3, 4)
+    assert n.ctypes.data == ctypes.addressof(buf) and n.dtype == np.float32
+    assert n[2, 3] == 11.0
+    a.fill(3.5)
+    assert (n == 3.5).all()
+    a.release()
+    gc.collect()
+    assert counter.calls == 0, "numpy's view keeps the memory alive after release()"
+    del n
+    gc.collect()
+    assert counter.calls == 1 and counter.ptr == ctypes.addressof(buf)
+
+
+def test_to_numpy_array_interface(ctx, counter):
+    buf, a = wrapped(ctx, counter)
+    n = np.asarray(a)
+    assert n.ctypes.data == ctypes.addressof(buf) and n.dtype == np.float32 and n.shape == (12,)
+    n[3] = 42.0
+    assert buf[3] == 42.0, "NumPy writes through the array interface"
+    v = a.view((10,), (4,), (-3,))  # 10, 7, 4, 1: negative strides in bytes
+    nv = np.asarray(v)
+    assert list(nv) == [10.0, 7.0, 4.0, 1.0] and nv.strides == (-12,)
+    ai = a.__array_interface__
+    assert ai["version"] == 3 and ai["typestr"] == "<f4" and ai["strides"] is None
+    assert ai["data"] == (ctypes.addressof(buf), False)
+    ro = ctx.wrap(ctypes.addressof(buf), "float32", (12,), readonly=True)
+    assert not np.asarray(ro).flags.writeable
+    assert np.array(a).ctypes.data != n.ctypes.data  # np.array copies, as for any object
+    for x in (a, v, ro):
+        x.release()
+    del n, nv
+
+
+def test_device_memory_refused_by_numpy(ctx):
+    d = ctx.alloc("device", "float32", (4,))
+    assert not hasattr(d, "__array_interface__")
+    with pytest.raises(TypeError, match="not host-accessible"):
+        np.asarray(d)
+    d.release()
+
+
+@pytest.mark.parametrize("name", NUMPY_DTYPES)
+def test_every_dtype_both_ways(ctx, name):
+    x = np.zeros(4, dtype=name)
+    if name != "bool" or NP_2:
+        g = gpuwrap.from_dlpack(x, ctx)
+        assert g.dtype == name and g.host_ptr == x.ctypes.data
+        back = np.from_dlpack(g)
+        assert back.dtype == np.dtype(name) and back.ctypes.data == x.ctypes.data
+        g.release()
+    # the array interface, and each spelling of the dtype
+    for spelling in (name, np.dtype(name), np.dtype(name).type, np.dtype(name).str):
+        w = ctx.wrap(x.ctypes.data, spelling, x.shape)
+        assert w.dtype == name, spelling
+        y = np.asarray(w)
+        assert y.dtype == np.dtype(name) and y.ctypes.data == x.ctypes.data
+        w.release()
+    a = ctx.alloc("host", name, (3,))
+    assert a.itemsize == np.dtype(name).itemsize and a.nbytes == 3 * a.itemsize
+    a.fill(1)
+    assert (np.asarray(a) == 1).all()
+    a.release()
+
+
+def test_bfloat16(ctx):
+    a = ctx.alloc("host", "bfloat16", (4,))
+    a.fill(1.5)
+    raw = (ctypes.c_uint16 * 4).from_address(a.host_ptr)
+    assert list(raw) == [0x3FC0] * 4
+    assert not hasattr(a, "__array_interface__")  # NumPy has no bfloat16
+    a.release()
+
+
+def test_from_numpy(ctx):
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    refs = sys.getrefcount(x)
+    g = gpuwrap.from_dlpack(x, ctx)
+    assert g.host_ptr == x.ctypes.data and g.shape == (3, 4) and g.strides == (4, 1)
+    assert g.kind in ("host", "pinned") and sys.getrefcount(x) == refs + 1
+    g.fill(7.0)
+    assert (x == 7.0).all()
+    v = g.view((0, 1), (3, 2), (1, 2))
+    g.release()
+    v.release()
+    gc.collect()
+    assert sys.getrefcount(x) == refs, "numpy's deleter ran exactly once"
+    g = gpuwrap.from_dlpack(x[:, ::2], ctx)
+    assert g.strides == (4, 2) and g.shape == (3, 2)
+    g.release()
+
+
+def test_round_trip(ctx, counter):
+    buf, a = wrapped(ctx, counter, 6)
+    b = gpuwrap.from_dlpack(np.from_dlpack(a) if NP_2 else a, ctx)
+    c = gpuwrap.from_dlpack(a.__dlpack__(max_version=(1, 0)), ctx)
+    d = gpuwrap.from_dlpack(a.__dlpack__(), ctx)
+    e = gpuwrap.from_dlpack(np.asarray(a), ctx)  # array interface out, DLPack in
+    for x in (b, c, d, e):
+        assert x.host_ptr == ctypes.addressof(buf)
+    for x in (a, b, c, d, e):
+        x.release()
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_release_orders(ctx):
+    for order in itertools.permutations(range(3)):
+        counter = Counter()
+        buf, a = wrapped(ctx, counter, 8)
+        objs = [a, np.from_dlpack(a), a.__dlpack__(max_version=(1, 0))]
+        for i in order:
+            assert counter.calls == 0
+            if i == 0:
+                objs[0].release()
+            objs[i] = None
+            gc.collect()
+        assert counter.calls == 1, order
+        del a
+
+
+def test_dlpack_arguments(ctx, counter):
+    buf, a = wrapped(ctx, counter, 4)
+    with pytest.raises(BufferError, match="never copies"):
+        a.__dlpack__(copy=True)
+    gpuwrap.from_dlpack(a.__dlpack__(copy=False), ctx).release()
+    for bad in ((1,), [1, 0], "1.0", (1, "0"), 1):
+        with pytest.raises(TypeError, match="max_version"):
+            a.__dlpack__(max_version=bad)
+    with pytest.raises(ValueError):
+        a.__dlpack__(max_version=(-1, 0))
+    with pytest.raises(TypeError):
+        a.__dlpack__(copy="yes")
+    with pytest.raises(TypeError):
+        a.__dlpack__(1)
+    with pytest.raises(TypeError, match="dl_device"):
+        a.__dlpack__(dl_device=1)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        a.__dlpack__(strem=None)
+    import ctypes as C
+    get_name = C.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = C.c_char_p, [C.py_object]
+    assert get_name(a.__dlpack__(max_version=(1, 0))) == b"dltensor_versioned"
+    # A consumer of a later major still gets 1.x (it reads the version field and decides).
+    assert get_name(a.__dlpack__(max_version=(2, 3))) == b"dltensor_versioned"
+    assert get_name(a.__dlpack__(max_version=(0, 8))) == b"dltensor"
+    assert get_name(a.__dlpack__()) == b"dltensor"
+    assert a.__dlpack_device__() == (gpuwrap.kDLCPU, 0)
+    n = np.from_dlpack(a.offer("cpu"))
+    assert n.ctypes.data == ctypes.addressof(buf)
+    with pytest.raises(BufferError):
+        a.offer("cuda")
+    with pytest.raises(ValueError, match="'cpu'"):
+        a.offer("cdua")
+    del n
+    a.release()
+
+
+def test_readonly(ctx, counter):
+    buf, a = wrapped(ctx, counter, 4, readonly=True)
+    with pytest.raises(BufferError) as e:
+        a.__dlpack__()
+    assert isinstance(e.value, gpuwrap.GpuwrapError) and e.value.name == "GW_EREADONLY"
+    assert "read-only" in str(e.value) or "readonly" in str(e.value).lower()
+    g = gpuwrap.from_dlpack(a.__dlpack__(max_version=(1, 0)), ctx)
+    assert g.readonly
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        g.fill(1.0)
+    assert e.value.name == "GW_EREADONLY" and e.value.status == -8
+    g.release()
+    a.release()
+
+
+def test_capsule_rules(ctx, counter):
+    buf, a = wrapped(ctx, counter, 4)
+    cap = a.__dlpack__(max_version=(1, 0))
+    g = gpuwrap.from_dlpack(cap, ctx)
+    with pytest.raises(ValueError, match="already consumed"):
+        gpuwrap.from_dlpack(cap, ctx)
+
+    def gen():  # capsules freed while an exception is pending: it survives, tensors go
+        yield a.__dlpack__(max_version=(1, 0))
+        yield a.__dlpack__()
+        raise KeyError("pending")
+    for _ in range(3):
+        with pytest.raises(KeyError):
+            tuple(gen())
+    g.release()
+    a.release()
+    del cap
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_properties_and_repr(ctx, counter):
+    buf, a = wrapped(ctx, counter, 12)
+    assert (a.size, a.nbytes, a.itemsize, a.ndim, a.readonly) == (12, 48, 4, 1, False)
+    assert a.kind == "pinned"  # the CPU model registers pageable memory on wrap
+    r = repr(a)
+    assert f"0x{ctypes.addressof(buf):x}" in r and "float32[12]" in r, r
+    other = (ctypes.c_float * 12)()  # not registered by anyone: stays pageable
+    h = ctx.wrap(ctypes.addressof(other), "float32", (12,), no_register=True)
+    assert h.kind == "host" and h.data_ptr is None and h.host_ptr == ctypes.addressof(other)
+    assert f"host=0x{ctypes.addressof(other):x}" in repr(h), repr(h)
+    with a:
+        pass
+    assert a.released and repr(a) == "<gpuwrap.Array released>"
+    h.release()

@@ -1,0 +1,502 @@
+/*
+ * Stream ordering on the asynchronous CPU model (gpuwrap.h "Streams", gpuwrap/cpu.h).
+ *
+ * Each stream of the model is a queue run by a worker thread, and with
+ * GPUWRAP_CPU_STREAM_DELAY_US every queued copy or fill sleeps before it runs, so a race
+ * has a known outcome: work queued on a stream runs after the host's (and other
+ * streams' undelayed) next steps. Each ordering case is checked both ways: with the wait
+ * the data is right in every element; without it the reader sees the stale data or the
+ * poison — which shows that the model is asynchronous, so that a missing wait fails here.
+ *
+ * Data: fresh random inputs, outputs poisoned first, every element compared.
+ * The delay is 150 ms: far above the host's steps between two calls (microseconds, a few
+ * ms under valgrind), so the outcomes below do not depend on the scheduler.
+ */
+/* ctest-env: missing_wait GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: host_read_before_sync GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: borrowed GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: borrowed GPUWRAP_CPU_DEVICES=2 */
+/* ctest-env: blocking GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: pending GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: dlpack_handover GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: fork_child GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+#include "test.h"
+
+#include <sys/wait.h>
+
+#include "gpuwrap/dlpack.h"
+
+#define N 4099 /* odd: no loop happens to be a multiple of it */
+
+static const int32_t POISON = (int32_t)0x7eadbeef;
+
+/* A pinned (host-readable, device-accessible) int32 array of N elements. */
+static gw_array *pinned(gw_context *ctx) {
+  int64_t n = N;
+  gw_array *a = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_INT32, 1, &n, &a));
+  return a;
+}
+static gw_array *device(gw_context *ctx) {
+  int64_t n = N;
+  gw_array *a = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, &n, &a));
+  return a;
+}
+static int32_t *host(gw_array *a) { return (int32_t *)gw_host_data(a); }
+
+/* Fresh random data, synchronously (complete on return). */
+static void randomize(gw_array *a) {
+  tst_random_fill(host(a), N * sizeof(int32_t));
+}
+/* A random value that differs from v (so "stale" and "new" cannot be confused). */
+static int32_t other_than(int32_t v) {
+  int32_t w;
+  do
+    w = (int32_t)tst_rand64();
+  while (w == v || w == POISON);
+  return w;
+}
+
+/* (1) Two streams with a dependency: A writes buf, B reads it. */
+TEST_IMPL(missing_wait) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *a = NULL, *b = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &a));
+  ASSERT_OK(gw_stream_create(ctx, &b));
+  gw_array *in = pinned(ctx), *scratch = device(ctx), *buf = device(ctx), *out = pinned(ctx);
+  int32_t stale = other_than(POISON);
+
+  for (int with_wait = 1; with_wait >= 0; with_wait--) {
+    randomize(in);
+    ASSERT_OK(gw_fill(buf, &stale)); /* synchronous: buf holds stale data on return */
+    ASSERT_OK(gw_fill(out, &POISON));
+    /* A: two items (each delayed), the second writes buf: buf is written at ~2 delays. */
+    ASSERT_OK(gw_copy_async(scratch, in, a));
+    ASSERT_OK(gw_copy_async(buf, in, a));
+    /* B reads buf at ~1 delay unless it waits for A's pending work on buf.
+     * Removing the next line (the gw_array_wait) makes the with_wait case fail: B's copy
+     * then runs before A's write, and out holds the stale value (the case below). */
+    if (with_wait) ASSERT_OK(gw_array_wait(buf, b));
+    ASSERT_OK(gw_copy_async(out, buf, b));
+    ASSERT_OK(gw_stream_synchronize(b));
+    if (with_wait) {
+      ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+    } else {
+      /* the model is asynchronous: without the wait, B read buf before A wrote it */
+      ASSERT_ALL_EQ(host(out), &stale, N, 4);
+    }
+    ASSERT_OK(gw_stream_synchronize(a));
+    /* A's copy did land in buf either way */
+    ASSERT_OK(gw_copy(out, buf));
+    ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  }
+  gw_release(in);
+  gw_release(scratch);
+  gw_release(buf);
+  gw_release(out);
+  gw_stream_destroy(a);
+  gw_stream_destroy(b);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (2) Reading a stream's result on the host before synchronizing it. */
+TEST_IMPL(host_read_before_sync) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  gw_array *in = pinned(ctx), *out = pinned(ctx);
+  randomize(in);
+  ASSERT_OK(gw_fill(out, &POISON));
+  ASSERT_OK(gw_copy_async(out, in, s));
+  /* Too early: the copy is still queued (the mistake gw_stream_synchronize prevents). */
+  ASSERT_ALL_EQ(host(out), &POISON, N, 4);
+  ASSERT_EQ_INT(gw_array_pending(out), 1);
+  ASSERT_EQ_INT(gw_array_pending(in), 1); /* still being read */
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  ASSERT_EQ_INT(gw_array_pending(out), 0);
+  /* the same for a fill */
+  int32_t v = other_than(POISON);
+  ASSERT_OK(gw_fill(out, &POISON));
+  ASSERT_OK(gw_fill_async(out, &v, s));
+  ASSERT_ALL_EQ(host(out), &POISON, N, 4);
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ALL_EQ(host(out), &v, N, 4);
+  gw_release(in);
+  gw_release(out);
+  gw_stream_destroy(s);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (3) Borrowed streams: gpuwrap's own native handle, an external non-blocking stream,
+ * bad handles, and the legacy default stream. */
+TEST_IMPL(borrowed) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  gw_context *ctx1 = tst_open(1);
+  tst_leaks before = tst_leak_snapshot();
+  gw_array *in = pinned(ctx), *buf = device(ctx), *out = pinned(ctx);
+  int32_t stale = other_than(POISON);
+
+  /* gw_stream_native of a gpuwrap stream, wrapped back: the same queue, so FIFO with it.
+   * Were it another queue, w's copy (one delay) would run before s's write (two). */
+  gw_stream *s = NULL, *w = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  void *nat = gw_stream_native(s);
+  ASSERT_NOT_NULL(nat);
+  ASSERT_OK(gw_stream_wrap(ctx, nat, &w));
+  ASSERT_EQ_PTR(gw_stream_native(w), nat);
+  randomize(in);
+  ASSERT_OK(gw_fill(buf, &stale));
+  ASSERT_OK(gw_fill(out, &POISON));
+  ASSERT_OK(gw_fill_async(out, &stale, s));
+  ASSERT_OK(gw_copy_async(buf, in, s));
+  ASSERT_OK(gw_copy_async(out, buf, w));
+  ASSERT_OK(gw_stream_synchronize(w)); /* only w: it is s */
+  ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  gw_stream_destroy(w); /* the handle only: s keeps working */
+  ASSERT_OK(gw_fill_async(out, &stale, s));
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ALL_EQ(host(out), &stale, N, 4);
+
+  /* An external non-blocking stream (a PyTorch/CuPy side stream), borrowed. */
+  void *ext = NULL;
+  ASSERT_OK(gw_cpu_stream_create_external(0, 1, &ext));
+  ASSERT_NOT_NULL(ext);
+  for (int round = 0; round < 2; round++) {
+    gw_stream *e = NULL;
+    ASSERT_OK(gw_stream_wrap(ctx, ext, &e));
+    ASSERT_EQ_PTR(gw_stream_native(e), ext);
+    int32_t v = other_than(POISON);
+    randomize(in);
+    ASSERT_OK(gw_fill(out, &POISON));
+    ASSERT_OK(gw_fill_async(buf, &v, e));
+    ASSERT_OK(gw_copy_async(out, buf, e));
+    ASSERT_ALL_EQ(host(out), &POISON, N, 4); /* queued, not run */
+    ASSERT_OK(gw_stream_synchronize(e));
+    ASSERT_ALL_EQ(host(out), &v, N, 4);
+    ASSERT_OK(gw_copy_async(buf, in, e));
+    ASSERT_OK(gw_copy_async(out, buf, e));
+    ASSERT_OK(gw_stream_synchronize(e));
+    ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+    /* the second round shows that this left the external stream usable */
+    gw_stream_destroy(e);
+  }
+  ASSERT_OK(gw_cpu_stream_destroy_external(ext));
+  gw_stream *e = NULL;
+  ASSERT_STATUS(gw_stream_wrap(ctx, ext, &e), GW_EINVAL); /* destroyed: no longer a stream */
+  ASSERT_STATUS(gw_cpu_stream_destroy_external(ext), GW_EINVAL);
+  ASSERT_STATUS(gw_cpu_stream_destroy_external(nat), GW_EINVAL); /* gpuwrap's own */
+
+  /* Garbage handles: never dereferenced. */
+  int local;
+  void *heap = malloc(64);
+  void *garbage[] = {&local, heap, (void *)(uintptr_t)0x1, (void *)(uintptr_t)0xdeadbeef0,
+                     (char *)nat + 8, in};
+  for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+    ASSERT_STATUS(gw_stream_wrap(ctx, garbage[i], &e), GW_EINVAL);
+    ASSERT_ERROR_MENTIONS("not a stream of the cpu backend");
+  }
+  free(heap);
+  /* Another device's streams (GPUWRAP_CPU_DEVICES=2). */
+  gw_stream *s1 = NULL;
+  ASSERT_OK(gw_stream_create(ctx1, &s1));
+  ASSERT_STATUS(gw_stream_wrap(ctx, gw_stream_native(s1), &e), GW_EDEVICE);
+  ASSERT_OK(gw_stream_wrap(ctx1, gw_stream_native(s1), &e));
+  gw_stream_destroy(e);
+  void *ext1 = NULL;
+  ASSERT_OK(gw_cpu_stream_create_external(1, 1, &ext1));
+  ASSERT_STATUS(gw_stream_wrap(ctx, ext1, &e), GW_EDEVICE);
+  ASSERT_OK(gw_cpu_stream_destroy_external(ext1));
+  gw_stream_destroy(s1);
+  ASSERT_STATUS(gw_cpu_stream_create_external(2, 1, &ext1), GW_ENODEV);
+  ASSERT_STATUS(gw_cpu_stream_create_external(0, 1, NULL), GW_EINVAL);
+  /* NULL arguments */
+  ASSERT_STATUS(gw_stream_wrap(NULL, nat, &e), GW_EINVAL);
+  ASSERT_STATUS(gw_stream_wrap(ctx, nat, NULL), GW_EINVAL);
+  ASSERT_NULL(gw_stream_native(NULL));
+
+  /* Borrowed NULL is the legacy default stream: its work comes before a following
+   * synchronous copy (legacy-stream work itself), and blocks gpuwrap's blocking streams. */
+  gw_stream *l = NULL;
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &l));
+  ASSERT_NULL(gw_stream_native(l));
+  randomize(in);
+  ASSERT_OK(gw_fill(buf, &stale));
+  ASSERT_OK(gw_fill(out, &POISON));
+  ASSERT_OK(gw_copy_async(buf, in, l));
+  ASSERT_ALL_EQ(host(out), &POISON, N, 4);
+  ASSERT_OK(gw_copy(out, buf)); /* waits for the legacy stream's copy */
+  ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  gw_stream_destroy(l); /* the handle only */
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &l));
+  ASSERT_OK(gw_stream_synchronize(l));
+  gw_stream_destroy(l);
+
+  gw_release(in);
+  gw_release(buf);
+  gw_release(out);
+  gw_stream_destroy(s);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx1);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (4) Blocking and non-blocking streams against the legacy stream (synchronous calls). */
+TEST_IMPL(blocking) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_array *in = pinned(ctx), *buf = device(ctx), *out = pinned(ctx);
+  int32_t stale = other_than(POISON);
+  gw_stream *s = NULL, *e = NULL, *l = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  void *ext = NULL;
+  ASSERT_OK(gw_cpu_stream_create_external(0, 1, &ext));
+  ASSERT_OK(gw_stream_wrap(ctx, ext, &e));
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &l));
+
+  /* gpuwrap's stream is blocking: a synchronous copy waits for its earlier fill. */
+  int32_t v = other_than(stale);
+  ASSERT_OK(gw_fill(buf, &stale));
+  ASSERT_OK(gw_fill_async(buf, &v, s));
+  ASSERT_OK(gw_copy(out, buf));
+  ASSERT_ALL_EQ(host(out), &v, N, 4);
+  /* A non-blocking stream is not waited for: the synchronous copy reads stale data. */
+  int32_t v2 = other_than(stale);
+  ASSERT_OK(gw_fill(buf, &stale));
+  ASSERT_OK(gw_fill_async(buf, &v2, e));
+  ASSERT_OK(gw_copy(out, buf));
+  ASSERT_ALL_EQ(host(out), &stale, N, 4);
+  ASSERT_OK(gw_stream_synchronize(e));
+  ASSERT_OK(gw_copy(out, buf));
+  ASSERT_ALL_EQ(host(out), &v2, N, 4);
+
+  /* The other direction: work on the legacy stream comes before a blocking stream's later
+   * work, not before a non-blocking stream's. */
+  gw_array *out2 = pinned(ctx), *scratch = device(ctx);
+  for (int nonblocking = 0; nonblocking <= 1; nonblocking++) {
+    randomize(in);
+    ASSERT_OK(gw_fill(buf, &stale));
+    ASSERT_OK(gw_fill(out2, &POISON));
+    ASSERT_OK(gw_fill_async(scratch, &stale, l)); /* puts the write one delay later */
+    ASSERT_OK(gw_copy_async(buf, in, l));
+    ASSERT_OK(gw_copy_async(out2, buf, nonblocking ? e : s));
+    ASSERT_OK(gw_stream_synchronize(nonblocking ? e : s));
+    if (nonblocking)
+      ASSERT_ALL_EQ(host(out2), &stale, N, 4);
+    else
+      ASSERT_ELEMS_EQ(host(out2), host(in), N, 4);
+    ASSERT_OK(gw_stream_synchronize(l));
+  }
+  gw_release(out2);
+  gw_release(scratch);
+  gw_stream_destroy(l);
+  gw_stream_destroy(e);
+  ASSERT_OK(gw_cpu_stream_destroy_external(ext));
+  gw_stream_destroy(s);
+  gw_release(in);
+  gw_release(buf);
+  gw_release(out);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (5) gw_array_pending, gw_array_wait without history, gw_synchronize drains all. */
+TEST_IMPL(pending) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *s1 = NULL, *s2 = NULL, *e = NULL, *l = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s1));
+  ASSERT_OK(gw_stream_create(ctx, &s2));
+  void *ext = NULL;
+  ASSERT_OK(gw_cpu_stream_create_external(0, 1, &ext));
+  ASSERT_OK(gw_stream_wrap(ctx, ext, &e));
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &l));
+  gw_stream *all[4] = {s1, s2, e, l};
+  gw_array *in[4], *out[4];
+  for (int k = 0; k < 4; k++) {
+    in[k] = pinned(ctx);
+    out[k] = pinned(ctx);
+    randomize(in[k]);
+    ASSERT_OK(gw_fill(out[k], &POISON));
+  }
+  /* no asynchronous history: nothing to wait for */
+  ASSERT_EQ_INT(gw_array_pending(in[0]), 0);
+  ASSERT_OK(gw_array_wait(in[0], s1));
+  ASSERT_STATUS(gw_array_wait(NULL, s1), GW_EINVAL);
+  ASSERT_STATUS(gw_array_wait(in[0], NULL), GW_EINVAL);
+  ASSERT_EQ_INT(gw_array_pending(NULL), 0);
+  for (int k = 0; k < 4; k++) ASSERT_OK(gw_copy_async(out[k], in[k], all[k]));
+  for (int k = 0; k < 4; k++) {
+    ASSERT_EQ_INT(gw_array_pending(out[k]), 1);
+    ASSERT_ALL_EQ(host(out[k]), &POISON, N, 4);
+  }
+  ASSERT_OK(gw_synchronize(ctx)); /* every stream of the device, non-blocking ones too */
+  for (int k = 0; k < 4; k++) {
+    ASSERT_EQ_INT(gw_array_pending(out[k]), 0);
+    ASSERT_EQ_INT(gw_array_pending(in[k]), 0);
+    ASSERT_ELEMS_EQ(host(out[k]), host(in[k]), N, 4);
+  }
+  /* complete work: a wait is GW_OK and queues nothing that could block */
+  ASSERT_OK(gw_array_wait(out[2], s1));
+  ASSERT_OK(gw_stream_synchronize(s1));
+  for (int k = 0; k < 4; k++) {
+    gw_release(in[k]);
+    gw_release(out[k]);
+  }
+  gw_stream_destroy(l);
+  gw_stream_destroy(e);
+  ASSERT_OK(gw_cpu_stream_destroy_external(ext));
+  gw_stream_destroy(s1);
+  gw_stream_destroy(s2);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (6) DLPack hand-over: gpuwrap's work pending on an exported array, a consumer stream
+ * (non-blocking, as a PyTorch side stream) made to wait with gw_array_wait. */
+TEST_IMPL(dlpack_handover) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *prod = NULL, *cons = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &prod));
+  void *ext = NULL;
+  ASSERT_OK(gw_cpu_stream_create_external(0, 1, &ext));
+  ASSERT_OK(gw_stream_wrap(ctx, ext, &cons));
+  gw_array *in = pinned(ctx), *a = device(ctx), *out = pinned(ctx), *scratch = device(ctx);
+  int32_t stale = other_than(POISON);
+  for (int with_wait = 1; with_wait >= 0; with_wait--) {
+    randomize(in);
+    ASSERT_OK(gw_fill(a, &stale));
+    ASSERT_OK(gw_fill(out, &POISON));
+    ASSERT_OK(gw_fill_async(scratch, &POISON, prod)); /* puts the write one delay later */
+    ASSERT_OK(gw_copy_async(a, in, prod));
+    ASSERT_EQ_INT(gw_array_pending(a), 1);
+    DLManagedTensorVersioned *t = NULL;
+    ASSERT_OK(gw_to_dlpack(a, &t));
+    /* The consumer imports the tensor (its own array of the same memory, with no history
+     * of its own) and reads it on its stream. Removing the gw_array_wait line makes the
+     * with_wait case fail: the consumer's copy reads the stale value (the case below). */
+    gw_array *b = NULL;
+    ASSERT_OK(gw_from_dlpack(ctx, t, &b));
+    ASSERT_EQ_INT(gw_array_pending(b), 0);
+    if (with_wait) ASSERT_OK(gw_array_wait(a, cons));
+    ASSERT_OK(gw_copy_async(out, b, cons));
+    ASSERT_OK(gw_stream_synchronize(cons));
+    if (with_wait)
+      ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+    else
+      ASSERT_ALL_EQ(host(out), &stale, N, 4);
+    ASSERT_OK(gw_stream_synchronize(prod));
+    gw_release(b);
+  }
+  gw_release(in);
+  gw_release(a);
+  gw_release(out);
+  gw_release(scratch);
+  gw_stream_destroy(cons);
+  ASSERT_OK(gw_cpu_stream_destroy_external(ext));
+  gw_stream_destroy(prod);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Events and waits with injected failures: each new injection point fails its call with
+ * nothing queued, and the core falls back to waiting (gw__pending_note). No delay. */
+TEST_IMPL(inject_stream_ops) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_STREAM_BORROW), "stream_borrow");
+  ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_EVENT_CREATE), "event_create");
+  ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_EVENT_RECORD), "event_record");
+  ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_STREAM_WAIT_EVENT), "stream_wait_event");
+  gw_stream *s = NULL, *w = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  gw_cpu_fail_op(GW_CPU_OP_STREAM_BORROW, 1, GW_EBACKEND);
+  ASSERT_STATUS(gw_stream_wrap(ctx, gw_stream_native(s), &w), GW_EBACKEND);
+  ASSERT_ERROR_MENTIONS("stream_borrow");
+  ASSERT_OK(gw_stream_wrap(ctx, gw_stream_native(s), &w));
+  gw_array *in = pinned(ctx), *out = pinned(ctx);
+  for (int k = 0; k < 2; k++) {
+    randomize(in);
+    ASSERT_OK(gw_fill(out, &POISON));
+    /* no event for the array: the copy still succeeds, and nothing stays pending */
+    gw_cpu_fail_op(k ? GW_CPU_OP_EVENT_RECORD : GW_CPU_OP_EVENT_CREATE, 1, GW_ENOMEM);
+    ASSERT_OK(gw_copy_async(out, in, s));
+    ASSERT_EQ_INT(gw_array_pending(out), 0);
+    ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  }
+  gw_cpu_fail_reset();
+  ASSERT_OK(gw_copy_async(out, in, s));
+  gw_cpu_fail_op(GW_CPU_OP_STREAM_WAIT_EVENT, 1, GW_EBACKEND);
+  gw_status st = gw_array_wait(out, w);
+  /* on the same queue, or already complete, no wait is made; otherwise it fails */
+  ASSERT_TRUE(st == GW_OK || st == GW_EBACKEND);
+  gw_cpu_fail_reset();
+  ASSERT_OK(gw_stream_synchronize(s));
+  gw_release(in);
+  gw_release(out);
+  gw_stream_destroy(w);
+  gw_stream_destroy(s);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* fork() while work is queued: the child has no worker threads (it must not join the
+ * parent's, nor start new ones: TSan refuses threads after a multi-threaded fork); its
+ * callers run the queued work, so it can synchronize, use and destroy its streams; the
+ * parent's work is unaffected. */
+TEST_IMPL(fork_child) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  gw_array *in = pinned(ctx), *out = pinned(ctx);
+  randomize(in);
+  ASSERT_OK(gw_fill(out, &POISON));
+  ASSERT_OK(gw_copy_async(out, in, s)); /* still queued (delayed) at the fork */
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    int bad = gw_stream_synchronize(s) != GW_OK;
+    bad |= memcmp(host(out), host(in), N * 4) != 0;
+    int32_t v = other_than(POISON);
+    bad |= gw_fill_async(out, &v, s) != GW_OK;
+    bad |= gw_synchronize(ctx) != GW_OK;
+    for (int i = 0; i < N; i++) bad |= host(out)[i] != v;
+    gw_stream_destroy(s);
+    gw_release(in); /* the child's copies of the arrays (valgrind checks its leaks too) */
+    gw_release(out);
+    gw_context_destroy(ctx);
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ_INT(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ_INT(WEXITSTATUS(status), 0);
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ELEMS_EQ(host(out), host(in), N, 4);
+  gw_release(in);
+  gw_release(out);
+  gw_stream_destroy(s);
+  gw_context_destroy(ctx);
+  return 0;
+}
