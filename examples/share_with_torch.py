@@ -7,8 +7,11 @@
      kDLCUDA (a CUDA tensor reading the host memory over the link, zero-copy) or as kDLCPU.
   3. The other way: a PyTorch tensor imported into gpuwrap, filled by gpuwrap.
 
-Run (after building libgpuwrap):
+Run with the installed package (README, "Python"), in the environment that has PyTorch:
+  python3 examples/share_with_torch.py
+or from the source tree (the extension is compiled on first import):
   GPUWRAP_LIB=build/lib/libgpuwrap.so PYTHONPATH=python python3 examples/share_with_torch.py
+Exit status 0 when every step checked out, 1 on a mismatch, 77 (skipped) without PyTorch.
 GPUWRAP_BACKEND=cpu|cuda picks the backend (default: the GPU if there is one).
 """
 import ctypes
@@ -16,14 +19,14 @@ import gc
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import gpuwrap  # noqa: E402
 
 try:
     import torch
 except ImportError:
-    print("this example needs PyTorch")
-    sys.exit(0)
+    # Not a success: nothing was shown. 77 is the suite's "skipped" (CTest SKIP_RETURN_CODE).
+    print(f"SKIP: this example needs PyTorch, which {sys.executable} does not have", file=sys.stderr)
+    sys.exit(77)
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p

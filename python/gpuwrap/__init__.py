@@ -56,9 +56,9 @@ Streams across libraries (the Python array API and the CUDA Array Interface v3):
 Lifetimes: an exported capsule holds a reference on the array until its consumer calls
 the tensor's deleter (or the capsule is garbage collected unconsumed); an imported
 tensor's deleter runs when the last gpuwrap reference to it goes. np.asarray(a) (the
-array interface) keeps the Python object `a` alive, not gpuwrap's reference: after
-a.release() such a NumPy array must not be used; np.from_dlpack(a) holds a reference of
-its own and stays valid.
+array interface) makes NumPy hold the Python object `a`, which from its first
+__array_interface__ keeps a gpuwrap reference of its own until it is collected: a.release()
+then cannot free the memory under NumPy's view (the memory goes when both are gone).
 """
 
 import ctypes

@@ -275,7 +275,10 @@ static int parse_ptr(PyObject *o, void **out) {
 
 typedef struct {
   PyObject_HEAD
-  gw_array *h; /* NULL once released */
+  gw_array *h;    /* NULL once released */
+  gw_array *kept; /* taken by the first __array_interface__: NumPy's views hold this object
+                   * (their base), not a gpuwrap reference, so the object keeps one until it
+                   * is collected, and release() cannot free memory under such a view */
 } ArrayObject;
 
 static PyObject *array_new(gw_array *h) {
@@ -285,6 +288,7 @@ static PyObject *array_new(gw_array *h) {
     return NULL;
   }
   a->h = h;
+  a->kept = NULL;
   return (PyObject *)a;
 }
 
@@ -737,12 +741,13 @@ static uintptr_t aux_wait(gw_array *a, int host) {
 /* ---- Array: properties ---------------------------------------------------------------- */
 
 static void Array_dealloc(ArrayObject *a) {
-  gw_array *h = a->h;
-  a->h = NULL;
-  if (h) {
+  gw_array *h = a->h, *k = a->kept;
+  a->h = a->kept = NULL;
+  if (h || k) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb); /* a Python deleter may run: keep a pending exception */
     gw_release(h);
+    gw_release(k);
     PyErr_Restore(et, ev, tb);
   }
   PyObject_Free(a);
@@ -1373,6 +1378,7 @@ static PyObject *Array_get_ai(ArrayObject *a, void *u) {
     if (r == (uintptr_t)-1) return NULL;
     if (!(h = arr_get(a))) return NULL;
   }
+  if (!a->kept) a->kept = gw_retain(h);
   return interface_dict(h, hp, 0, NULL);
 }
 

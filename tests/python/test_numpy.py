@@ -127,6 +127,7 @@ def test_round_trip(ctx, counter):
         assert x.host_ptr == ctypes.addressof(buf)
     for x in (a, b, c, d, e):
         x.release()
+    del a, x  # `a` exported its array interface: the object holds a reference until collected
     gc.collect()
     assert counter.calls == 1
 
@@ -233,3 +234,19 @@ def test_properties_and_repr(ctx, counter):
         pass
     assert a.released and repr(a) == "<gpuwrap.Array released>"
     h.release()
+
+
+def test_array_interface_keeps_memory(ctx, counter):
+    # NumPy's view through __array_interface__ holds the Array object; release() must not
+    # free the memory under it: the deleter runs once both are gone.
+    buf, a = wrapped(ctx, counter, 8)
+    n = np.asarray(a)
+    a.release()
+    gc.collect()
+    assert counter.calls == 0 and n[7] == 7.0
+    del a
+    gc.collect()
+    assert counter.calls == 0, "the view still holds the object"
+    del n
+    gc.collect()
+    assert counter.calls == 1
