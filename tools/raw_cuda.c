@@ -322,7 +322,7 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
   *out = (gw_raw){
       .name = name,
       .timer_what = "CUDA events on the legacy default stream (both sides synchronous)",
-      .query_what = "cuPointerGetAttributes (6 attributes, one call)",
+      .query_what = "cuPointerGetAttributes (the same 7 attributes, one call)",
       .fill_what = raw_fill_what,
       .query = cuda_query,
       .alloc = cuda_alloc,

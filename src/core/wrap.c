@@ -33,6 +33,7 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
   for (int d = 0; d < ndim; d++)
     if (shape[d] < 0)
       return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+  g->elem = gw_dtype_size(dtype);
   if (strides) {
     memcpy(cstrides, strides, (size_t)ndim * sizeof *strides);
   } else {
@@ -50,8 +51,18 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
         s = INT64_MAX;
       }
     }
+    /* Hot path (the common wrap: no strides): C-contiguous elements span exactly
+     * [0, numel * elem), what gw__span computes in a second pass over the dims; only a
+     * byte size that does not fit goes there, for its error. */
+    int64_t bytes;
+    if (!empty && !__builtin_mul_overflow(s, (int64_t)g->elem, &bytes) &&
+        (uint64_t)bytes <= (uint64_t)PTRDIFF_MAX) {
+      g->lo = 0;
+      g->hi = bytes;
+      g->numel = s;
+      return GW_OK;
+    }
   }
-  g->elem = gw_dtype_size(dtype);
   return gw__span(ndim, shape, cstrides, g->elem, &g->lo, &g->hi, &g->numel);
 }
 

@@ -54,51 +54,58 @@ gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps
   if (k != RAW_PAGEABLE && a->is_managed)
     k = RAW_MANAGED;
 
-  gw_ptrinfo r = {0};
+  /* Written straight into *out, each field once (no local gw_ptrinfo and copy: this runs
+   * on every pointer query and wrap). */
   void *p = (void *)(uintptr_t)ptr;
-  r.device = a->device >= 0 ? a->device : -1; /* -2 (and any negative) means none */
-  if (a->range_start != 0 && a->range_size != 0 && (uintptr_t)ptr >= a->range_start &&
-      (uintptr_t)ptr - a->range_start < a->range_size) {
-    r.base = (void *)a->range_start;
-    r.extent = a->range_size;
-  }
-  switch (k) {
-  case RAW_PAGEABLE:
-    /* Whatever stale fields the runtime left: pageable memory has no owner or range. */
-    r.kind = GW_MEM_HOST;
-    r.device = -1;
-    r.base = NULL;
-    r.extent = 0;
-    r.host_ptr = p;
-    r.device_ptr = caps->pageable_access ? p : NULL;
-    break;
-  case RAW_HOST:
-    r.kind = GW_MEM_PINNED;
-    r.host_ptr = a->host_pointer ? (void *)a->host_pointer : p;
-    if (a->device_pointer)
-      r.device_ptr = (void *)a->device_pointer;
-    else if (caps->host_ptr_for_registered)
-      r.device_ptr = p;
-    /* else NULL: the backend looks the device address up */
-    break;
-  case RAW_DEVICE:
-    r.kind = GW_MEM_DEVICE;
-    r.device_ptr = p; /* a device pointer is its own device address, interior ones too */
-    r.host_ptr = NULL;
-    break;
-  case RAW_MANAGED:
-    r.kind = GW_MEM_MANAGED;
-    r.device_ptr = p;
-    r.host_ptr = p;
-    break;
-  case RAW_OTHER:
-    /* Arrays (texture memory) are not linear: nothing can address them as an array. */
-    r.kind = GW_MEM_UNKNOWN;
-    break;
-  }
   /* CUDA and HIP cannot tell registered host memory from pinned allocations, so
    * GW_PTR_HOST_REGISTERED is never set here; the core adds GW_PTR_GPUWRAP_REGISTERED. */
-  r.flags = 0;
-  *out = r;
+  out->flags = 0;
+  if (k == RAW_PAGEABLE) {
+    /* Whatever stale fields the runtime left: pageable memory has no owner or range. */
+    out->kind = GW_MEM_HOST;
+    out->device = -1;
+    out->base = NULL;
+    out->extent = 0;
+    out->host_ptr = p;
+    out->device_ptr = caps->pageable_access ? p : NULL;
+    return GW_OK;
+  }
+  out->device = a->device >= 0 ? a->device : -1; /* -2 (and any negative) means none */
+  if (a->range_start != 0 && a->range_size != 0 && (uintptr_t)ptr >= a->range_start &&
+      (uintptr_t)ptr - a->range_start < a->range_size) {
+    out->base = (void *)a->range_start;
+    out->extent = a->range_size;
+  } else {
+    out->base = NULL;
+    out->extent = 0;
+  }
+  switch (k) {
+  case RAW_HOST:
+    out->kind = GW_MEM_PINNED;
+    out->host_ptr = a->host_pointer ? (void *)a->host_pointer : p;
+    if (a->device_pointer)
+      out->device_ptr = (void *)a->device_pointer;
+    else if (caps->host_ptr_for_registered)
+      out->device_ptr = p;
+    else
+      out->device_ptr = NULL; /* the backend looks the device address up */
+    break;
+  case RAW_DEVICE:
+    out->kind = GW_MEM_DEVICE;
+    out->device_ptr = p; /* a device pointer is its own device address, interior ones too */
+    out->host_ptr = NULL;
+    break;
+  case RAW_MANAGED:
+    out->kind = GW_MEM_MANAGED;
+    out->device_ptr = p;
+    out->host_ptr = p;
+    break;
+  default:
+    /* Arrays (texture memory) are not linear: nothing can address them as an array. */
+    out->kind = GW_MEM_UNKNOWN;
+    out->device_ptr = NULL;
+    out->host_ptr = NULL;
+    break;
+  }
   return GW_OK;
 }

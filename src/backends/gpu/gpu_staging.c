@@ -30,6 +30,8 @@
  *   GPUWRAP_STAGING_CHUNK    bounce buffer size = largest chunk, bytes (K/M/G suffixes)
  *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
  *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..8
+ *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
+ *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
  */
 #define _POSIX_C_SOURCE 200809L /* pthreads, sysconf, sched_yield */
 
@@ -37,7 +39,11 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <emmintrin.h> /* SSE2 streaming stores: part of x86-64 itself */
+#endif
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,9 +52,15 @@
 
 /* Below this the runtime's own pageable copy is used: pipeline start-up (thread hand-off,
  * one chunk not overlapped, event round trips) does not pay for itself. */
-/* 2 MiB: at 1 MiB the plain pageable copy was as fast (H200, 2026-11-30: 13.2 vs 11.6 GB/s
- * host-to-device), from 2 MiB staging wins (7.7 vs 13.4 GB/s). */
-#define GWG_STAGING_MIN_DEFAULT ((size_t)2 << 20)
+/* 1 MiB. Set at 2 MiB on 2026-11-30 (H200: at 1 MiB the plain copy 13.2 GB/s against
+ * 11.6 staged host-to-device); the full bench of 2026-12-01 measured the plain pageable copy
+ * at 1 MiB at 5.99 GB/s host-to-device and 9.01 device-to-host, i.e. below the staged rate
+ * of the earlier run, and the target (docs/BENCHMARKS.md) is 2x the plain copy from 1 MiB,
+ * which the plain path cannot reach by construction. At 1 MiB a copy is 4 chunks of
+ * CHUNK_MIN, each split over up to 4 threads. Measured with it (H200, 2026-12-01, two
+ * full benches): 1 MiB host-to-device 12.4 / 12.6 GB/s staged vs 5.7 / 5.9 plain (2.19x /
+ * 2.13x), device-to-host 13.4 / 13.5 vs 9.4 / 9.4 (1.42x / 1.44x). */
+#define GWG_STAGING_MIN_DEFAULT ((size_t)1 << 20)
 /* Bounce buffer size, the largest chunk: large enough that a DMA (~75 us at 55 GB/s)
  * dwarfs the per-chunk cost (launch, event, thread hand-off); small enough that the
  * buffers stay in the host's last-level cache and cost little pinned memory. */
@@ -70,12 +82,55 @@
  * starts yielding its CPU, and after a copy before it goes to sleep. */
 #define GWG_STAGING_SPINS 4096
 #define GWG_STAGING_LINGER_SPINS 2048
+/* Device-to-host copies from this size would write the caller's (pageable) memory with
+ * non-temporal stores: SIZE_MAX, never by default. The argument for them: a plain store to
+ * a line that is not cached first reads it (read for ownership), 3 memory transfers per
+ * byte instead of 2, and glibc's memcpy streams only above ~3/4 of the shared cache per
+ * call, which a piece here (chunk / threads, 512 KiB) never is. Measured on the H200 test
+ * machine (2026-12-01, 16 vCPUs, driver 580.159.04), 8 copy threads, SSE2 streaming stores
+ * from 4 MiB against plain memcpy in the same session: device-to-host 25.1 / 26.3 / 25.4
+ * GB/s at 64 MiB / 256 MiB / 1 GiB streaming, 34.6 / 37.6 GB/s plain (64 / 256 MiB): the
+ * streaming stores lose a third there, so they stay off. GPUWRAP_STAGING_NT_MIN turns them
+ * on for hosts where they win (set it to the smallest copy to stream). */
+#define GWG_STAGING_NT_MIN_DEFAULT SIZE_MAX
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
+
+/* memcpy, with non-temporal stores when `nt` (x86-64 only; off by default, see
+ * GWG_STAGING_NT_MIN_DEFAULT): the stores are fenced before returning, so the release store that publishes "piece done" orders
+ * after them (streaming stores are weakly ordered). */
+static void piece_copy(char *dst, const char *src, size_t n, int nt) {
+#if defined(__x86_64__)
+  if (nt && n >= 256) {
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    __m128i *d = (__m128i *)(void *)dst;
+    const __m128i *s = (const __m128i *)(const void *)src;
+    size_t lines = n / 64;
+    for (size_t i = 0; i < lines; i++, d += 4, s += 4) {
+      __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+      __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+      _mm_stream_si128(d, a);
+      _mm_stream_si128(d + 1, b);
+      _mm_stream_si128(d + 2, c);
+      _mm_stream_si128(d + 3, e);
+    }
+    memcpy(d, s, n % 64);
+    _mm_sfence();
+    return;
+  }
+#endif
+  (void)nt;
+  memcpy(dst, src, n);
+}
 
 /* One worker; its hand-off flag lives on its own cache line. */
 typedef struct {
   int go; /* 0 free, 1 piece posted, 2 being copied (atomics) */
+  int nt; /* non-temporal stores for this piece */
   char *dst;
   const char *src;
   size_t n;
@@ -106,7 +161,7 @@ static int take_piece(gwg_worker *w) {
   int one = 1;
   if (!__atomic_compare_exchange_n(&w->go, &one, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return 0;
-  memcpy(w->dst, w->src, w->n);
+  piece_copy(w->dst, w->src, w->n, w->nt);
   __atomic_store_n(&w->go, 0, __ATOMIC_RELEASE);
   return 1;
 }
@@ -182,13 +237,14 @@ static void pool_stop(gwg_pool *p) {
 }
 
 /* memcpy on the calling thread plus the workers (the pool must be in state 1). Pieces
- * are multiples of 4 KiB, so the bounce-buffer side of each stays page aligned. */
-static void pool_memcpy(gwg_pool *p, char *dst, const char *src, size_t n) {
+ * are multiples of 4 KiB, so the bounce-buffer side of each stays page aligned. `nt`:
+ * non-temporal stores (see GWG_STAGING_NT_MIN_DEFAULT). */
+static void pool_memcpy(gwg_pool *p, char *dst, const char *src, size_t n, int nt) {
   size_t parts = n / GWG_STAGING_PIECE_MIN;
   if (parts > (size_t)p->nworkers + 1)
     parts = (size_t)p->nworkers + 1;
   if (parts <= 1) {
-    memcpy(dst, src, n);
+    piece_copy(dst, src, n, nt);
     return;
   }
   size_t piece = (n + parts - 1) / parts;
@@ -200,9 +256,10 @@ static void pool_memcpy(gwg_pool *p, char *dst, const char *src, size_t n) {
     w->dst = dst + off;
     w->src = src + off;
     w->n = n - off < piece ? n - off : piece;
+    w->nt = nt;
     __atomic_store_n(&w->go, 1, __ATOMIC_RELEASE);
   }
-  memcpy(dst, src, piece < n ? piece : n);
+  piece_copy(dst, src, piece < n ? piece : n, nt);
   for (int i = posted - 1; i >= 0; i--) /* steal from the back: the last posted are the */
     take_piece(&p->w[i]);                /* likeliest still untaken */
   for (int i = 0; i < posted; i++)
@@ -217,6 +274,7 @@ typedef struct {
   int device;
   int enabled; /* 0: never stage (off, host page tables, or setup failed) */
   size_t min, chunk;
+  size_t nt_min; /* device-to-host copies from this size stream their stores */
   int nbuf, nthreads;
   int ready; /* buffers, events and threads exist */
   char *buf[GWG_STAGING_BUFFERS_MAX];
@@ -274,6 +332,12 @@ static void read_config(gwg_staging *st) {
   if (st->chunk > ((size_t)1 << 30))
     st->chunk = (size_t)1 << 30;
   st->chunk = (st->chunk + 4095) & ~(size_t)4095;
+  const char *nt = getenv("GPUWRAP_STAGING_NT_MIN");
+  st->nt_min = GWG_STAGING_NT_MIN_DEFAULT;
+  if (nt && (!strcmp(nt, "off") || !strcmp(nt, "OFF") || !strcmp(nt, "never")))
+    st->nt_min = SIZE_MAX;
+  else if (parse_size(nt, &v))
+    st->nt_min = v;
   st->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS", GWG_STAGING_BUFFERS_DEFAULT, 2,
                           GWG_STAGING_BUFFERS_MAX);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -414,7 +478,7 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     size_t len = n - off < chunk ? n - off : chunk;
     if ((rc = wait_buf(st, b)) != GW_OK)
       break;
-    pool_memcpy(&st->pool, st->buf[b], src + off, len);
+    pool_memcpy(&st->pool, st->buf[b], src + off, len, 0);
     rc = dma(st, b, dst + off, st->buf[b], len, s, unrecorded);
   }
   return rc;
@@ -424,6 +488,7 @@ static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
                      int *unrecorded) {
   size_t chunk = pick_chunk(st, n);
   size_t nchunks = (n + chunk - 1) / chunk;
+  int nt = n >= st->nt_min;
   gw_status rc = GW_OK;
   size_t next = 0; /* next chunk to DMA */
   for (; next < nchunks && next < (size_t)st->nbuf && rc == GW_OK; next++) {
@@ -435,7 +500,7 @@ static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     size_t off = i * chunk, len = n - off < chunk ? n - off : chunk;
     if ((rc = wait_buf(st, b)) != GW_OK)
       break;
-    pool_memcpy(&st->pool, dst + off, st->buf[b], len);
+    pool_memcpy(&st->pool, dst + off, st->buf[b], len, nt);
     if (next < nchunks) {
       size_t noff = next * chunk, nlen = n - noff < chunk ? n - noff : chunk;
       rc = dma(st, b, st->buf[b], src + noff, nlen, s, unrecorded);
