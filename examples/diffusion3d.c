@@ -74,6 +74,7 @@ typedef struct {
   int halo_bench;   /* time the update and its raw stages side by side, print the ratio */
   gw_memkind mem;   /* GW_MEM_UNKNOWN: pick from the backend */
   gw_halo_path path;
+  double t1_ms;     /* --t1: the one-rank time/step, for the weak-scaling efficiency line */
   int stencil;      /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
 } options;
 
@@ -104,7 +105,10 @@ static void usage(FILE *f, const char *argv0) {
           "  --mem KIND      host | pinned | managed | device (default: device for the GPU stencil,\n"
           "                  host on the CPU backend, managed otherwise; device with the host\n"
           "                  stencil needs --halo-only)\n"
-          "  --path P        auto | host | device: halo data path (default auto)\n"
+          "  --path P        auto | host | device | nccl: halo data path (default auto: NCCL when\n"
+          "                  it loads and every rank has device memory on its own GPU)\n"
+          "  --t1 MS         the one-rank time/step (ms) of the same -n: prints the weak-scaling\n"
+          "                  efficiency t1/tN of this run, at any rank count\n"
           "  --weak          print the weak-scaling note below and exit\n"
           "  -h, --help      this text\n"
           "Output: time/step (device synchronized each step), stencil and halo time/step,\n"
@@ -129,6 +133,10 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(a, "--halo-bench")) o->halo_bench = 1;
     else if (val && !strcmp(a, "-n")) o->n = atoll(argv[++i]);
     else if (val && !strcmp(a, "-s")) o->steps = atoi(argv[++i]);
+    else if (val && !strcmp(a, "--t1")) {
+      o->t1_ms = atof(argv[++i]);
+      if (!(o->t1_ms > 0)) return -1;
+    }
     else if (val && !strcmp(a, "--mem")) {
       static const char *names[] = {"", "host", "pinned", "device", "managed"};
       o->mem = (gw_memkind)-1;
@@ -138,6 +146,7 @@ static int parse(int argc, char **argv, options *o) {
       if ((int)o->mem < 0) return -1;
     } else if (val && !strcmp(a, "--path")) {
       o->path = !strcmp(val, "host") ? GW_HALO_PATH_HOST : !strcmp(val, "device") ? GW_HALO_PATH_DEVICE
+              : !strcmp(val, "nccl") ? GW_HALO_PATH_NCCL
               : !strcmp(val, "auto") ? GW_HALO_PATH_AUTO : (gw_halo_path)-1;
       i++;
       if ((int)o->path < 0) return -1;
@@ -669,6 +678,10 @@ int main(int argc, char **argv) {
     printf("  halo/step %.3f ms%s (%.1f%% of the step)   %llu bytes sent per rank per update (max)   %.2f GB/s\n",
            hper * 1e3, overlap ? " alone" : "", per > 0 ? 100.0 * hper / per : 0.0, sent_max,
            hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
+    /* t1/tN for any N (N = 1 too: the run against its own reference) */
+    if (o.t1_ms > 0 && per > 0)
+      printf("  weak scaling: t1 %.3f ms, t%d %.3f ms, efficiency t1/t%d = %.3f (%d ranks, %lld^3 cells each)\n",
+             o.t1_ms, size, per * 1e3, size, o.t1_ms / (per * 1e3), size, (long long)m);
     if (overlap) {
       double floor = sper > hper ? sper : hper;
       printf("  overlap: time/step / max(stencil, halo) = %.3f (target <= 1.1); blocking would be ~%.3f ms\n",

@@ -78,10 +78,43 @@ typedef struct gw_halo gw_halo;
 typedef enum {
   GW_HALO_PATH_AUTO = 0, /**< DEVICE for device/managed fields if MPI is GPU-aware, else HOST */
   GW_HALO_PATH_HOST,     /**< pack into page-locked host buffers, MPI on host memory */
-  GW_HALO_PATH_DEVICE    /**< pack into device buffers, handed to a GPU-aware MPI */
+  GW_HALO_PATH_DEVICE,   /**< pack into device buffers, handed to a GPU-aware MPI */
+  GW_HALO_PATH_NCCL      /**< pack into device buffers, NCCL send/receive on the plan's stream */
 } gw_halo_path;
 
-/** Name of a path ("auto", "host", "device"), or "invalid". */
+/*
+ * The NCCL path (GW_HALO_PATH_NCCL)
+ * ---------------------------------
+ * Faces are packed by gw_copy_async into device buffers on the plan's stream, then, per
+ * dim, ncclGroupStart, one ncclSend and one ncclRecv per neighbour side, ncclGroupEnd, and
+ * the unpacks, all queued on the plan's stream: an update never waits on the host (the
+ * blocking calls synchronise the plan's stream at the end; the stream-ordered ones do not
+ * wait at all). Dims still follow each other in order (corners are right). Along a
+ * periodic dim of one rank the faces are copied directly, as on the other paths;
+ * GPUWRAP_HALO_NCCL_SELF=1 sends them through NCCL to the rank itself instead (slower; it
+ * exercises NCCL on one GPU). gw_halo_create* also exchanges every message once, so the
+ * first update does not pay for NCCL's connection to each neighbour.
+ * NCCL is loaded at run time, never linked: dlopen("libnccl.so.2") through the loader's
+ * usual search, or the file GPUWRAP_NCCL_LIB names. The plan's NCCL communicator is made
+ * inside gw_halo_create* (collective): rank 0 of the plan's communicator calls
+ * ncclGetUniqueId, MPI_Bcast hands the id to every rank, each calls ncclCommInitRank on
+ * its field's device; gw_halo_destroy destroys it. It needs the CUDA backend, device
+ * memory (GW_MEM_DEVICE) for every field, and one GPU per rank (NCCL refuses two ranks on
+ * one GPU). Forcing GW_HALO_PATH_NCCL where any rank lacks one of these fails on every
+ * rank with GW_ENOTSUP and says why (the loader's message when NCCL is absent).
+ * GW_HALO_PATH_AUTO picks NCCL when every rank (MPI_Allreduce) has it, else DEVICE or
+ * HOST as before. NCCL failures are GW_EBACKEND naming the NCCL call and NCCL's text.
+ */
+
+/**
+ * Whether the NCCL path could load NCCL in this process (libnccl.so.2, or
+ * GPUWRAP_NCCL_LIB, and the CUDA driver). Returns 1, or 0 with *why (if why is not NULL)
+ * set to the loader's message ("NCCL is absent: dlopen(...): ..."), valid until this
+ * thread's next call. Not collective; says nothing of devices or memory kinds.
+ */
+GW_API int gw_halo_nccl_available(const char **why);
+
+/** Name of a path ("auto", "host", "device", "nccl"), or "invalid". */
 GW_API const char *gw_halo_path_name(gw_halo_path p);
 
 /**

@@ -36,6 +36,7 @@ const char *gw_halo_path_name(gw_halo_path p) {
   case GW_HALO_PATH_AUTO: return "auto";
   case GW_HALO_PATH_HOST: return "host";
   case GW_HALO_PATH_DEVICE: return "device";
+  case GW_HALO_PATH_NCCL: return "nccl";
   }
   return "invalid";
 }

@@ -32,6 +32,11 @@ def lib():
     lib.gw_cpu_stream_destroy_external.restype = ctypes.c_int
     lib.gw_cpu_stream_destroy_external.argtypes = [ctypes.c_void_p]
     lib.gw_cpu_op_calls.restype, lib.gw_cpu_op_calls.argtypes = ctypes.c_long, [ctypes.c_int]
+    lib.gw_cpu_runtime_alloc.restype = ctypes.c_int
+    lib.gw_cpu_runtime_alloc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+    lib.gw_cpu_runtime_free.restype = ctypes.c_int
+    lib.gw_cpu_runtime_free.argtypes = [ctypes.c_void_p]
     return lib
 
 

@@ -3,6 +3,7 @@ dtype, lifetimes (the producer's deleter exactly once), the protocol's arguments
 import ctypes
 import gc
 import itertools
+import os
 import sys
 
 import numpy as np
@@ -15,6 +16,9 @@ NP_VERSION = tuple(int(x) for x in np.__version__.split(".")[:2])
 NP_2 = NP_VERSION >= (2, 0)          # numpy 1.x: read-only DLPack imports, no bool
 NP_VERSIONED = NP_VERSION >= (2, 1)  # numpy asks for versioned capsules
 
+SEED = int(os.environ.get("GW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+rng = np.random.default_rng(SEED)
+
 NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                 "float16", "float32", "float64", "complex64", "complex128"]
 
@@ -26,12 +30,19 @@ def wrapped(ctx, counter, n=12, ctype=ctypes.c_float, dtype="float32", **kw):
 
 def test_to_numpy_dlpack(ctx, counter):
     buf, a = wrapped(ctx, counter)
-    n = np.from_dlpack(a).reshape(3, 4)
+    a2 = a.view((0,), (12,))  # exported through a view: a second gpuwrap reference
+    n = np.from_dlpack(a2).reshape(3, 4)
     assert n.ctypes.data == ctypes.addressof(buf) and n.dtype == np.float32
-    assert n[2, 3] == 11.0
-    a.fill(3.5)
-    assert (n == 3.5).all()
+    assert (n.ravel() == np.arange(12, dtype=np.float32)).all()
+    if n.flags.writeable:  # numpy 1.x makes DLPack imports read-only
+        i = int(rng.integers(12))
+        n.flat[i] = 42.0
+        assert buf[i] == 42.0, "a numpy write lands in the wrapped buffer"
+    v = float(rng.random())
+    a.fill(v)
+    assert (n == np.float32(v)).all()
     a.release()
+    a2.release()
     gc.collect()
     assert counter.calls == 0, "numpy's view keeps the memory alive after release()"
     del n
@@ -105,10 +116,12 @@ def test_from_numpy(ctx):
     g = gpuwrap.from_dlpack(x, ctx)
     assert g.host_ptr == x.ctypes.data and g.shape == (3, 4) and g.strides == (4, 1)
     assert g.kind in ("host", "pinned") and sys.getrefcount(x) == refs + 1
-    g.fill(7.0)
-    assert (x == 7.0).all()
+    val = float(rng.random())
+    g.fill(val)
+    assert (x == val).all()
     v = g.view((0, 1), (3, 2), (1, 2))
     g.release()
+    assert sys.getrefcount(x) == refs + 1, "a view keeps numpy's array"
     v.release()
     gc.collect()
     assert sys.getrefcount(x) == refs, "numpy's deleter ran exactly once"
@@ -195,8 +208,66 @@ def test_readonly(ctx, counter):
     with pytest.raises(gpuwrap.GpuwrapError) as e:
         g.fill(1.0)
     assert e.value.name == "GW_EREADONLY" and e.value.status == -8
+    if NP_VERSIONED:
+        n = np.from_dlpack(a)
+        assert not n.flags.writeable, "numpy >= 2.1 gets a read-only array"
+        del n
+    else:  # legacy capsules only: no read-only flag to carry it
+        with pytest.raises(BufferError):
+            np.from_dlpack(a)
     g.release()
     a.release()
+    gc.collect()
+    assert counter.calls == 1
+
+
+def test_strided_and_zero_size_dlpack(ctx, counter):
+    n = 20
+    x = rng.random(n)
+    buf = (ctypes.c_double * n)(*x)
+    a = ctx.wrap(ctypes.addressof(buf), "float64", (n,), deleter=counter)
+    v = a.view((19,), (5,), (-3,))  # 19, 16, 13, 10, 7
+    nv = np.from_dlpack(v)
+    assert nv.strides == (-24,), "numpy's strides in bytes"
+    assert np.array_equal(nv, x[19:6:-3])
+    z = ctx.wrap(0, "int32", (0, 4))  # NULL is fine without elements
+    nz = np.from_dlpack(z)
+    assert nz.shape == (0, 4) and nz.dtype == np.int32
+    del nv, nz
+    v.release()
+    z.release()
+    a.release()
+    gc.collect()
+    assert counter.calls == 1
+
+
+# A hand-made DLPack producer: a refused import still runs its deleter exactly once.
+V_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(gpuwrap.DLManagedTensorVersioned))
+
+
+def test_import_refusals(ctx):
+    deleted = []
+
+    @V_DELETER
+    def v_deleter(p):
+        deleted.append(1)
+    capsule_new = ctypes.pythonapi.PyCapsule_New
+    capsule_new.restype = ctypes.py_object
+    capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    data = (ctypes.c_float * 4)()
+    shape = (ctypes.c_int64 * 1)(4)
+    strides = (ctypes.c_int64 * 1)(1)
+    for devtype, major, want in [(gpuwrap.kDLCUDA, 1, "GW_EDEVICE"), (gpuwrap.kDLCPU, 2, "GW_ENOTSUP")]:
+        t = gpuwrap.DLTensor(ctypes.addressof(data), gpuwrap.DLDevice(devtype, 0), 1,
+                             gpuwrap.DLDataType(2, 32, 1), shape, strides, 0)
+        m = gpuwrap.DLManagedTensorVersioned(gpuwrap.DLPackVersion(major, 0), None, v_deleter, 0, t)
+        cap = capsule_new(ctypes.addressof(m), b"dltensor_versioned", None)
+        before = len(deleted)
+        with pytest.raises(gpuwrap.GpuwrapError) as e:
+            gpuwrap.from_dlpack(cap, ctx)
+        assert e.value.name == want, (devtype, major, str(e.value))
+        assert len(deleted) == before + 1, "the refused tensor's deleter ran exactly once"
+        del cap
 
 
 def test_capsule_rules(ctx, counter):

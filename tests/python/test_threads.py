@@ -1,6 +1,11 @@
-"""Objects used and released from many threads at once (the ports of
-tests/dlpack/test_threads.py): each reference is dropped exactly once, a use after a
-release raises ValueError, nothing is freed under a running call."""
+"""Objects used and released from many threads at once: each reference is dropped exactly
+once, a use after a release raises ValueError, nothing is freed under a running call.
+
+A binding that drops the GIL around its C calls and checks "if handle: release(handle)"
+lets two threads both pass the check and release one reference twice (glibc then aborts
+with a corrupted heap, or a deleter runs while the memory is still referenced): these
+tests race threads on the same objects (release, use, close, the default context, one
+capsule, streams, exports with pending work) and count exactly the references dropped."""
 import ctypes
 import gc
 import sys
@@ -208,6 +213,9 @@ def test_stream_close_while_used(ctx, lib):
     gc.collect()
     n = lib.gw_cpu_op_calls(OP_STREAM_DESTROY) - before
     assert n == len(streams) + len(borrowed), "each gw_stream destroyed exactly once"
+    for st in streams:
+        with pytest.raises(ValueError, match="stream closed"):
+            st.synchronize()
     a.release()
 
 
