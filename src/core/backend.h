@@ -25,9 +25,9 @@
 #include <stdint.h>
 
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
- * and events. A plugin of another ABI is refused at load (plugin.c), never called with the
- * wrong argument list. */
-#define GW__BACKEND_ABI 3
+ * and events. 4: copy_batch. A plugin of another ABI is refused at load (plugin.c), never
+ * called with the wrong argument list (nor with a table shorter than this one). */
+#define GW__BACKEND_ABI 4
 
 /* What a context's device can do; filled by context_init. */
 typedef struct {
@@ -118,6 +118,14 @@ typedef struct gw__backend_ops {
 
   /* Transfers and fills; stream NULL = synchronous (complete on return). */
   gw_status (*copy)(void *state, const gw__xfer *x, void *stream);
+  /* n transfers (n >= 0) as one operation on `stream` (NULL: synchronous, as copy): what
+   * the halo's local periodic copies of one dim are, so that they cost one queued item /
+   * one kernel launch instead of n. The core guarantees the transfers are INDEPENDENT: no
+   * transfer writes a byte that another of the batch reads or writes, and none has src
+   * and dst sharing memory (gw__copy_many checks it), so a backend may run them in any
+   * order or all at once. Checked as copy checks each transfer; on a failure of a check
+   * nothing is queued. Counts as one backend call (the CPU model's GW_CPU_OP_COPY). */
+  gw_status (*copy_batch)(void *state, const gw__xfer *x, int n, void *stream);
   gw_status (*fill)(void *state, const gw__fillspec *f, void *stream);
   gw_status (*synchronize)(void *state);
   /* Streams. A backend stream object is made by stream_create (a new blocking stream that

@@ -174,4 +174,16 @@ typedef struct {
  */
 gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out);
 
+/* ---- batched copies (transfer.c) ---- */
+/*
+ * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with
+ * gw_copy_async's checks (every pair is checked before anything is queued). Independent
+ * pairs on one backend and device go to the backend as ONE copy_batch (one queued item,
+ * one kernel launch); pairs that alias, or meet each other, go one by one (same results).
+ * Each distinct root's pending-work event is recorded once. Exported (default visibility)
+ * for libgpuwrap_halo's local periodic copies; not part of the installed API.
+ */
+GW_API gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
+                               gw_stream *s);
+
 #endif /* GW_CORE_INTERNAL_H */

@@ -231,6 +231,125 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   return s;
 }
 
+/* The root whose pending-work event stands for a's memory. */
+static const gw_array *root_of(const gw_array *a) { return a->root ? a->root : a; }
+
+/*
+ * Whether a and b may share a byte: never when their spans (through either address) are
+ * apart; decided exactly when they have one geometry (dtype, shape and strides: two faces
+ * of one field, which interleave without meeting); otherwise assumed (the caller then
+ * copies one by one, always correct).
+ */
+static bool may_meet(const gw_array *a, const gw_array *b) {
+  size_t e = gw_dtype_size(a->dtype);
+  int64_t alo, ahi, blo, bhi, n;
+  if (gw__span(a->ndim, a->shape, a->strides, e, &alo, &ahi, &n) != GW_OK ||
+      gw__span(b->ndim, b->shape, b->strides, gw_dtype_size(b->dtype), &blo, &bhi, &n) != GW_OK)
+    return true;
+  const char *pairs[2][2] = {{a->host0, b->host0}, {a->dev0, b->dev0}};
+  bool meet = false;
+  for (int k = 0; k < 2; k++) {
+    if (!pairs[k][0] || !pairs[k][1]) continue;
+    uintptr_t ab, ae, bb, be;
+    byte_range(pairs[k][0], alo, ahi, &ab, &ae);
+    byte_range(pairs[k][1], blo, bhi, &bb, &be);
+    if (ab < be && bb < ae) meet = true;
+  }
+  if (!meet) return false;
+  bool alike = a->dtype == b->dtype && a->ndim == b->ndim;
+  for (int d = 0; alike && d < a->ndim; d++)
+    alike = a->shape[d] == b->shape[d] && (a->shape[d] <= 1 || a->strides[d] == b->strides[d]);
+  if (!alike) return true;
+  for (int k = 0; k < 2; k++) {
+    if (!pairs[k][0] || !pairs[k][1]) continue;
+    int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
+    if (delta == 0 || same_steps_meet(a, delta)) return true;
+  }
+  return false;
+}
+
+/* Batches above this many pairs are copied one by one: the independence check is
+ * quadratic, and the halo's batches hold 2 x fields pairs. */
+#define GW__COPY_MANY_MAX 256
+
+/*
+ * dst[i] <- src[i] for i in order, on s (NULL: synchronous), with gw_copy_async's checks
+ * per pair; as ONE backend operation (copy_batch) when the pairs are independent (no
+ * pair's dst shares memory with another pair's src or dst, nor with its own src) and run
+ * on one backend and device. Otherwise, or when a pair needs more than a plain copy
+ * (aliasing: staged), pair by pair through copy_on, which gives the same results. Each
+ * distinct root's pending-work event is recorded once.
+ */
+gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
+  if (n < 0) return gw__fail(GW_EINVAL, "n: %d", n);
+  if (n > 0 && (!dst || !src)) return gw__fail(GW_EINVAL, "%s: NULL", !dst ? "dst" : "src");
+  gw__xfer stack[16], *x = n <= 16 ? stack : NULL;
+  int *live = NULL, live_stack[16];
+  bool batch = n <= GW__COPY_MANY_MAX;
+  gw_context *ctx = NULL;
+  gw_status s = GW_OK;
+  if (batch && n > 16) {
+    x = malloc((size_t)n * sizeof *x);
+    live = malloc((size_t)n * sizeof *live);
+    if (!x || !live) batch = false; /* one by one needs no memory */
+  } else {
+    live = live_stack;
+  }
+  int m = 0; /* pairs with something to copy */
+  /* Every pair's checks first, so that a bad pair fails with nothing queued. */
+  for (int i = 0; i < n && s == GW_OK; i++) {
+    if (!dst[i]) s = gw__fail(GW_EINVAL, "dst: NULL");
+    else if (!src[i]) s = gw__fail(GW_EINVAL, "src: NULL");
+    gw__xfer xi;
+    if (s == GW_OK) s = gw__plan_copy(dst[i], src[i], &xi);
+    if (s == GW_OK) s = check_writable(dst[i], "dst");
+    if (s != GW_OK || elements(dst[i]) == 0) continue;
+    gw_context *c = NULL;
+    s = executor(dst[i], src[i], &c);
+    if (s != GW_OK) break;
+    if (!xi.dst || !xi.src) s = gw__fail(GW_EINVAL, "src/dst: no address to copy through");
+    else if (st && st->ctx->ops != c->ops)
+      s = gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
+                   st->ctx->ops->name, c->ops->name);
+    if (s != GW_OK || !batch) continue;
+    /* One backend state runs the batch: the same backend and device for every pair. */
+    if (!ctx) ctx = c;
+    else if (c->ops != ctx->ops || c->device != ctx->device) batch = false;
+    alias_t al = aliasing(dst[i], src[i]);
+    if (al == ALIAS_SAME) continue; /* each element onto itself: nothing to copy */
+    if (al == ALIAS_OVERLAP) batch = false;
+    for (int j = 0; batch && j < m; j++) {
+      int k = live[j];
+      if (may_meet(dst[i], dst[k]) || may_meet(dst[i], src[k]) || may_meet(src[i], dst[k]))
+        batch = false;
+    }
+    if (batch) {
+      x[m] = xi;
+      live[m++] = i;
+    }
+  }
+  if (s == GW_OK && batch && m > 0) {
+    s = ctx->ops->copy_batch(ctx->state, x, m, st ? st->handle : NULL);
+    if (st) /* also after a failure: a backend's fallback may have queued some */
+      for (int j = 0; j < m; j++) {
+        int i = live[j];
+        bool seen_d = false, seen_s = false;
+        for (int q = 0; q < j; q++) {
+          const gw_array *rd = root_of(dst[live[q]]), *rs = root_of(src[live[q]]);
+          seen_d |= rd == root_of(dst[i]) || rs == root_of(dst[i]);
+          seen_s |= rd == root_of(src[i]) || rs == root_of(src[i]);
+        }
+        if (!seen_d) gw__pending_note(dst[i], st);
+        if (!seen_s && root_of(src[i]) != root_of(dst[i])) gw__pending_note(src[i], st);
+      }
+  } else if (s == GW_OK && !batch) {
+    for (int i = 0; i < n && s == GW_OK; i++) s = copy_on(dst[i], src[i], st);
+  }
+  if (x != stack) free(x);
+  if (live != live_stack) free(live);
+  return s;
+}
+
 static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!value) return gw__fail(GW_EINVAL, "value: NULL");

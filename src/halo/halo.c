@@ -33,6 +33,8 @@
 
 #include "halo_internal.h"
 #include "nccl_api.h"
+/* gw__copy_many: libgpuwrap's batched copy (exported for this library, not installed). */
+#include "../core/internal.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -105,6 +107,10 @@ struct gw_halo {
   const gw_nccl_fns *nccl;
   gw_ncclComm_t nccl_comm;
   int nccl_device;
+  /* a periodic dim of one rank: every field's halos of both sides in one gw__copy_many */
+  gw_array **self_dst;      /* [2 * nfields] */
+  const gw_array **self_src;
+  int self_one_by_one;      /* GPUWRAP_HALO_BATCH=0: the old two copies per field (A/B runs) */
 };
 
 /* ---- create / destroy ---------------------------------------------------------------- */
@@ -150,6 +156,8 @@ static void plan_free(gw_halo *h) {
   free(h->field);
   free(h->width);
   free(h->face);
+  free(h->self_dst);
+  free((void *)h->self_src);
   free(h);
 }
 
@@ -638,7 +646,9 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   h->field = calloc((size_t)nfields, sizeof *h->field);
   h->width = calloc((size_t)nfields, sizeof *h->width);
   h->face = calloc((size_t)nfields * 3, sizeof *h->face);
-  if (!h->field || !h->width || !h->face) {
+  h->self_dst = calloc((size_t)nfields * 2, sizeof *h->self_dst);
+  h->self_src = calloc((size_t)nfields * 2, sizeof *h->self_src);
+  if (!h->field || !h->width || !h->face || !h->self_dst || !h->self_src) {
     plan_free(h);
     return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
   }
@@ -650,6 +660,10 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     device_ok &= (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) && gw_data(fields[f].field) != NULL;
   }
   h->ctx = gw_array_context(fields[0].field);
+  /* GPUWRAP_HALO_BATCH=0 copies a periodic dim's local faces one by one, as before the
+   * batched copy: lets diffusion3d --halo-bench show the batch's gain in one session. */
+  const char *batch_env = getenv("GPUWRAP_HALO_BATCH");
+  h->self_one_by_one = batch_env && strcmp(batch_env, "0") == 0;
 
   h->info.gpu_aware = path == GW_HALO_PATH_DEVICE || gw__halo_gpu_aware(gw_context_backend(h->ctx));
   st = gw__halo_mpi(MPI_Comm_dup(cart, &h->comm), "MPI_Comm_dup", -1);
@@ -825,17 +839,30 @@ static gw_status complete_dim(gw_halo *h, int d) {
 }
 
 /* Along a periodic dim of one rank: each halo gets the opposite interior face, view to view
- * on the device (no MPI, no buffers). */
+ * on the device (no MPI, no buffers). Every field's two faces go in ONE gw__copy_many: one
+ * queued item, one kernel launch on a GPU (issue 17: the launches, not the 3 MB, were the
+ * cost). A dim's halos and the faces it reads never meet (n >= 3 w along the dim), so the
+ * batch's pairs are independent; it is queued after the previous dim's copies on the
+ * plan's stream, whose halos its faces include (edges and corners). */
 static gw_status self_dim(gw_halo *h, int d) {
+  int n = 0;
   for (int f = 0; f < h->nfields; f++) {
     halo_face *fc = &h->face[f * 3 + d];
     for (int s = 0; s < 2; s++) {
       if (!fc->recv_view[s]) continue;
-      gw_status st = queue_copy(h, fc->recv_view[s], fc->send_view[!s], "gw_copy of a face to itself", d);
-      if (st != GW_OK) return st;
+      h->self_dst[n] = fc->recv_view[s];
+      h->self_src[n++] = fc->send_view[!s];
     }
   }
-  return GW_OK;
+  if (h->self_one_by_one) {
+    for (int k = 0; k < n; k++) {
+      gw_status st = queue_copy(h, h->self_dst[k], h->self_src[k], "gw_copy of a face to itself", d);
+      if (st != GW_OK) return st;
+    }
+    return GW_OK;
+  }
+  gw_status st = gw__copy_many(h->self_dst, h->self_src, n, h->stream);
+  return st == GW_OK ? GW_OK : gw_failed(st, "gw_copy of a face to itself", d);
 }
 
 static gw_status nccl_failed(gw_halo *h, gw_ncclResult_t r, const char *call, int d, int peer) {

@@ -50,6 +50,7 @@ static void env(const char *min, const char *chunk, const char *threads, const c
     else
       unsetenv(names[i]);
   }
+  unsetenv("GPUWRAP_STAGING_PIPELINE"); /* the default ("flow") unless a case sets it */
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -217,6 +218,16 @@ static int sweep(rig *r, size_t maxn) {
   return 0;
 }
 
+/* sweep() on a fresh context made with the present environment, up to maxn bytes. */
+static int sweep_ctx(size_t maxn) {
+  rig r;
+  int rc = rig_make(&r, GW_MEM_DEVICE, maxn);
+  if (!rc)
+    rc = sweep(&r, maxn);
+  rig_free(&r);
+  return rc;
+}
+
 /* Defaults (staging from 1 MiB, 4 MiB chunks): every size 1 B .. 256 MiB. */
 static int test_sizes(void) {
   if (!have_cuda())
@@ -230,29 +241,35 @@ static int test_sizes(void) {
   return rc;
 }
 
-/* Everything staged, tiny chunks, 2 buffers: many chunks, ragged last chunk, buffer reuse. */
+/* Everything staged, tiny chunks, 2 buffers: many chunks, ragged last chunk, buffer reuse;
+ * the flow pipeline (one piece per chunk here), then the barrier pipeline. */
 static int test_small_chunks(void) {
   if (!have_cuda())
     return GWT_SKIP;
   env("0", "4096", "3", "2");
-  rig r;
-  int rc = rig_make(&r, GW_MEM_DEVICE, 4 * MiB);
+  int rc = sweep_ctx(4 * MiB);
+  env("0", "4096", "3", "2");
+  setenv("GPUWRAP_STAGING_PIPELINE", "barrier", 1);
   if (!rc)
-    rc = sweep(&r, 4 * MiB);
-  rig_free(&r);
+    rc = sweep_ctx(4 * MiB);
   return rc;
 }
 
-/* Everything staged, 1 MiB chunks split over 5 threads (ragged pieces), 4 buffers. */
+/* Everything staged, 1 MiB chunks split over 5 threads (ragged pieces), 4 buffers, in both
+ * pipelines; then the flow pipeline with a deep ring (16 buffers of 64 KiB, 7 threads: the
+ * ring wraps many times while pieces of two chunks are in progress). */
 static int test_threads(void) {
   if (!have_cuda())
     return GWT_SKIP;
   env("0", "1M", "5", "4");
-  rig r;
-  int rc = rig_make(&r, GW_MEM_DEVICE, 40 * MiB);
+  int rc = sweep_ctx(40 * MiB);
+  env("0", "1M", "5", "4");
+  setenv("GPUWRAP_STAGING_PIPELINE", "barrier", 1);
   if (!rc)
-    rc = sweep(&r, 40 * MiB);
-  rig_free(&r);
+    rc = sweep_ctx(40 * MiB);
+  env("0", "64K", "7", "16");
+  if (!rc)
+    rc = sweep_ctx(40 * MiB);
   return rc;
 }
 
@@ -422,7 +439,8 @@ static int test_current_device(void) {
 }
 
 /* GB/s of gw_copy (staged) and cudaMemcpy on the same pageable buffers; prints, never
- * fails on timing. GPUWRAP_STAGING_* from the environment are honoured here. */
+ * fails on timing. GPUWRAP_STAGING_* from the environment are honoured here (A/B of the
+ * pipelines: GPUWRAP_STAGING_PIPELINE=barrier against the default). */
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -17,13 +17,16 @@
  * gw_halo_start_on/finish_on on a gpuwrap stream and on a borrowed one (gw_stream_wrap),
  * with the field written and read back by asynchronous copies on that stream through a
  * second wrap of its memory (so only the stream order, not the field's own pending-work
- * event, orders them with the exchange); the grid's offsets, coordinates and gather; errors.
+ * event, orders them with the exchange); the grid's offsets, coordinates and gather; errors;
+ * and that a rank that is its own periodic neighbour copies each dim's faces of every
+ * field in ONE backend copy call (issue 17: one launch per dim), in every update mode.
  *
  * Usage: test_halo_fields [quick]
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "gpuwrap.h"
+#include "gpuwrap/cpu.h"
 #include "gpuwrap/halo.h"
 
 #include <mpi.h>
@@ -576,6 +579,110 @@ static void test_errors(gw_context *ctx) {
   if (g_rank == 0) printf("errors: ok\n");
 }
 
+/*
+ * Local periodic copies: on a communicator of this rank alone (periodic in every dim) an
+ * update makes exactly one backend copy call per dim that has a width (the CPU model
+ * counts a batch as one GW_CPU_OP_COPY), whatever the number of fields and sides, in the
+ * blocking, split and stream-ordered modes; and the halos are right (each halo cell
+ * equals the interior cell it wraps to, edges and corners included). Only when the
+ * fields share memory may the copies go one by one (checked: still right).
+ */
+static void test_local_batch(gw_context *ctx) {
+  static const int periods[3] = {1, 1, 1}, dims1[3] = {1, 1, 1};
+  for (int nd = 1; nd <= 3; nd++) {
+    MPI_Comm cart;
+    if (MPI_Cart_create(MPI_COMM_SELF, nd, dims1, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    /* three fields: float64 widths 1, uint8 widths 2 (dim 1 off), complex64 width 1 */
+    static const gw_dtype types[3] = {GW_FLOAT64, GW_UINT8, GW_COMPLEX64};
+    static const int widths[3][3] = {{1, 1, 1}, {2, 0, 2}, {1, 1, 1}};
+    gw_array *a[3];
+    gw_halo_field f[3];
+    int64_t shape[3] = {7, 8, 9};
+    for (int k = 0; k < 3; k++) {
+      ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, types[k], nd, shape, &a[k]));
+      size_t bytes = (size_t)gw_numel(a[k]) * gw_dtype_size(types[k]);
+      unsigned char *img = malloc(bytes);
+      for (size_t b = 0; b < bytes; b++) img[b] = (unsigned char)(mix(b * 7 + (uint64_t)k) & 0xff);
+      gw_array *hw;
+      ASSERT_OK(gw_wrap(ctx, img, types[k], nd, shape, NULL, GW_WRAP_NO_REGISTER, &hw));
+      ASSERT_OK(gw_copy(a[k], hw));
+      gw_release(hw);
+      free(img);
+      f[k].field = a[k];
+      memcpy(f[k].width, widths[k], sizeof f[k].width);
+    }
+    gw_halo *h;
+    ASSERT_OK(gw_halo_create_multi(f, 3, cart, GW_HALO_PATH_HOST, &h));
+    gw_stream *s;
+    ASSERT_OK(gw_stream_create(ctx, &s));
+    ASSERT_OK(gw_halo_update(h)); /* warm */
+    for (int mode = 0; mode < 3; mode++) {
+      long c0 = gw_cpu_op_calls(GW_CPU_OP_COPY);
+      if (mode == 0) {
+        ASSERT_OK(gw_halo_update(h));
+      } else if (mode == 1) {
+        ASSERT_OK(gw_halo_start(h));
+        ASSERT_OK(gw_halo_finish(h));
+      } else {
+        ASSERT_OK(gw_halo_update_on(h, s));
+        ASSERT_OK(gw_stream_synchronize(s));
+      }
+      ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, nd); /* every dim has a width */
+    }
+    /* the halos wrap: cell i of a dim with width w holds cell i +- (n - 2w) */
+    for (int k = 0; k < 3; k++) {
+      size_t e = gw_dtype_size(types[k]), bytes = (size_t)gw_numel(a[k]) * e;
+      unsigned char *got = malloc(bytes);
+      gw_array *hw;
+      ASSERT_OK(gw_wrap(ctx, got, types[k], nd, shape, NULL, GW_WRAP_NO_REGISTER, &hw));
+      ASSERT_OK(gw_copy(hw, a[k]));
+      gw_release(hw);
+      int64_t n[3] = {1, 1, 1};
+      for (int d = 0; d < nd; d++) n[d] = shape[d];
+      for (int64_t i0 = 0; i0 < n[0]; i0++)
+        for (int64_t i1 = 0; i1 < n[1]; i1++)
+          for (int64_t i2 = 0; i2 < n[2]; i2++) {
+            int64_t i[3] = {i0, i1, i2}, j[3] = {i0, i1, i2};
+            for (int d = 0; d < nd; d++) {
+              int w = widths[k][d];
+              if (w == 0) continue;
+              if (i[d] < w) j[d] = i[d] + n[d] - 2 * w;
+              else if (i[d] >= n[d] - w) j[d] = i[d] - (n[d] - 2 * w);
+            }
+            size_t oi = (size_t)((i[0] * n[1] + i[1]) * n[2] + i[2]) * e;
+            size_t oj = (size_t)((j[0] * n[1] + j[1]) * n[2] + j[2]) * e;
+            g_checks++;
+            if (memcmp(got + oi, got + oj, e) != 0)
+              FAIL_("%d-D field %d: cell (%lld,%lld,%lld) != its wrap (%lld,%lld,%lld)", nd, k, (long long)i0,
+                    (long long)i1, (long long)i2, (long long)j[0], (long long)j[1], (long long)j[2]);
+          }
+      free(got);
+    }
+    gw_halo_destroy(h);
+    gw_stream_destroy(s);
+    for (int k = 0; k < 3; k++) gw_release(a[k]);
+
+    /* two fields over one buffer (the second a view of the first): the pairs meet, so the
+     * copies go one by one (two per field and dim), with the same right halos */
+    int64_t sh[3] = {6, 6, 6};
+    gw_array *b, *v;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, nd, sh, &b));
+    static const float one = 1.0f;
+    ASSERT_OK(gw_fill(b, &one));
+    const int64_t z[3] = {0, 0, 0};
+    ASSERT_OK(gw_view(b, z, sh, NULL, &v));
+    gw_halo_field g[2] = {{b, {1, 1, 1}}, {v, {1, 1, 1}}};
+    ASSERT_OK(gw_halo_create_multi(g, 2, cart, GW_HALO_PATH_HOST, &h));
+    long c0 = gw_cpu_op_calls(GW_CPU_OP_COPY);
+    ASSERT_OK(gw_halo_update(h));
+    ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, 4 * nd);
+    gw_halo_destroy(h);
+    gw_release(v);
+    gw_release(b);
+    MPI_Comm_free(&cart);
+  }
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -594,6 +701,7 @@ int main(int argc, char **argv) {
   test_errors(ctx);
   test_grid(ctx);
   test_values(ctx, quick);
+  test_local_batch(ctx);
   long total = 0;
   MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (g_rank == 0) printf("test_halo_fields: %ld checks passed\n", total);

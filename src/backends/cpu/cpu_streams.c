@@ -39,7 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { IT_COPY, IT_FILL, IT_WAIT, IT_CALLER, IT_NOP } item_kind;
+typedef enum { IT_COPY, IT_FILL, IT_WAIT, IT_CALLER, IT_NOP, IT_BATCH } item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
 
@@ -57,6 +57,10 @@ typedef struct item {
   union {
     gw__xfer x;
     gw__fillspec f;
+    struct {
+      gw__xfer *x; /* IT_BATCH: malloc'd, freed when the item completes */
+      int n;
+    } b;
   } u;
 } item;
 
@@ -172,6 +176,8 @@ static void complete(queue *q, item *h) {
   q->done = h->ticket;
   if (h->kind == IT_WAIT)
     unref(h->wait_q);
+  if (h->kind == IT_BATCH)
+    free(h->u.b.x);
   if (h->heap)
     free_item(h);
   pthread_cond_broadcast(&cond);
@@ -184,6 +190,9 @@ static void run_item(item *h) {
     (void)gw__cpu_copy(&h->u.x);
   else if (h->kind == IT_FILL)
     (void)gw__cpu_fill(&h->u.f);
+  else if (h->kind == IT_BATCH)
+    for (int i = 0; i < h->u.b.n; i++) /* in order: what the batch promises at least */
+      (void)gw__cpu_copy(&h->u.b.x[i]);
 }
 
 /*
@@ -240,7 +249,7 @@ static void *worker(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&lock);
-    if (delay > 0 && (h->kind == IT_COPY || h->kind == IT_FILL)) {
+    if (delay > 0 && (h->kind == IT_COPY || h->kind == IT_FILL || h->kind == IT_BATCH)) {
       sleep_us(delay);
       /* Through the lock after the sleep: whatever the host or another stream did
        * during it happens-before this item's work, as it did in time (TSan sees the
@@ -331,6 +340,44 @@ gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream) {
   }
   item it = {.kind = IT_COPY, .u.x = *x};
   return enqueue(q, &it);
+}
+
+gw_status gw__cpu_stream_copy_batch(int device, const gw__xfer *x, int n, void *stream) {
+  if (n < 0)
+    return gw__fail(GW_EINVAL, "copy_batch: n is %d", n);
+  bool host = false;
+  for (int i = 0; i < n; i++) { /* every check first: a bad transfer queues nothing */
+    gw_status st = gw__cpu_copy_check(&x[i]);
+    if (st != GW_OK)
+      return st;
+    host |= x[i].dst_kind == GW_MEM_HOST || x[i].src_kind == GW_MEM_HOST;
+  }
+  if (n == 0)
+    return GW_OK;
+  queue *q;
+  pthread_mutex_lock(&lock);
+  q = stream ? queue_of(stream) : legacy_of(device);
+  pthread_mutex_unlock(&lock);
+  /* As copy: synchronous, or pageable memory anywhere, runs on the caller (one item). */
+  if (!stream || host) {
+    item it = {.kind = IT_CALLER};
+    gw_status st = run_here(q, &it);
+    if (st != GW_OK)
+      return st;
+    for (int i = 0; st == GW_OK && i < n; i++)
+      st = gw__cpu_copy(&x[i]);
+    run_here_done(q, &it);
+    return st;
+  }
+  gw__xfer *copy = malloc((size_t)n * sizeof *copy);
+  if (!copy)
+    return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work item");
+  memcpy(copy, x, (size_t)n * sizeof *copy);
+  item it = {.kind = IT_BATCH, .u.b = {copy, n}};
+  gw_status st = enqueue(q, &it);
+  if (st != GW_OK)
+    free(copy);
+  return st;
 }
 
 gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {

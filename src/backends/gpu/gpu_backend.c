@@ -304,6 +304,10 @@ static gw_status device_address(void *state, void *host, void **dev) {
 /* ---- the table and the plugin entry ------------------------------------------------------ */
 
 
+/* gpu_copy.c: a batch of independent transfers in one kernel launch where it can
+ * (declared here: gpu_internal.h belongs to the copy module's other users). */
+gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream);
+
 /* Streams and events are in gpu_copy.c, next to the transfers that use them. */
 static const gw__backend_ops gwg_ops = {
     .name = GWV_NAME,
@@ -319,6 +323,7 @@ static const gw__backend_ops gwg_ops = {
     .host_unregister = host_unregister,
     .device_address = device_address,
     .copy = gwg_copy,
+    .copy_batch = gwg_copy_batch,
     .fill = gwg_fill,
     .synchronize = gwg_synchronize,
     .stream_create = gwg_stream_create,

@@ -337,6 +337,88 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
   return s;
 }
 
+/*
+ * A batch of independent transfers (backend.h: copy_batch). With kernels, the transfers
+ * that a kernel on the executing device reaches on both sides (device, managed, pinned;
+ * never pageable memory, which goes through gwg_copy's staging and completes on return)
+ * and that fit a batch descriptor go in ONE launch (GWK_BATCH_MAX per launch); the rest,
+ * and every transfer of a build without kernels, one by one through gwg_copy. Their order
+ * does not matter: the core guarantees they are independent.
+ */
+gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
+  const gwg_ctx *c = state;
+  const gwg_stream *st = stream;
+  if (n < 0)
+    return gwg_host->fail(GW_EINVAL, "copy_batch: n is %d", n);
+  for (int i = 0; i < n; i++)
+    if (x[i].ndim < 0 || x[i].ndim > GW_MAX_DIMS)
+      return gwg_host->fail(GW_EINVAL, "copy_batch: transfer %d has %d dims", i, x[i].ndim);
+#if GW_HAVE_KERNELS
+  gw__xfer stack[GWK_BATCH_MAX];
+  const gw__xfer *ptrs[GWK_BATCH_MAX];
+  gw__xfer *fl = n <= GWK_BATCH_MAX ? stack : malloc((size_t)n * sizeof *fl);
+  const gw__xfer **p = n <= GWK_BATCH_MAX ? ptrs : malloc((size_t)n * sizeof *p);
+  unsigned char *in = calloc(n > 0 ? (size_t)n : 1, 1); /* 1: in the launch */
+  gw_status s = GW_OK;
+  if (!fl || !p || !in) {
+    s = gwg_host->fail(GW_ENOMEM, "copy_batch: out of host memory for %d transfers", n);
+    goto out;
+  }
+  /* The executing device: the stream's, else the first transfer's (as gwg_copy picks). */
+  int m = 0, dev = -1;
+  for (int i = 0; i < n; i++) {
+    if (numel(x[i].ndim, x[i].shape) == 0) {
+      in[i] = 1; /* nothing to copy */
+      continue;
+    }
+    if (dev < 0)
+      dev = st ? st->device : pick_copy_device(c, &x[i]);
+    if (!GWK_BATCH_FITS(&x[i]) || !elem_size_ok(x[i].elem) || x[i].dst_kind == GW_MEM_HOST ||
+        x[i].src_kind == GW_MEM_HOST || !reachable(c, x[i].dst_kind, x[i].dst_device, dev) ||
+        !reachable(c, x[i].src_kind, x[i].src_device, dev))
+      continue;
+    fl[m] = x[i];
+    flip_common_negative(&fl[m]);
+    p[m] = &fl[m];
+    m++;
+    in[i] = 1;
+  }
+  if (m >= 2) { /* one transfer alone keeps gwg_copy's choice (DMA for wide rows) */
+    exec_t ex = exec_for(c, st, dev);
+    int prev;
+    s = gwg_enter(ex.device, &prev);
+    if (s == GW_OK) {
+      int e = gwk_copy_batch(p, m, (void *)ex.s, c->max_blocks);
+      if (e != 0)
+        s = gwg_fail((gwv_err)e, "batched copy kernel (%d transfers)", m);
+      if (s == GW_OK && ex.sync) {
+        gwv_err se = gwv_StreamSynchronize(ex.s);
+        if (se != GWV_SUCCESS)
+          s = gwg_fail(se, GWV_CALL("StreamSynchronize") " after a batched copy");
+      }
+      gwg_leave(ex.device, prev);
+    }
+  } else {
+    memset(in, 0, (size_t)n);
+  }
+  for (int i = 0; s == GW_OK && i < n; i++)
+    if (!in[i])
+      s = gwg_copy(state, &x[i], stream);
+out:
+  if (fl != stack)
+    free(fl);
+  if (p != ptrs)
+    free((void *)p);
+  free(in);
+  return s;
+#else
+  gw_status s = GW_OK;
+  for (int i = 0; s == GW_OK && i < n; i++)
+    s = gwg_copy(state, &x[i], stream);
+  return s;
+#endif
+}
+
 /* ---- fills ------------------------------------------------------------------------------------ */
 
 static void flip_negative(gw__fillspec *f) {

@@ -11,6 +11,21 @@
  *   device-to-host: up to `buffers` DMAs (device -> bounce) are queued ahead, and the
  *                   threads memcpy chunk i out of its bounce buffer while the next DMAs run.
  *
+ * Two ways to drive the threads (GPUWRAP_STAGING_PIPELINE):
+ *   "flow" (default): every chunk is cut into pieces (about 2 per thread); the threads take
+ *           pieces one at a time from a shared counter as soon as their chunk may be copied
+ *           (device-to-host: its DMA has landed; host-to-device: its bounce buffer is free),
+ *           so there is no barrier per chunk: a slow or descheduled thread costs one piece,
+ *           not a whole chunk's wait for every thread, and the threads go on to chunk i+1
+ *           while chunk i's last piece is still being copied. The calling thread drives the
+ *           device side without blocking (event queries): it issues the next DMA the moment
+ *           a buffer is free (d2h) or a chunk is filled (h2d), publishes landed chunks, and
+ *           copies pieces itself in between. Default 6 buffers, so ~4 DMAs stay queued
+ *           while the host copies, and the DMA engine does not idle on the host.
+ *   "barrier" (the pipeline before 2026-12-02, for A/B): each chunk's memcpy is split over
+ *           the threads and all of them finish it before the next DMA is queued and the next
+ *           chunk is started; the caller blocks on each event; default 3 buffers.
+ *
  * A buffer is reused once the event recorded after its DMA has completed. The DMAs go on
  * the operation's stream (the legacy default stream for synchronous copies, as cudaMemcpy,
  * or the caller's gw_stream, created or borrowed: the vendor handle comes from the
@@ -29,7 +44,8 @@
  *   GPUWRAP_STAGING_MIN      smallest copy staged, bytes (K/M/G suffixes); "off" disables
  *   GPUWRAP_STAGING_CHUNK    bounce buffer size = largest chunk, bytes (K/M/G suffixes)
  *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
- *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..8
+ *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..16 (default 6 flow, 3 barrier)
+ *   GPUWRAP_STAGING_PIPELINE "flow" (default) or "barrier" (the earlier pipeline), see above
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
  *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
  */
@@ -65,9 +81,20 @@
  * dwarfs the per-chunk cost (launch, event, thread hand-off); small enough that the
  * buffers stay in the host's last-level cache and cost little pinned memory. */
 #define GWG_STAGING_CHUNK_DEFAULT ((size_t)4 << 20)
-/* Bounce buffers: 3 = one being filled/drained by the host, two DMAs queued. */
+/* Bounce buffers, barrier pipeline: 3 = one being filled/drained by the host, two DMAs
+ * queued (the setting of all the 2026-11-30 / 2026-12-01 H200 runs in docs/BENCHMARKS.md). */
 #define GWG_STAGING_BUFFERS_DEFAULT 3
-#define GWG_STAGING_BUFFERS_MAX 8
+/* Bounce buffers, flow pipeline: the threads work on up to two chunks at once (a chunk's
+ * last pieces and the next one's first), so 6 leaves ~4 DMAs (~300 us of link time at 4 MiB)
+ * queued behind them: a late host never starves the DMA engine, and a 1 MiB copy (4 chunks
+ * of CHUNK_MIN) has every DMA queued at once. 24 MiB of pinned memory per context. Chosen
+ * from the pipeline's structure, not yet measured on the H200 (A/B: GPUWRAP_STAGING_BUFFERS). */
+#define GWG_STAGING_FLOW_BUFFERS_DEFAULT 6
+#define GWG_STAGING_BUFFERS_MAX 16
+/* Flow pipeline: pieces per chunk = this x threads (no piece below PIECE_MIN), so each
+ * thread takes about two pieces of a chunk and the last piece of a chunk is short next to
+ * the chunk (4 MiB chunk, 8 threads: 256 KiB pieces, ~35 us each at ~7 GB/s per thread). */
+#define GWG_STAGING_FLOW_PIECES_PER_THREAD 2
 /* Copy threads by default: half the online CPUs, at most this many (a single core's
  * memcpy, 10-20 GB/s, is far below the link's 55 GB/s). */
 #define GWG_STAGING_THREADS_DEFAULT_MAX 8
@@ -139,11 +166,34 @@ typedef struct {
   char pad[64];
 } gwg_worker;
 
+/* A flow-pipeline copy (see the top of the file), on the calling thread's stack while the
+ * copy runs. Item k is piece k % ppc of chunk k / ppc; chunk c uses bounce buffer c % nbuf.
+ * `ready`: chunks [0, ready) may be copied (their DMA landed, or their buffer is free);
+ * `done[b]`: pieces of buffer b's present chunk finished, reset by the caller before the
+ * chunk that next uses the buffer is made ready. */
+typedef struct gwg_flow {
+  size_t next;  /* next item to take (atomic) */
+  size_t ready; /* chunks that may be copied (atomic, written by the caller only) */
+  int abort;    /* an error: take no more items (atomic) */
+  char pad0[64];
+  size_t done[GWG_STAGING_BUFFERS_MAX]; /* atomics */
+  char pad1[64];
+  int up; /* host-to-device: caller's memory -> bounce; else bounce -> caller's memory */
+  int nt;
+  char *host;
+  char *const *buf;
+  size_t n, chunk, piece, ppc, nitems, nchunks;
+  int nbuf;
+} gwg_flow;
+
 typedef struct gwg_pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int state; /* 0 idle (workers sleep), 1 copying (workers spin), -1 quit */
   int nworkers;
+  gwg_flow *job; /* the flow copy running, or NULL (atomic) */
+  int active;    /* workers that may be looking at `job` (atomic) */
+  char pad[64];
   gwg_worker w[GWG_STAGING_THREADS_MAX - 1];
 } gwg_pool;
 
@@ -166,6 +216,49 @@ static int take_piece(gwg_worker *w) {
   return 1;
 }
 
+/* Take the next item of a flow copy and copy it: 1 done (or lost a race: try again), 0 none
+ * may be taken yet (its chunk is not ready), -1 none left (all taken, or aborted). */
+static int flow_take(gwg_flow *j) {
+  size_t it = __atomic_load_n(&j->next, __ATOMIC_RELAXED);
+  if (it >= j->nitems || __atomic_load_n(&j->abort, __ATOMIC_RELAXED))
+    return -1;
+  size_t c = it / j->ppc;
+  if (c >= __atomic_load_n(&j->ready, __ATOMIC_ACQUIRE))
+    return 0;
+  if (!__atomic_compare_exchange_n(&j->next, &it, it + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return 1;
+  size_t coff = c * j->chunk, clen = j->n - coff < j->chunk ? j->n - coff : j->chunk;
+  size_t off = (it % j->ppc) * j->piece;
+  int b = (int)(c % (size_t)j->nbuf);
+  if (off < clen) { /* the last chunk may be short: its trailing items are empty */
+    size_t len = clen - off < j->piece ? clen - off : j->piece;
+    if (j->up)
+      piece_copy(j->buf[b] + off, j->host + coff + off, len, 0);
+    else
+      piece_copy(j->host + coff + off, j->buf[b] + off, len, j->nt);
+  }
+  /* Release: the caller that sees the count complete sees the bytes (DMA or return). */
+  __atomic_fetch_add(&j->done[b], 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* A worker's part of a flow copy: pieces until none are left. */
+static void flow_work(gwg_flow *j) {
+  unsigned idle = 0;
+  for (;;) {
+    int r = flow_take(j);
+    if (r < 0)
+      return;
+    if (r > 0) {
+      idle = 0;
+    } else if (++idle < GWG_STAGING_SPINS) {
+      cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+}
+
 static void *worker_main(void *arg) {
   gwg_worker *w = arg;
   gwg_pool *p = w->pool;
@@ -183,6 +276,18 @@ static void *worker_main(void *arg) {
     for (;;) {
       if (__atomic_load_n(&w->go, __ATOMIC_ACQUIRE) == 1) {
         take_piece(w);
+        idle = linger = 0;
+        continue;
+      }
+      if (__atomic_load_n(&p->job, __ATOMIC_RELAXED)) {
+        /* Announce ourselves before looking at the job (both sequentially consistent,
+         * against the caller's "job = NULL, then wait for active == 0"): the caller does
+         * not return, and its job go out of scope, while we may still touch it. */
+        __atomic_add_fetch(&p->active, 1, __ATOMIC_SEQ_CST);
+        gwg_flow *j = __atomic_load_n(&p->job, __ATOMIC_SEQ_CST);
+        if (j)
+          flow_work(j);
+        __atomic_sub_fetch(&p->active, 1, __ATOMIC_SEQ_CST);
         idle = linger = 0;
         continue;
       }
@@ -210,6 +315,8 @@ static void pool_set_state(gwg_pool *p, int st) {
 static int pool_start(gwg_pool *p, int n) {
   p->state = 0;
   p->nworkers = 0;
+  p->job = NULL;
+  p->active = 0;
   if (pthread_mutex_init(&p->mu, NULL) != 0)
     return -1;
   if (pthread_cond_init(&p->cv, NULL) != 0) {
@@ -276,6 +383,7 @@ typedef struct {
   size_t min, chunk;
   size_t nt_min; /* device-to-host copies from this size stream their stores */
   int nbuf, nthreads;
+  int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
   char *buf[GWG_STAGING_BUFFERS_MAX];
   gwv_event ev[GWG_STAGING_BUFFERS_MAX];
@@ -338,8 +446,11 @@ static void read_config(gwg_staging *st) {
     st->nt_min = SIZE_MAX;
   else if (parse_size(nt, &v))
     st->nt_min = v;
-  st->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS", GWG_STAGING_BUFFERS_DEFAULT, 2,
-                          GWG_STAGING_BUFFERS_MAX);
+  const char *pl = getenv("GPUWRAP_STAGING_PIPELINE");
+  st->flow = !(pl && (!strcmp(pl, "barrier") || !strcmp(pl, "BARRIER") || !strcmp(pl, "old")));
+  st->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS",
+                          st->flow ? GWG_STAGING_FLOW_BUFFERS_DEFAULT : GWG_STAGING_BUFFERS_DEFAULT,
+                          2, GWG_STAGING_BUFFERS_MAX);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   long def = cpus > 1 ? cpus / 2 : 1;
   if (def > GWG_STAGING_THREADS_DEFAULT_MAX)
@@ -510,6 +621,158 @@ static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
   return rc;
 }
 
+/* ---- the flow pipeline (see the top of the file) --------------------------------------------- */
+
+static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, size_t n, int nt) {
+  memset(j, 0, sizeof *j);
+  j->up = up;
+  j->nt = nt;
+  j->host = host;
+  j->buf = st->buf;
+  j->n = n;
+  j->nbuf = st->nbuf;
+  j->chunk = pick_chunk(st, n);
+  j->nchunks = (n + j->chunk - 1) / j->chunk;
+  size_t parts = (size_t)st->nthreads * GWG_STAGING_FLOW_PIECES_PER_THREAD;
+  size_t piece = (j->chunk / parts + 4095) & ~(size_t)4095; /* pieces page aligned */
+  if (piece < GWG_STAGING_PIECE_MIN)
+    piece = GWG_STAGING_PIECE_MIN;
+  if (piece > j->chunk)
+    piece = j->chunk;
+  j->piece = piece;
+  j->ppc = (j->chunk + piece - 1) / piece;
+  j->nitems = j->nchunks * j->ppc;
+}
+
+/* Hand the job to the workers (the pool is in state 1: they spin, and see it at once). */
+static void flow_publish(gwg_staging *st, gwg_flow *j) {
+  __atomic_store_n(&st->pool.job, j, __ATOMIC_SEQ_CST);
+}
+
+/* Take the job back: after this no worker touches it. On error the items left are dropped;
+ * the pieces being copied finish first (we wait for every worker to leave the job). */
+static void flow_retract(gwg_staging *st, gwg_flow *j, int abort) {
+  if (abort)
+    __atomic_store_n(&j->abort, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&st->pool.job, NULL, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&st->pool.active, __ATOMIC_SEQ_CST))
+    cpu_relax();
+}
+
+/* Has buffer b's DMA completed? 1 yes (the buffer is no longer in flight), 0 not yet, -1 the
+ * runtime failed (*rc set). Never blocks: the caller keeps issuing and copying meanwhile. */
+static int dma_landed(gwg_staging *st, int b, gw_status *rc) {
+  gwv_err e = gwv_EventQuery(st->ev[b]);
+  if (e == GWV_SUCCESS) {
+    st->inflight[b] = 0;
+    return 1;
+  }
+  if (GWV_IS_NOT_READY(e)) {
+    (void)gwv_GetLastError(); /* "not ready" is an answer: keep it out of later checks */
+    return 0;
+  }
+  st->inflight[b] = 0;
+  *rc = gwg_fail(e, "staged copy: " GWV_CALL("EventQuery"));
+  return -1;
+}
+
+static size_t chunk_len(const gwg_flow *j, size_t c) {
+  size_t off = c * j->chunk;
+  return j->n - off < j->chunk ? j->n - off : j->chunk;
+}
+
+/* host-to-device: chunk c may be filled once the DMA of chunk c - nbuf (same buffer) has
+ * completed; its DMA is issued, in chunk order, as soon as all its pieces are in. */
+static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
+                          int *unrecorded) {
+  gwg_flow j;
+  flow_init(&j, st, 1, (char *)(uintptr_t)src, n, 0);
+  size_t nb = (size_t)st->nbuf;
+  size_t ready = j.nchunks < nb ? j.nchunks : nb, issued = 0, freed = 0;
+  j.ready = ready;
+  flow_publish(st, &j);
+  gw_status rc = GW_OK;
+  while (issued < j.nchunks) {
+    int progress = 0;
+    /* DMA every filled chunk, in order (one stream: chunk order is DMA order). */
+    while (issued < ready && __atomic_load_n(&j.done[issued % nb], __ATOMIC_ACQUIRE) == j.ppc) {
+      int b = (int)(issued % nb);
+      if ((rc = dma(st, b, dst + issued * j.chunk, st->buf[b], chunk_len(&j, issued), s,
+                    unrecorded)) != GW_OK)
+        break;
+      issued++;
+      progress = 1;
+    }
+    if (rc != GW_OK || issued == j.nchunks)
+      break;
+    /* A completed DMA frees its buffer for the chunk nbuf further on. */
+    if (freed < issued && ready < j.nchunks) {
+      int b = (int)(freed % nb);
+      int r = dma_landed(st, b, &rc);
+      if (r < 0)
+        break;
+      if (r > 0) {
+        __atomic_store_n(&j.done[b], 0, __ATOMIC_RELAXED); /* ordered by the release below */
+        freed++;
+        ready = freed + nb < j.nchunks ? freed + nb : j.nchunks;
+        __atomic_store_n(&j.ready, ready, __ATOMIC_RELEASE);
+        progress = 1;
+      }
+    }
+    if (!progress && flow_take(&j) == 0)
+      cpu_relax();
+  }
+  flow_retract(st, &j, rc != GW_OK);
+  return rc; /* the DMAs still in flight are waited for by the caller (wait_buf) */
+}
+
+/* device-to-host: DMAs are issued into every free buffer, in chunk order; a chunk is made
+ * ready when its DMA has landed; its buffer is free again once all its pieces are out. */
+static gw_status d2h_flow(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
+                          int *unrecorded) {
+  gwg_flow j;
+  flow_init(&j, st, 0, dst, n, n >= st->nt_min);
+  size_t nb = (size_t)st->nbuf;
+  size_t issued = 0, landed = 0, retired = 0;
+  flow_publish(st, &j);
+  gw_status rc = GW_OK;
+  while (retired < j.nchunks) {
+    int progress = 0;
+    /* Chunks whose pieces are all out, in order: their buffers take the next DMAs. */
+    while (retired < landed && __atomic_load_n(&j.done[retired % nb], __ATOMIC_ACQUIRE) == j.ppc) {
+      retired++;
+      progress = 1;
+    }
+    while (issued < j.nchunks && issued < retired + nb) {
+      int b = (int)(issued % nb);
+      if ((rc = dma(st, b, st->buf[b], src + issued * j.chunk, chunk_len(&j, issued), s,
+                    unrecorded)) != GW_OK)
+        break;
+      issued++;
+      progress = 1;
+    }
+    if (rc != GW_OK)
+      break;
+    if (landed < issued) {
+      int b = (int)(landed % nb);
+      int r = dma_landed(st, b, &rc);
+      if (r < 0)
+        break;
+      if (r > 0) {
+        /* The buffer's previous chunk is retired: nobody counts on done[b] now. */
+        __atomic_store_n(&j.done[b], 0, __ATOMIC_RELAXED); /* ordered by the release below */
+        landed++;
+        __atomic_store_n(&j.ready, landed, __ATOMIC_RELEASE);
+        progress = 1;
+      }
+    }
+    if (!progress && flow_take(&j) == 0)
+      cpu_relax();
+  }
+  flow_retract(st, &j, rc != GW_OK);
+  return rc;
+}
+
 int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, gw_status *out) {
   gwg_ctx *c = state;
   if (x->ndim != 1 || x->dst_stride[0] != (int64_t)x->elem ||
@@ -534,8 +797,10 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
   }
   int unrecorded = 0;
   pool_set_state(&st->pool, 1);
-  gw_status rc = up ? h2d(st, x->dst, x->src, n, s, &unrecorded)
-                    : d2h(st, x->dst, x->src, n, s, &unrecorded);
+  gw_status rc = st->flow ? (up ? h2d_flow(st, x->dst, x->src, n, s, &unrecorded)
+                                 : d2h_flow(st, x->dst, x->src, n, s, &unrecorded))
+                          : (up ? h2d(st, x->dst, x->src, n, s, &unrecorded)
+                                : d2h(st, x->dst, x->src, n, s, &unrecorded));
   pool_set_state(&st->pool, 0);
   /* Every DMA finished before returning: the caller's memory and our buffers are free. */
   for (int b = 0; b < st->nbuf; b++) {

@@ -161,7 +161,135 @@ void launch_copy(const Region &r, char *dst, const char *src, uint64_t n, gwk_st
   k_copy_nd<W><<<grid_for(n, max_blocks), THREADS, 0, s>>>(r, dst, src, n);
 }
 
+// ---- batched copy ----
+// One descriptor per transfer; dims are right-aligned (dims [BD - ndim, BD) are used), so
+// the index loop is unrolled over a fixed count and its arrays stay in registers.
+constexpr int BD = GWK_BATCH_DIMS;
+
+struct BatchItem {
+  char *dst;
+  const char *src;
+  uint64_t n;           // words
+  uint32_t first_block; // this transfer's blocks: [first_block, first_block + nblocks)
+  uint32_t nblocks;
+  int32_t ndim;
+  int32_t w; // word size, bytes
+  int64_t shape[BD];
+  int64_t s0[BD]; // dst strides, bytes
+  int64_t s1[BD]; // src strides, bytes
+};
+
+struct Batch {
+  int n;
+  BatchItem t[GWK_BATCH_MAX];
+};
+static_assert(sizeof(Batch) <= 4096, "the batch must fit the 4 KiB kernel parameter limit");
+
+#if defined(GW_VENDOR_HIP)
+#define GWK_GRID_CONSTANT
+#else
+// Read in place from the parameter bank: the block-uniform, dynamically indexed item
+// would otherwise be copied to local memory first.
+#define GWK_GRID_CONSTANT __grid_constant__
+#endif
+
+template <typename W>
+__device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, uint64_t step) {
+  for (uint64_t i = first; i < t.n; i += step) {
+    uint64_t rem = i;
+    int64_t od = 0, os = 0;
+#pragma unroll
+    for (int d = BD - 1; d >= 0; d--) {
+      if (d < BD - t.ndim)
+        break;
+      uint64_t ext = (uint64_t)t.shape[d];
+      int64_t c = (int64_t)(rem % ext);
+      rem /= ext;
+      od += c * t.s0[d];
+      os += c * t.s1[d];
+    }
+    *reinterpret_cast<W *>(t.dst + od) = *reinterpret_cast<const W *>(t.src + os);
+  }
+}
+
+__global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT Batch b) {
+  int k = 0; // the transfer of this block (block-uniform: no divergence)
+  while (k + 1 < b.n && blockIdx.x >= b.t[k + 1].first_block)
+    k++;
+  const BatchItem &t = b.t[k];
+  uint64_t first = (uint64_t)(blockIdx.x - t.first_block) * THREADS + threadIdx.x;
+  uint64_t step = (uint64_t)t.nblocks * THREADS;
+  switch (t.w) {
+  case 16: copy_item<V16>(t, first, step); break;
+  case 8: copy_item<uint64_t>(t, first, step); break;
+  case 4: copy_item<uint32_t>(t, first, step); break;
+  case 2: copy_item<uint16_t>(t, first, step); break;
+  default: copy_item<uint8_t>(t, first, step); break;
+  }
+}
+
 } // namespace
+
+extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks) {
+  gwk_stream s = (gwk_stream)stream;
+  for (int at = 0; at < n; at += GWK_BATCH_MAX) {
+    int m = n - at < GWK_BATCH_MAX ? n - at : GWK_BATCH_MAX;
+    Batch b;
+    memset(&b, 0, sizeof b);
+    b.n = m;
+    uint64_t total = 0;
+    for (int k = 0; k < m; k++) {
+      const gw__xfer *xi = x[at + k];
+      size_t w = word_size(xi->elem, (uintptr_t)xi->dst, (uintptr_t)xi->src, xi->ndim,
+                           xi->dst_stride, xi->src_stride);
+      if (w > xi->elem)
+        w = xi->elem;
+      uint64_t nw;
+      Region r = words_region(xi->ndim, xi->shape, xi->dst_stride, xi->src_stride, w, xi->elem / w, &nw);
+      BatchItem &t = b.t[k];
+      t.dst = xi->dst;
+      t.src = xi->src;
+      t.n = nw;
+      t.ndim = r.ndim; // <= BD: GWK_BATCH_FITS (the caller checks)
+      t.w = (int32_t)w;
+      for (int d = 0; d < BD; d++) { // right-aligned; unused leading dims stay 0
+        int from = d - (BD - r.ndim);
+        if (from < 0)
+          continue;
+        t.shape[d] = r.shape[from];
+        t.s0[d] = r.s0[from];
+        t.s1[d] = r.s1[from];
+      }
+      total += nw;
+    }
+    // Blocks per transfer: one per THREADS words, the whole grid capped at max_blocks
+    // (SMs x 8) shared in proportion to the words, at least one each (grid-stride loops).
+    uint64_t cap = max_blocks > 0 ? (uint64_t)max_blocks : UINT32_MAX / 2;
+    uint32_t blocks = 0;
+    for (int k = 0; k < m; k++) {
+      uint64_t want = (b.t[k].n + THREADS - 1) / THREADS;
+      uint64_t share = total > 0 ? cap * b.t[k].n / total : 1;
+      if (want > share)
+        want = share;
+      if (want < 1)
+        want = 1;
+      b.t[k].first_block = blocks;
+      b.t[k].nblocks = (uint32_t)want;
+      blocks += (uint32_t)want;
+    }
+#if defined(GW_VENDOR_HIP)
+    k_copy_batch<<<blocks, THREADS, 0, s>>>(b);
+    int e = gwkGetLastError();
+#else
+    void *args[] = {&b};
+    cudaError_t ce = cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
+    int e = ce != cudaSuccess ? (int)ce : gwkGetLastError();
+#endif
+    if (e != 0)
+      return e;
+  }
+  return 0;
+}
 
 extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
   gwk_stream s = (gwk_stream)stream;

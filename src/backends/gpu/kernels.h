@@ -18,6 +18,21 @@ int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks);
 /* Copy x element by element; both sides device-usable from the launching device. */
 int gwk_copy(const gw__xfer *x, void *stream, int max_blocks);
 
+/*
+ * Batched copy: up to GWK_BATCH_MAX transfers in ONE launch (the halo's local faces of a
+ * dim: one launch instead of two per field). The descriptors travel as one kernel
+ * parameter of at most 4 KiB: the limit every CUDA driver and HIP accept (CUDA 12.1+ on
+ * Volta and later allows 32 KiB, but only with a recent driver, and HIP does not), so
+ * each descriptor holds at most GWK_BATCH_DIMS dims, one of them reserved for the words
+ * within an element: a transfer fits when x->ndim <= GWK_BATCH_DIMS - 1 (a normalised
+ * halo face has at most 3). More transfers go in several launches. The transfers must be
+ * independent (they run concurrently) and device-usable from the launching device.
+ */
+#define GWK_BATCH_MAX 24
+#define GWK_BATCH_DIMS 4
+#define GWK_BATCH_FITS(x) ((x)->ndim <= GWK_BATCH_DIMS - 1)
+int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks);
+
 #ifdef __cplusplus
 }
 #endif
