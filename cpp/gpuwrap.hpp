@@ -14,7 +14,7 @@
  * throw calls the C API on the raw handles (get()), which every class gives out. Accessors
  * that cannot fail in C (shape, kind, ...) are noexcept.
  *
- * Ownership: context, array, stream and halo are move-only. An array is one gw_array
+ * Ownership: context, array, stream, halo and grid are move-only. An array is one gw_array
  * reference: copying is deleted so that sharing memory is always visible in the code; say
  * a.retain() for a second handle to the same array (gw_retain). Moved-from handles are
  * empty (get() == nullptr); destroying an empty handle does nothing. adopt(raw) takes over
@@ -23,12 +23,16 @@
  * Nothing here re-implements C logic: every member forwards to one C call (the dtype of a
  * C++ element type is a table lookup).
  *
- * gw::halo (include/gpuwrap/halo.h, needs MPI) is defined when gpuwrap/halo.h was included
+ * gw::halo and gw::grid (include/gpuwrap/halo.h, needs MPI) are defined when gpuwrap/halo.h was included
  * before this header, or when GW_CPP_HALO is defined (then this header includes it): link
  * gpuwrap::halo too (including halo.h yourself in C++: define OMPI_SKIP_MPICXX and
  * MPICH_SKIP_MPICXX first, or link MPI::MPI_CXX, as for any C++ use of mpi.h). Its
  * destructor is collective (gw_halo_destroy): destroy plans on every rank, before
- * MPI_Finalize.
+ * MPI_Finalize; so is gw::grid's. gw::halo takes one field (gw_halo_create) or a list of
+ * gw::halo_field (gw_halo_create_multi: {{u, {1, 1, 1}}, {v, {2, 1, 1}}}); start_on,
+ * finish_on and update_on order the exchange with a gw::stream. gw::grid wraps the gw_grid_*
+ * helpers (comm(), info(), block(r), context(), gather()); halo_nccl_available() is
+ * gw_halo_nccl_available.
  */
 #ifndef GPUWRAP_HPP
 #define GPUWRAP_HPP
@@ -288,12 +292,42 @@ private:
 inline void copy(const array &dst, const array &src) { dst.copy_from(src); }
 
 #ifdef GPUWRAP_HALO_H
+/** Throws gw::error carrying gw_halo_last_error() for anything but GW_OK (the halo and grid
+ *  calls; their detail includes gpuwrap's own when a gpuwrap call failed). */
+inline void check_halo(gw_status s) {
+  if (s != GW_OK) throw error(s, gw_halo_last_error());
+}
+
+/** gw_halo_nccl_available: whether the NCCL path could load NCCL here; *why (if given) gets
+ *  the loader's message when not. Not collective. */
+inline bool halo_nccl_available(std::string *why = nullptr) {
+  const char *w = nullptr;
+  const bool ok = gw_halo_nccl_available(&w) != 0;
+  if (why) *why = (!ok && w) ? w : "";
+  return ok;
+}
+
+/** One field of a multi-field plan and its halo width per dim ({u, {1, 1, 1}}). The array
+ *  is referenced, not owned: the plan takes its own reference. */
+struct halo_field {
+  const array &field;
+  int width[3];
+};
+
 /** gw_halo: a halo plan (collective create and destroy, see halo.h). Errors carry
  *  gw_halo_last_error(), which includes gpuwrap's own detail when a gpuwrap call failed. */
 class halo {
 public:
+  /** gw_halo_create: one 3-D field. */
   halo(const array &field, MPI_Comm cart, const int (&width)[3], gw_halo_path path = GW_HALO_PATH_AUTO) {
     check_halo(gw_halo_create(field.get(), cart, width, path, &p_));
+  }
+  /** gw_halo_create_multi: several fields in one plan, {{u, {1, 1, 1}}, {v, {2, 1, 1}}}. */
+  halo(std::initializer_list<halo_field> fields, MPI_Comm cart, gw_halo_path path = GW_HALO_PATH_AUTO) {
+    create_multi(fields.begin(), fields.size(), cart, path);
+  }
+  halo(const std::vector<halo_field> &fields, MPI_Comm cart, gw_halo_path path = GW_HALO_PATH_AUTO) {
+    create_multi(fields.data(), fields.size(), cart, path);
   }
   static halo adopt(gw_halo *raw) noexcept { return halo(raw); }
   halo(halo &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
@@ -314,6 +348,10 @@ public:
   void update() const { check_halo(gw_halo_update(p_)); }
   void start() const { check_halo(gw_halo_start(p_)); }
   void finish() const { check_halo(gw_halo_finish(p_)); }
+  /** Stream-ordered (halo.h): the exchange is ordered with s on the device. */
+  void update_on(const stream &s) const { check_halo(gw_halo_update_on(p_, s.get())); }
+  void start_on(const stream &s) const { check_halo(gw_halo_start_on(p_, s.get())); }
+  void finish_on(const stream &s) const { check_halo(gw_halo_finish_on(p_, s.get())); }
   gw_halo_info info() const {
     gw_halo_info i;
     check_halo(gw_halo_query(p_, &i));
@@ -322,10 +360,92 @@ public:
 
 private:
   explicit halo(gw_halo *raw) noexcept : p_(raw) {}
-  static void check_halo(gw_status s) {
-    if (s != GW_OK) throw error(s, gw_halo_last_error());
+  void create_multi(const halo_field *f, std::size_t n, MPI_Comm cart, gw_halo_path path) {
+    std::vector<gw_halo_field> c(n);
+    for (std::size_t i = 0; i < n; i++) {
+      c[i].field = f[i].field.get();
+      for (int d = 0; d < 3; d++) c[i].width[d] = f[i].width[d];
+    }
+    check_halo(gw_halo_create_multi(c.data(), static_cast<int>(n), cart, path, &p_));
   }
   gw_halo *p_ = nullptr;
+};
+
+/** One rank's block of a grid (gw_grid_block): its cells and global offset per dim. */
+struct grid_block {
+  std::int64_t local[3];
+  std::int64_t offset[3];
+};
+
+/** gw_grid: a global box decomposed over a Cartesian communicator (halo.h, "Grid
+ *  helpers"). Move-only; the constructor and destructor are collective. Empty periods: none
+ *  periodic; empty dims: MPI_Dims_create chooses (as NULL in C); otherwise ndims entries. */
+class grid {
+public:
+  /** gw_grid_create: from the global cell counts (ndims = global.size()). */
+  grid(MPI_Comm comm, const dims &global, const std::vector<int> &periods = {}, const std::vector<int> &rank_dims = {}) {
+    check_sizes(global.size(), periods, rank_dims);
+    check_halo(gw_grid_create(comm, static_cast<int>(global.size()), global.data(), opt(periods), opt(rank_dims), &p_));
+  }
+  /** gw_grid_create_local: from every rank's cell counts. */
+  static grid from_local(MPI_Comm comm, const dims &local, const std::vector<int> &periods = {},
+                         const std::vector<int> &rank_dims = {}) {
+    check_sizes(local.size(), periods, rank_dims);
+    gw_grid *g = nullptr;
+    check_halo(gw_grid_create_local(comm, static_cast<int>(local.size()), local.data(), opt(periods), opt(rank_dims), &g));
+    return grid(g);
+  }
+  static grid adopt(gw_grid *raw) noexcept { return grid(raw); }
+  grid(grid &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  grid &operator=(grid &&o) noexcept {
+    if (this != &o) {
+      gw_grid_destroy(p_);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  grid(const grid &) = delete;
+  grid &operator=(const grid &) = delete;
+  ~grid() { gw_grid_destroy(p_); }
+
+  gw_grid *get() const noexcept { return p_; }
+  gw_grid *release() noexcept { return std::exchange(p_, nullptr); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  /** The grid's Cartesian communicator (borrowed: valid while the grid lives). */
+  MPI_Comm comm() const noexcept { return gw_grid_comm(p_); }
+  gw_grid_info info() const {
+    gw_grid_info i;
+    check_halo(gw_grid_query(p_, &i));
+    return i;
+  }
+  /** Rank r's block (r: a rank of comm()). */
+  grid_block block(int r) const {
+    grid_block b;
+    check_halo(gw_grid_block(p_, r, b.local, b.offset));
+    return b;
+  }
+  /** gw_grid_context_create: a context on this rank's device (node_rank mod device count). */
+  gw::context context(gw_backend backend = GW_BACKEND_AUTO) const {
+    gw_context *c = nullptr;
+    check_halo(gw_grid_context_create(p_, backend, &c));
+    return gw::context::adopt(c);
+  }
+  /** gw_grid_gather (collective): root's `global` receives every rank's interior; on the
+   *  other ranks `global` may be empty (gw::array()). Empty width: inferred (NULL). */
+  void gather(const array &field, const array &global, int root = 0, const std::vector<int> &width = {}) const {
+    if (!width.empty() && width.size() != static_cast<std::size_t>(info().ndims))
+      throw error(GW_EINVAL, "gw::grid::gather: width needs one entry per dim of the grid");
+    check_halo(gw_grid_gather(p_, field.get(), width.empty() ? nullptr : width.data(), global.get(), root));
+  }
+
+private:
+  explicit grid(gw_grid *raw) noexcept : p_(raw) {}
+  static const int *opt(const std::vector<int> &v) noexcept { return v.empty() ? nullptr : v.data(); }
+  static void check_sizes(std::size_t ndims, const std::vector<int> &periods, const std::vector<int> &rank_dims) {
+    if ((!periods.empty() && periods.size() != ndims) || (!rank_dims.empty() && rank_dims.size() != ndims))
+      throw error(GW_EINVAL, "gw::grid: periods and dims need one entry per dim (or none)");
+  }
+  gw_grid *p_ = nullptr;
 };
 #endif
 

@@ -6,7 +6,7 @@
  *   gen_fortran constants  FILE   named constants of gpuwrap.h (gpuwrap_constants.inc)
  *   gen_fortran generic    FILE   generic interface blocks (the kinds)
  *   gen_fortran procedures FILE   the specific procedures of those
- *   gen_fortran halo       FILE   gw_halo_path (built with GW_GEN_HALO: needs halo.h, mpi.h)
+ *   gen_fortran halo       FILE   gw_halo_path, struct sizes (built with GW_GEN_HALO: needs halo.h, mpi.h)
  * (FILE, not a shell redirection: CMake's custom commands have no portable one.)
  *
  * Run on the build machine at build time (the library is built for that machine too).
@@ -176,11 +176,14 @@ int main(int argc, char **argv) {
   }
 #ifdef GW_GEN_HALO
   if (!strcmp(mode, "halo")) {
-    static const constant paths[] = {C(GW_HALO_PATH_AUTO), C(GW_HALO_PATH_HOST), C(GW_HALO_PATH_DEVICE)};
+    static const constant paths[] = {C(GW_HALO_PATH_AUTO), C(GW_HALO_PATH_HOST), C(GW_HALO_PATH_DEVICE),
+                                     C(GW_HALO_PATH_NCCL)};
     _Static_assert(sizeof(gw_halo_path) == sizeof(int), "gw_halo_path is not int-sized");
     emit("gw_halo_path", paths, sizeof paths / sizeof paths[0]);
     printf("  ! sizeof(gw_halo_info) in C: the test checks c_sizeof(gw_halo_info) against it\n");
     printf("  integer(c_size_t), parameter :: GW_HALO_INFO_C_SIZE = %zu\n", sizeof(gw_halo_info));
+    printf("  ! sizeof(gw_grid_info) in C: the test checks c_sizeof(gw_grid_info) against it\n");
+    printf("  integer(c_size_t), parameter :: GW_GRID_INFO_C_SIZE = %zu\n", sizeof(gw_grid_info));
     return 0;
   }
 #endif
