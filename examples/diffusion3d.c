@@ -259,30 +259,6 @@ static int g_rank;
   } while (0)
 #endif
 
-/* ---- the distributed run -------------------------------------------------------------- */
-
-static int g_rank;
-
-#define CHECK(expr)                                                                         \
-  do {                                                                                      \
-    gw_status st_ = (expr);                                                                 \
-    if (st_ != GW_OK) {                                                                     \
-      fprintf(stderr, "[rank %d] %s failed: %s: %s%s%s\n", g_rank, #expr, gw_err_name(st_),    \
-              gw_last_error(), *gw_halo_last_error() ? " / halo: " : "", gw_halo_last_error()); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-    }                                                                                       \
-  } while (0)
-
-#ifdef D3D_HAVE_CUDA
-#define CUDA_CHECK(expr)                                                                    \
-  do {                                                                                      \
-    if ((expr) != 0) {                                                                      \
-      fprintf(stderr, "[rank %d] %s failed: %s\n", g_rank, #expr, d3d_cuda_error());         \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-    }                                                                                       \
-  } while (0)
-#endif
-
 static double max_over(double t, MPI_Comm c) {
   double m = t;
   MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, c);

@@ -5,37 +5,7 @@
 
 /* ctest-env: two_devices_2dev GPUWRAP_CPU_DEVICES=2 */
 
-enum { K_HOST, K_PINNED, K_DEVICE, K_MANAGED, K_WRAPPED, K_COUNT };
-static const char *kname[K_COUNT] = {"host", "pinned", "device", "managed", "wrapped-pageable"};
-
-/* An array of kind k (NULL when the backend lacks managed memory). */
-static gw_array *make(gw_context *ctx, int k, gw_dtype t, int ndim, const int64_t *shape) {
-  gw_array *a = NULL;
-  gw_status s;
-  if (k == K_WRAPPED) {
-    /* page-aligned (free()-able): the CPU model's own allocations may share malloc's pages */
-    size_t n = (size_t)tst_numel(ndim, shape) * gw_dtype_size(t), pg = tst_page();
-    void *p = aligned_alloc(pg, (n + pg - 1) / pg * pg + pg);
-    s = gw_wrap(ctx, p, t, ndim, shape, NULL, GW_WRAP_OWN, &a);
-    if (s != GW_OK)
-      free(p);
-    ASSERT_OK(s);
-    ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED);
-    return a;
-  }
-  static const gw_memkind map[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
-  s = gw_alloc(ctx, map[k], t, ndim, shape, &a);
-  if (s == GW_ENOTSUP && k == K_MANAGED && !tst_is_cpu())
-    return NULL;
-  ASSERT_OK(s);
-  return a;
-}
-
-/* The pointer to wrap a's memory again (host address where there is one). */
-static void *addr(gw_array *a, int k, unsigned *flags) {
-  *flags = k == K_HOST ? GW_WRAP_NO_REGISTER : 0;
-  return gw_host_data(a) ? gw_host_data(a) : gw_data(a);
-}
+#include "test_kinds.h"
 
 static unsigned char *random_bytes(size_t n, gw_dtype t) {
   unsigned char *p = malloc(n ? n : 1);
@@ -55,7 +25,7 @@ TEST_IMPL(pairs_contiguous) {
     for (int d = 0; d < K_COUNT; d++, pair++) {
       gw_dtype t = tst_all_dtypes[pair % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t), n = 3 * 257;
-      gw_array *src = make(ctx, s, t, 2, shape), *dst = make(ctx, d, t, 2, shape);
+      gw_array *src = tst_make_kind(ctx, s, t, 2, shape), *dst = tst_make_kind(ctx, d, t, 2, shape);
       if (!src || !dst) {
         gw_release(src);
         gw_release(dst);
@@ -99,7 +69,7 @@ TEST_IMPL(pairs_strided_subblock) {
     for (int d = 0; d < K_COUNT; d++, pair++) {
       gw_dtype t = tst_all_dtypes[(pair * 4 + 1) % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t);
-      gw_array *src = make(ctx, s, t, 3, shape), *dst = make(ctx, d, t, 3, shape);
+      gw_array *src = tst_make_kind(ctx, s, t, 3, shape), *dst = tst_make_kind(ctx, d, t, 3, shape);
       if (!src || !dst) {
         gw_release(src);
         gw_release(dst);
@@ -126,7 +96,7 @@ TEST_IMPL(pairs_strided_subblock) {
       printf("  %s -> %s 3-D block (%s)\n", kname[s], kname[d], gw_dtype_name(t));
       ASSERT_ELEMS_EQ(out, din, n, e); /* the block copied, everything else untouched */
       /* strided to contiguous, and contiguous to strided */
-      gw_array *c = make(ctx, (s + d) % K_COUNT, t, 3, vshape);
+      gw_array *c = tst_make_kind(ctx, (s + d) % K_COUNT, t, 3, vshape);
       if (c) {
         size_t vn = 4 * 3 * 5;
         unsigned char *vout = malloc(vn * e), *want = malloc(vn * e);
@@ -180,7 +150,7 @@ TEST_IMPL(pairs_transposed) {
     for (int d = 0; d < K_COUNT; d++, pair++) {
       gw_dtype t = tst_all_dtypes[(pair * 2 + 3) % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t), n = (size_t)(R * C);
-      gw_array *src = make(ctx, s, t, 2, shape), *dst = make(ctx, d, t, 2, tshape);
+      gw_array *src = tst_make_kind(ctx, s, t, 2, shape), *dst = tst_make_kind(ctx, d, t, 2, tshape);
       if (!src || !dst) {
         gw_release(src);
         gw_release(dst);
@@ -189,7 +159,7 @@ TEST_IMPL(pairs_transposed) {
       unsigned char *in = random_bytes(n * e, t), *out = malloc(n * e), *want = malloc(n * e);
       tst_write(src, in);
       unsigned flags;
-      void *p = addr(src, s, &flags);
+      void *p = tst_wrap_addr(src, s, &flags);
       gw_array *tr = NULL;
       ASSERT_OK(gw_wrap(ctx, p, t, 2, tshape, tstrides, flags, &tr)); /* src transposed */
       ASSERT_OK(gw_copy(dst, tr));
@@ -201,8 +171,8 @@ TEST_IMPL(pairs_transposed) {
       ASSERT_ELEMS_EQ(out, want, n, e);
       /* transposed destination: dst^T = tr^T = src, so src's data comes back */
       unsigned dflags;
-      void *dp = addr(dst, d, &dflags);
-      gw_array *dtr = NULL, *back = make(ctx, s, t, 2, shape);
+      void *dp = tst_wrap_addr(dst, d, &dflags);
+      gw_array *dtr = NULL, *back = tst_make_kind(ctx, s, t, 2, shape);
       ASSERT_NOT_NULL(back);
       ASSERT_OK(gw_wrap(ctx, dp, t, 2, shape, (int64_t[2]){1, R}, dflags, &dtr));
       ASSERT_OK(gw_copy(back, dtr));

@@ -9,35 +9,7 @@
 
 #include <signal.h>
 
-enum { K_HOST, K_PINNED, K_DEVICE, K_MANAGED, K_WRAPPED, K_COUNT };
-static const char *kname[K_COUNT] = {"host", "pinned", "device", "managed", "wrapped-pageable"};
-
-/* An array of kind k (NULL when the backend lacks managed memory). */
-static gw_array *make(gw_context *ctx, int k, gw_dtype t, int ndim, const int64_t *shape) {
-  gw_array *a = NULL;
-  gw_status s;
-  if (k == K_WRAPPED) {
-    size_t n = (size_t)tst_numel(ndim, shape) * gw_dtype_size(t), pg = tst_page();
-    void *p = aligned_alloc(pg, (n + pg - 1) / pg * pg + pg);
-    s = gw_wrap(ctx, p, t, ndim, shape, NULL, GW_WRAP_OWN, &a);
-    if (s != GW_OK)
-      free(p);
-    ASSERT_OK(s);
-    return a;
-  }
-  static const gw_memkind map[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
-  s = gw_alloc(ctx, map[k], t, ndim, shape, &a);
-  if (s == GW_ENOTSUP && k == K_MANAGED && !tst_is_cpu())
-    return NULL;
-  ASSERT_OK(s);
-  return a;
-}
-
-/* The address to wrap a's memory again through, and the flags for it. */
-static char *base_of(gw_array *a, int k, unsigned *flags) {
-  *flags = k == K_HOST ? GW_WRAP_NO_REGISTER : 0;
-  return gw_host_data(a) ? gw_host_data(a) : gw_data(a);
-}
+#include "test_kinds.h"
 
 static void random_elems(void *p, size_t n, gw_dtype t) {
   tst_random_fill(p, n * gw_dtype_size(t));
@@ -110,7 +82,7 @@ static void overlap_cases(int async) {
     for (size_t c = 0; c < NCASES; c++, run++) {
       gw_dtype t = tst_all_dtypes[(run * 7 + async) % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t);
-      gw_array *root = make(ctx, k, t, 1, shape);
+      gw_array *root = tst_make_kind(ctx, k, t, 1, shape);
       if (!root)
         continue;
       unsigned char init[N * 16], want[N * 16], got[N * 16], tmp[N * 16];
@@ -120,7 +92,7 @@ static void overlap_cases(int async) {
       gather(init, &cases[c].src, tmp, e);
       scatter(want, &cases[c].dst, tmp, e);
       unsigned flags;
-      char *base = base_of(root, k, &flags);
+      char *base = tst_wrap_addr(root, k, &flags);
       gw_array *dst = wrap_side(ctx, base, flags, t, &cases[c].dst);
       gw_array *src = wrap_side(ctx, base, flags, t, &cases[c].src);
       printf("  %s: %s (%s)%s\n", kname[k], cases[c].what, gw_dtype_name(t), async ? " async" : "");
@@ -157,7 +129,7 @@ TEST_IMPL(overlapping_views) {
   tst_leaks before = tst_leak_snapshot();
   int64_t shape[2] = {4, 8}, flat[1] = {N};
   for (int k = 0; k < K_COUNT; k++) {
-    gw_array *a = make(ctx, k, GW_FLOAT64, 2, shape);
+    gw_array *a = tst_make_kind(ctx, k, GW_FLOAT64, 2, shape);
     if (!a)
       continue;
     double init[N], want[N], got[N];
@@ -411,7 +383,7 @@ TEST_IMPL(broadcast_fake_counts) {
   ASSERT_OK(gw_view(b62, (int64_t[1]){(int64_t)1 << 61}, (int64_t[1]){1000}, (int64_t[1]){3}, &v));
   float got[1000];
   for (int k = 0; k < K_COUNT; k++) {
-    gw_array *dst = make(ctx, k, GW_FLOAT32, 1, (int64_t[1]){1000});
+    gw_array *dst = tst_make_kind(ctx, k, GW_FLOAT32, 1, (int64_t[1]){1000});
     if (!dst)
       continue;
     float poison[1000];
@@ -455,8 +427,8 @@ TEST_IMPL(broadcast_rows_every_kind) {
   for (int k = 0; k < K_COUNT; k++) {
     gw_dtype t = tst_all_dtypes[(k * 5 + 2) % GW_DTYPE_COUNT];
     size_t e = gw_dtype_size(t);
-    gw_array *root = make(ctx, k, t, 1, n16);
-    gw_array *dst = make(ctx, (k + 1) % K_COUNT, t, 2, rows);
+    gw_array *root = tst_make_kind(ctx, k, t, 1, n16);
+    gw_array *dst = tst_make_kind(ctx, (k + 1) % K_COUNT, t, 2, rows);
     if (!root || !dst) {
       gw_release(root);
       gw_release(dst);
@@ -466,7 +438,7 @@ TEST_IMPL(broadcast_rows_every_kind) {
     random_elems(init, 16, t);
     tst_write(root, init);
     unsigned flags;
-    char *base = base_of(root, k, &flags);
+    char *base = tst_wrap_addr(root, k, &flags);
     gw_array *b = NULL;
     ASSERT_OK(gw_wrap(ctx, base + 2 * e, t, 2, rows, (int64_t[2]){0, 1}, flags, &b));
     printf("  %s rows broadcast into %s (%s)\n", kname[k], kname[(k + 1) % K_COUNT], gw_dtype_name(t));

@@ -320,14 +320,19 @@ static gw_status enqueue(queue *q, const item *tmpl) {
 
 static queue *queue_of(void *stream) { return ((handle *)stream)->q; }
 
+/* The queue a copy or fill goes to: the stream's, or the device's legacy default stream. */
+static queue *target_queue(int device, void *stream) {
+  pthread_mutex_lock(&lock);
+  queue *q = stream ? queue_of(stream) : legacy_of(device);
+  pthread_mutex_unlock(&lock);
+  return q;
+}
+
 gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream) {
   gw_status st = gw__cpu_copy_check(x);
   if (st != GW_OK)
     return st;
-  queue *q;
-  pthread_mutex_lock(&lock);
-  q = stream ? queue_of(stream) : legacy_of(device);
-  pthread_mutex_unlock(&lock);
+  queue *q = target_queue(device, stream);
   /* Pageable memory (host kind) completes on return, on a stream as without one. */
   if (!stream || x->dst_kind == GW_MEM_HOST || x->src_kind == GW_MEM_HOST) {
     item it = {.u.x = *x};
@@ -354,10 +359,7 @@ gw_status gw__cpu_stream_copy_batch(int device, const gw__xfer *x, int n, void *
   }
   if (n == 0)
     return GW_OK;
-  queue *q;
-  pthread_mutex_lock(&lock);
-  q = stream ? queue_of(stream) : legacy_of(device);
-  pthread_mutex_unlock(&lock);
+  queue *q = target_queue(device, stream);
   /* As copy: synchronous, or pageable memory anywhere, runs on the caller (one item). */
   if (!stream || host) {
     item it = {.kind = IT_CALLER};
@@ -385,10 +387,7 @@ gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
   gw_status st = gw__cpu_fill_check(f, &empty);
   if (st != GW_OK)
     return st;
-  queue *q;
-  pthread_mutex_lock(&lock);
-  q = stream ? queue_of(stream) : legacy_of(device);
-  pthread_mutex_unlock(&lock);
+  queue *q = target_queue(device, stream);
   if (!stream || f->kind == GW_MEM_HOST) {
     item it = {.u.f = *f};
     st = run_here(q, &it);
