@@ -55,6 +55,7 @@ void *d3d_cuda_stream(void);
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
                               const int64_t hi[3]);
 int d3d_cuda_interior_after_main(void);
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m);
 int d3d_cuda_main_after_interior(void);
 int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
 #define HAVE_KERNEL 1
@@ -580,12 +581,7 @@ int main(int argc, char **argv) {
 #ifdef D3D_HAVE_CUDA
         CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
                                                        and overwrite what it read */
-        for (int d = 0; d < 3; d++)
-          for (int side = 0; side < 2; side++) {
-            int64_t slo[3], shi[3];
-            shell_box(d, side, m, slo, shi);
-            CUDA_CHECK(d3d_cuda_stencil(gw_data(a), gw_data(b), gw_strides(a), slo, shi));
-          }
+        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m)); /* the six slabs */
         CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
         /* the interior is queued before start_on: start_on waits on the host for the first
          * packs to land (MPI needs them), and the GPU should not idle meanwhile */

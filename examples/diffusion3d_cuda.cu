@@ -16,10 +16,11 @@
  * runtime is pointed at the gpuwrap context's device by d3d_cuda_init.
  *
  * Kernels run on non-blocking streams of their own, so they never serialise with the
- * copies gpuwrap's halo exchange makes. With --overlap the shell slabs run on the main
- * stream, which the halo plan borrows (gw_stream_wrap of d3d_cuda_stream()): the plan packs
- * after them and makes the stream wait for its unpacks, all on the device; the interior
- * runs on a second stream meanwhile, joined to the main one by events.
+ * copies gpuwrap's halo exchange makes. With --overlap the shell (six slabs, one launch)
+ * runs on the main stream, at the highest priority, which the halo plan borrows
+ * (gw_stream_wrap of d3d_cuda_stream()): the plan packs after it and makes the stream wait
+ * for its unpacks (a plan without messages queues its copies on the stream itself), all on
+ * the device; the interior runs on a second stream meanwhile, joined by events.
  */
 #include <cuda_runtime.h>
 
@@ -54,6 +55,30 @@ __global__ void __launch_bounds__(BX *BY)
   v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
 }
 
+/* The six slabs of a box's shell (diffusion3d.c's shell_box), as one launch: a 1-D grid
+ * over their cells, slab after slab, the contiguous dim fastest within each. */
+struct Shell {
+  int64_t lo[6][3], ext[6][3];
+  int64_t first[7]; /* cells before slab q; first[6]: all */
+};
+
+__global__ void __launch_bounds__(256)
+    shell_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy, int64_t sz,
+                 const Shell sh) {
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < sh.first[6];
+       t += (int64_t)gridDim.x * blockDim.x) {
+    int q = 0;
+    while (t >= sh.first[q + 1]) q++;
+    int64_t r = t - sh.first[q];
+    int64_t k = sh.lo[q][2] + r % sh.ext[q][2];
+    r /= sh.ext[q][2];
+    int64_t j = sh.lo[q][1] + r % sh.ext[q][1];
+    int64_t i = sh.lo[q][0] + r / sh.ext[q][1];
+    int64_t c = i * sx + j * sy + k * sz;
+    v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
+  }
+}
+
 } // namespace
 
 extern "C" {
@@ -66,8 +91,14 @@ const char *d3d_cuda_error(void) { return g_err; }
 int d3d_cuda_init(int device) {
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return fail(e, "cudaSetDevice");
-  if (!g_stream && (e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) != cudaSuccess)
-    return fail(e, "cudaStreamCreateWithFlags");
+  /* The main stream (shell and exchange, the critical path of --overlap) at the highest
+   * priority: its blocks are scheduled ahead of the interior's waiting ones, so the
+   * exchange does not queue behind a kernel that fills the GPU. */
+  int least = 0, greatest = 0;
+  if ((e = cudaDeviceGetStreamPriorityRange(&least, &greatest)) != cudaSuccess)
+    return fail(e, "cudaDeviceGetStreamPriorityRange");
+  if (!g_stream && (e = cudaStreamCreateWithPriority(&g_stream, cudaStreamNonBlocking, greatest)) != cudaSuccess)
+    return fail(e, "cudaStreamCreateWithPriority");
   if (!g_interior && (e = cudaStreamCreateWithFlags(&g_interior, cudaStreamNonBlocking)) != cudaSuccess)
     return fail(e, "cudaStreamCreateWithFlags");
   /* timing-free events: a join costs a record and a device-side wait, nothing more */
@@ -138,6 +169,31 @@ static int launch(cudaStream_t st, const double *u, double *v, const int64_t str
 int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
                      const int64_t hi[3]) {
   return launch(g_stream, u, v, strides, lo, hi);
+}
+
+/* The shell of [1, m+1)^3 (the cells of [1, m+1)^3 outside [2, m)^3: the six slabs of
+ * diffusion3d.c's shell_box) on the main stream, in ONE launch. */
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m) {
+  Shell sh;
+  int64_t total = 0;
+  for (int d = 0, q = 0; d < 3; d++)
+    for (int side = 0; side < 2; side++, q++) {
+      for (int e = 0; e < 3; e++) { /* slab d: whole along dims after d, inner before */
+        sh.lo[q][e] = e < d ? 2 : 1;
+        sh.ext[q][e] = e < d ? m - 2 : m;
+      }
+      sh.lo[q][d] = side ? m : 1;
+      sh.ext[q][d] = 1;
+      sh.first[q] = total;
+      total += sh.ext[q][0] * sh.ext[q][1] * sh.ext[q][2];
+    }
+  sh.first[6] = total;
+  if (total <= 0) return 0;
+  int64_t blocks = (total + 255) / 256;
+  if (blocks > 65535) blocks = 65535;
+  shell_kernel<<<(unsigned)blocks, 256, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2], sh);
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? 0 : fail(err, "shell kernel launch");
 }
 
 /* As d3d_cuda_stencil, on the interior stream (--overlap). */

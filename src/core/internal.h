@@ -186,4 +186,19 @@ gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out);
 GW_API gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
                                gw_stream *s);
 
+/*
+ * The same, prepared once and run many times (the halo exchange's local copies, every
+ * update): gw__batch_make does every check, the independence test and the planning, and
+ * holds references to the arrays; gw__batch_run queues the copies on s (NULL: synchronous)
+ * as gw__copy_many would, with no per-run planning. Pairs are independent when no dst
+ * shares memory with another pair's dst or src: decided exactly for views that step alike
+ * (the boxes of a field's halo shell), assumed otherwise (then one by one, same results).
+ * Exported like gw__copy_many; not part of the installed API.
+ */
+typedef struct gw__batch gw__batch;
+GW_API gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n,
+                                gw__batch **out);
+GW_API gw_status gw__batch_run(gw__batch *b, gw_stream *s);
+GW_API void gw__batch_free(gw__batch *b);
+
 #endif /* GW_CORE_INTERNAL_H */

@@ -85,48 +85,72 @@ static int64_t floordiv(int64_t a, int64_t b) { /* b > 0 */
 static int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
 
 /*
- * Two arrays of one geometry (shape, byte strides `st` sorted by |stride| descending, dims
- * d..n-1 left), one `delta` bytes after the other: do any of their elements share a byte?
- * That is: are there k_i, |k_i| < shape_i, with |delta - sum k_i st_i| < elem. The inner
- * dims reach at most R = sum (shape_i - 1)|st_i| + elem - 1 bytes, so k_d is confined to a
- * few values; for the layouts real programs copy between (halo faces of a field, slices of
- * one array) strides nest and there is at most one. *budget bounds the search: when it
- * runs out the answer is "they may meet" (staging is always right, only slower).
+ * Two arrays that step alike (byte strides `st`, sorted descending, all > 0, over dims
+ * d..n-1), one `delta` bytes after the other: do any of their elements share a byte? With
+ * a_i, b_i their extents, that is: are there k_i in [kmin_i, kmax_i] (j_i - i_i: -(a_i - 1)
+ * .. b_i - 1) with |delta - sum k_i st_i| < elem. The inner dims reach a bounded interval,
+ * so k_d is confined to a few values; for the layouts real programs copy between (halo
+ * faces and shell boxes of a field, slices of one array) strides nest and there is at most
+ * one. *budget bounds the search: when it runs out the answer is "they may meet" (staging
+ * or one-by-one copies are always right, only slower).
  */
-static bool grid_meets(int d, int n, const int64_t *shape, const int64_t *st, int64_t elem,
-                       int64_t delta, int *budget) {
+static bool grid_meets(int d, int n, const int64_t *kmin, const int64_t *kmax, const int64_t *st,
+                       int64_t elem, int64_t delta, int *budget) {
   if (d == n) return delta > -elem && delta < elem;
   if (--*budget < 0) return true;
-  int64_t reach = elem - 1;
-  for (int i = d + 1; i < n; i++) reach += (shape[i] - 1) * st[i];
-  int64_t lo = ceildiv(delta - reach, st[d]), hi = floordiv(delta + reach, st[d]);
-  if (lo < -(shape[d] - 1)) lo = -(shape[d] - 1);
-  if (hi > shape[d] - 1) hi = shape[d] - 1;
+  int64_t rmin = -(elem - 1), rmax = elem - 1; /* what dims d+1.. and the element reach */
+  for (int i = d + 1; i < n; i++) {
+    rmin += kmin[i] * st[i];
+    rmax += kmax[i] * st[i];
+  }
+  int64_t lo = ceildiv(delta - rmax, st[d]), hi = floordiv(delta - rmin, st[d]);
+  if (lo < kmin[d]) lo = kmin[d];
+  if (hi > kmax[d]) hi = kmax[d];
   for (int64_t k = lo; k <= hi; k++)
-    if (grid_meets(d + 1, n, shape, st, elem, delta - k * st[d], budget)) return true;
+    if (grid_meets(d + 1, n, kmin, kmax, st, elem, delta - k * st[d], budget)) return true;
   return false;
 }
 
-/* dst and src step alike (same strides over the dims they step along) and their spans
- * meet `delta` bytes apart: whether an element of one shares memory with one of the other
- * (two halo faces of a field interleave, but never meet). */
-static bool same_steps_meet(const gw_array *a, int64_t delta) {
-  int64_t elem = (int64_t)gw_dtype_size(a->dtype), shape[GW_MAX_DIMS], st[GW_MAX_DIMS];
+/* Whether a and b step alike: one dtype and rank, and the same stride along every dim
+ * either of them steps along (extent > 1). */
+static bool steps_alike(const gw_array *a, const gw_array *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if ((a->shape[d] > 1 || b->shape[d] > 1) && a->strides[d] != b->strides[d]) return false;
+  return true;
+}
+
+/* a and b step alike (steps_alike), a's element 0 `delta` bytes after b's: whether an
+ * element of one shares memory with one of the other (two halo faces of a field, or two
+ * boxes of its shell, interleave but never meet). Their shapes may differ. */
+static bool steps_meet(const gw_array *a, const gw_array *b, int64_t delta) {
+  int64_t elem = (int64_t)gw_dtype_size(a->dtype), kmin[GW_MAX_DIMS], kmax[GW_MAX_DIMS], st[GW_MAX_DIMS];
   int n = 0;
   for (int d = 0; d < a->ndim; d++) {
-    if (a->shape[d] <= 1) continue;
-    int64_t b = a->strides[d] * elem; /* fits: the array's span was checked */
-    if (b == 0) return true;
-    int j = n++;
-    for (; j > 0 && st[j - 1] < (b < 0 ? -b : b); j--) { /* insertion: |stride| descending */
-      st[j] = st[j - 1];
-      shape[j] = shape[j - 1];
+    int64_t ea = a->shape[d], eb = b->shape[d];
+    if (ea <= 1 && eb <= 1) continue;
+    int64_t s = a->strides[d] * elem; /* fits: the arrays' spans were checked */
+    if (s == 0) return true;
+    /* k = j - i in [-(ea - 1), eb - 1]; a negative stride flips k's sign (k s = -k |s|) */
+    int64_t lo = -(ea - 1), hi = eb - 1;
+    if (s < 0) {
+      int64_t t = lo;
+      lo = -hi;
+      hi = -t;
+      s = -s;
     }
-    st[j] = b < 0 ? -b : b; /* a dim's sign does not change the set of offsets it reaches */
-    shape[j] = a->shape[d];
+    int j = n++;
+    for (; j > 0 && st[j - 1] < s; j--) { /* insertion: stride descending */
+      st[j] = st[j - 1];
+      kmin[j] = kmin[j - 1];
+      kmax[j] = kmax[j - 1];
+    }
+    st[j] = s;
+    kmin[j] = lo;
+    kmax[j] = hi;
   }
   int budget = 4096;
-  return grid_meets(0, n, shape, st, elem, delta, &budget);
+  return grid_meets(0, n, kmin, kmax, st, elem, delta, &budget);
 }
 
 static alias_t aliasing(const gw_array *dst, const gw_array *src) {
@@ -149,18 +173,16 @@ static alias_t aliasing(const gw_array *dst, const gw_array *src) {
     if (pairs[k][0] == pairs[k][1]) same = true;
   }
   if (!meet) return ALIAS_NONE;
-  bool steps_alike = true;
-  for (int d = 0; d < dst->ndim; d++)
-    if (dst->shape[d] > 1 && dst->strides[d] != src->strides[d]) steps_alike = false;
+  bool alike = steps_alike(dst, src);
   /* Same first element and the same strides: each element is copied onto itself, a no-op. */
-  if (same && steps_alike) return ALIAS_SAME;
+  if (same && alike) return ALIAS_SAME;
   /* Spans that interleave need not share an element (a field's opposite faces, the halo
    * exchange's local copy): with the same steps that is decided exactly. */
-  if (steps_alike) {
+  if (alike) {
     for (int k = 0; k < 2; k++) {
       if (!pairs[k][0] || !pairs[k][1]) continue;
       int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
-      if (same_steps_meet(dst, delta)) return ALIAS_OVERLAP;
+      if (steps_meet(dst, src, delta)) return ALIAS_OVERLAP;
     }
     return ALIAS_NONE;
   }
@@ -256,47 +278,83 @@ static bool may_meet(const gw_array *a, const gw_array *b) {
     if (ab < be && bb < ae) meet = true;
   }
   if (!meet) return false;
-  bool alike = a->dtype == b->dtype && a->ndim == b->ndim;
-  for (int d = 0; alike && d < a->ndim; d++)
-    alike = a->shape[d] == b->shape[d] && (a->shape[d] <= 1 || a->strides[d] == b->strides[d]);
-  if (!alike) return true;
+  if (!steps_alike(a, b)) return true;
   for (int k = 0; k < 2; k++) {
     if (!pairs[k][0] || !pairs[k][1]) continue;
     int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
-    if (delta == 0 || same_steps_meet(a, delta)) return true;
+    if (delta == 0 || steps_meet(a, b, delta)) return true;
   }
   return false;
 }
 
 /* Batches above this many pairs are copied one by one: the independence check is
- * quadratic, and the halo's batches hold 2 x fields pairs. */
-#define GW__COPY_MANY_MAX 256
+ * quadratic (it runs once per prepared batch, not per run). */
+#define GW__BATCH_MAX 1024
 
 /*
- * dst[i] <- src[i] for i in order, on s (NULL: synchronous), with gw_copy_async's checks
- * per pair; as ONE backend operation (copy_batch) when the pairs are independent (no
- * pair's dst shares memory with another pair's src or dst, nor with its own src) and run
- * on one backend and device. Otherwise, or when a pair needs more than a plain copy
- * (aliasing: staged), pair by pair through copy_on, which gives the same results. Each
- * distinct root's pending-work event is recorded once.
+ * A prepared batch (internal.h). Made once: every pair's checks, the independence test and
+ * the backend transfers; a run is then one copy_batch (or the pairs one by one through
+ * copy_on, which gives the same results) and one pending-work record per distinct root.
+ * Valid for the life of the references it holds: an array's shape, strides, addresses,
+ * kind and read-only flag never change after it is made.
  */
-gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
+struct gw__batch {
+  int n;
+  gw_array **dst;         /* [n] references */
+  const gw_array **src;   /* [n] references */
+  const gw__backend_ops **exec;   /* [n] the executing backend of each pair, NULL: nothing to copy */
+  bool batched;           /* one copy_batch of x[0..m) on ctx */
+  gw_context *ctx;
+  int m;
+  gw__xfer *x;
+  int nnote;              /* arrays whose pending-work events a run records (one per root) */
+  const gw_array **note;
+};
+
+void gw__batch_free(gw__batch *b) {
+  if (!b) return;
+  for (int i = 0; i < b->n; i++) {
+    gw_release(b->dst ? b->dst[i] : NULL);
+    gw_release(b->src ? (gw_array *)b->src[i] : NULL);
+  }
+  free(b->dst);
+  free((void *)b->src);
+  free((void *)b->exec);
+  free(b->x);
+  free((void *)b->note);
+  free(b);
+}
+
+/* a's root is already among note[0..k) (as a dst or a src root). */
+static bool noted(const gw_array *const *note, int k, const gw_array *a) {
+  for (int q = 0; q < k; q++)
+    if (root_of(note[q]) == root_of(a)) return true;
+  return false;
+}
+
+gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n, gw__batch **out) {
+  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+  *out = NULL;
   if (n < 0) return gw__fail(GW_EINVAL, "n: %d", n);
   if (n > 0 && (!dst || !src)) return gw__fail(GW_EINVAL, "%s: NULL", !dst ? "dst" : "src");
-  gw__xfer stack[16], *x = n <= 16 ? stack : NULL;
-  int *live = NULL, live_stack[16];
-  bool batch = n <= GW__COPY_MANY_MAX;
-  gw_context *ctx = NULL;
-  gw_status s = GW_OK;
-  if (batch && n > 16) {
-    x = malloc((size_t)n * sizeof *x);
-    live = malloc((size_t)n * sizeof *live);
-    if (!x || !live) batch = false; /* one by one needs no memory */
-  } else {
-    live = live_stack;
+  gw__batch *b = calloc(1, sizeof *b);
+  size_t k = n > 0 ? (size_t)n : 1;
+  if (b) {
+    b->dst = calloc(k, sizeof *b->dst);
+    b->src = calloc(k, sizeof *b->src);
+    b->exec = calloc(k, sizeof *b->exec);
+    b->x = calloc(k, sizeof *b->x);
+    b->note = calloc(2 * k, sizeof *b->note);
   }
-  int m = 0; /* pairs with something to copy */
-  /* Every pair's checks first, so that a bad pair fails with nothing queued. */
+  if (!b || !b->dst || !b->src || !b->exec || !b->x || !b->note) {
+    gw__batch_free(b);
+    return gw__fail(GW_ENOMEM, "copy batch of %d pairs: out of host memory", n);
+  }
+  b->batched = n <= GW__BATCH_MAX;
+  int *live = calloc(k, sizeof *live); /* pair of each batched transfer */
+  if (!live) b->batched = false;       /* one by one needs no more memory */
+  gw_status s = GW_OK;
+  /* Every pair's checks first, so that a bad pair fails with nothing made. */
   for (int i = 0; i < n && s == GW_OK; i++) {
     if (!dst[i]) s = gw__fail(GW_EINVAL, "dst: NULL");
     else if (!src[i]) s = gw__fail(GW_EINVAL, "src: NULL");
@@ -307,46 +365,72 @@ gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
     gw_context *c = NULL;
     s = executor(dst[i], src[i], &c);
     if (s != GW_OK) break;
-    if (!xi.dst || !xi.src) s = gw__fail(GW_EINVAL, "src/dst: no address to copy through");
-    else if (st && st->ctx->ops != c->ops)
-      s = gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
-                   st->ctx->ops->name, c->ops->name);
-    if (s != GW_OK || !batch) continue;
-    /* One backend state runs the batch: the same backend and device for every pair. */
-    if (!ctx) ctx = c;
-    else if (c->ops != ctx->ops || c->device != ctx->device) batch = false;
+    if (!xi.dst || !xi.src) {
+      s = gw__fail(GW_EINVAL, "src/dst: no address to copy through");
+      break;
+    }
     alias_t al = aliasing(dst[i], src[i]);
     if (al == ALIAS_SAME) continue; /* each element onto itself: nothing to copy */
-    if (al == ALIAS_OVERLAP) batch = false;
-    for (int j = 0; batch && j < m; j++) {
-      int k = live[j];
-      if (may_meet(dst[i], dst[k]) || may_meet(dst[i], src[k]) || may_meet(src[i], dst[k]))
-        batch = false;
+    b->exec[i] = c->ops;
+    if (!b->batched) continue;
+    /* One backend state runs the batch: the same backend and device for every pair. */
+    if (!b->ctx) b->ctx = c;
+    else if (c->ops != b->ctx->ops || c->device != b->ctx->device) b->batched = false;
+    if (al == ALIAS_OVERLAP) b->batched = false;
+    for (int j = 0; b->batched && j < b->m; j++) {
+      int q = live[j];
+      if (may_meet(dst[i], dst[q]) || may_meet(dst[i], src[q]) || may_meet(src[i], dst[q]))
+        b->batched = false;
     }
-    if (batch) {
-      x[m] = xi;
-      live[m++] = i;
+    if (b->batched) {
+      b->x[b->m] = xi;
+      live[b->m++] = i;
     }
   }
-  if (s == GW_OK && batch && m > 0) {
-    s = ctx->ops->copy_batch(ctx->state, x, m, st ? st->handle : NULL);
+  if (s == GW_OK && b->batched)
+    for (int j = 0; j < b->m; j++) {
+      const gw_array *d = dst[live[j]], *r = src[live[j]];
+      if (!noted(b->note, b->nnote, d)) b->note[b->nnote++] = d;
+      if (!noted(b->note, b->nnote, r)) b->note[b->nnote++] = r; /* a reader: see copy_on */
+    }
+  free(live);
+  if (s != GW_OK) {
+    gw__batch_free(b);
+    return s;
+  }
+  b->batched = b->batched && b->m > 0;
+  b->n = n;
+  for (int i = 0; i < n; i++) {
+    b->dst[i] = gw_retain(dst[i]);
+    b->src[i] = gw_retain((gw_array *)src[i]);
+  }
+  *out = b;
+  return GW_OK;
+}
+
+gw_status gw__batch_run(gw__batch *b, gw_stream *st) {
+  if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
+  for (int i = 0; st && i < b->n; i++) /* before anything is queued */
+    if (b->exec[i] && b->exec[i] != st->ctx->ops)
+      return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
+                      st->ctx->ops->name, b->exec[i]->name);
+  gw_status s = GW_OK;
+  if (b->batched) {
+    s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
     if (st) /* also after a failure: a backend's fallback may have queued some */
-      for (int j = 0; j < m; j++) {
-        int i = live[j];
-        bool seen_d = false, seen_s = false;
-        for (int q = 0; q < j; q++) {
-          const gw_array *rd = root_of(dst[live[q]]), *rs = root_of(src[live[q]]);
-          seen_d |= rd == root_of(dst[i]) || rs == root_of(dst[i]);
-          seen_s |= rd == root_of(src[i]) || rs == root_of(src[i]);
-        }
-        if (!seen_d) gw__pending_note(dst[i], st);
-        if (!seen_s && root_of(src[i]) != root_of(dst[i])) gw__pending_note(src[i], st);
-      }
-  } else if (s == GW_OK && !batch) {
-    for (int i = 0; i < n && s == GW_OK; i++) s = copy_on(dst[i], src[i], st);
+      for (int j = 0; j < b->nnote; j++) gw__pending_note(b->note[j], st);
+  } else {
+    for (int i = 0; i < b->n && s == GW_OK; i++)
+      if (b->exec[i]) s = copy_on(b->dst[i], b->src[i], st);
   }
-  if (x != stack) free(x);
-  if (live != live_stack) free(live);
+  return s;
+}
+
+gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
+  gw__batch *b = NULL;
+  gw_status s = gw__batch_make(dst, src, n, &b);
+  if (s == GW_OK) s = gw__batch_run(b, st);
+  gw__batch_free(b);
   return s;
 }
 

@@ -107,10 +107,14 @@ struct gw_halo {
   const gw_nccl_fns *nccl;
   gw_ncclComm_t nccl_comm;
   int nccl_device;
-  /* a periodic dim of one rank: every field's halos of both sides in one gw__copy_many */
-  gw_array **self_dst;      /* [2 * nfields] */
-  const gw_array **self_src;
-  int self_one_by_one;      /* GPUWRAP_HALO_BATCH=0: the old two copies per field (A/B runs) */
+  /* Consecutive periodic dims of one rank (a "self run"): every field's halo shell along
+   * them in one prepared batch, one launch per update (see make_self). */
+  gw__batch *self_batch[3]; /* at the run's first dim, NULL elsewhere */
+  int self_last[3];         /* the run's last dim */
+  /* Where this update queues its device work: the plan's stream, or, for a stream-ordered
+   * update of a plan without messages (every dim local), the caller's stream itself (no
+   * cross-stream joins to make; see begin()). */
+  gw_stream *q;
 };
 
 /* ---- create / destroy ---------------------------------------------------------------- */
@@ -156,8 +160,7 @@ static void plan_free(gw_halo *h) {
   free(h->field);
   free(h->width);
   free(h->face);
-  free(h->self_dst);
-  free((void *)h->self_src);
+  for (int d = 0; d < 3; d++) gw__batch_free(h->self_batch[d]);
   free(h);
 }
 
@@ -456,6 +459,84 @@ static gw_status make_dims(gw_halo *h) {
   return GW_OK;
 }
 
+/*
+ * The local copies of each run of consecutive periodic dims of one rank (LINK_SELF),
+ * folded into one batch made once. Done dim by dim (each face reaching over the previous
+ * dims' halos, make_face), the copies write every cell of the run's halo shell once and
+ * give it the value of the cell that wraps each of its halo coordinates around its dim:
+ * along a run dim of width w and extent n, the low halo [0, w) reads [n - 2w, n - w), the
+ * high halo [n - w, n) reads [w, 2w), the rest [w, n - w) reads itself; dims before the run
+ * span their whole extent, dims after it their interior (the faces' extents). So the shell
+ * is cut into boxes, one per combination of those classes that touches a halo (up to 26
+ * per field in 3-D), each a plain copy from an interior box: no box reads what another
+ * writes, so the batch is independent and runs as one launch, whose result equals the dim
+ * by dim copies' bit for bit.
+ */
+static gw_status make_self(gw_halo *h) {
+  for (int d = 0; d < h->ndim; d++) h->self_last[d] = d;
+  int cap = 27 * h->nfields, n = 0;
+  gw_array **dst = calloc((size_t)cap, sizeof *dst), **src = calloc((size_t)cap, sizeof *src);
+  gw_status st = dst && src ? GW_OK : gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+  for (int d0 = 0; st == GW_OK && d0 < h->ndim; d0++) {
+    if (h->dim[d0].link != LINK_SELF) continue;
+    int d1 = d0;
+    while (d1 + 1 < h->ndim && h->dim[d1 + 1].link == LINK_SELF) d1++;
+    n = 0;
+    for (int f = 0; st == GW_OK && f < h->nfields; f++) {
+      const int64_t *ext = gw_shape(h->field[f]);
+      const int *w = h->width[f];
+      int combos = 1;
+      for (int e = d0; e <= d1; e++) combos *= 3;
+      for (int c = 0; st == GW_OK && c < combos; c++) {
+        int64_t dlo[3], slo[3], len[3];
+        int halo = 0, skip = 0;
+        for (int e = 0, code = c; e < h->ndim; e++) {
+          int cls = 1; /* 0 low halo, 1 the rest, 2 high halo */
+          if (e >= d0 && e <= d1) {
+            cls = code % 3;
+            code /= 3;
+          }
+          if (e < d0 || w[e] == 0) { /* the whole extent: before the run, or no halo */
+            skip |= cls != 1;          /* (a halo class of a dim without one: no box) */
+            dlo[e] = slo[e] = 0;
+            len[e] = ext[e];
+          } else if (cls == 1) {
+            dlo[e] = slo[e] = w[e];
+            len[e] = ext[e] - 2 * w[e];
+          } else {
+            halo = 1;
+            dlo[e] = cls == 0 ? 0 : ext[e] - w[e];
+            slo[e] = cls == 0 ? ext[e] - 2 * w[e] : w[e];
+            len[e] = w[e];
+          }
+        }
+        if (!halo || skip) continue;
+        st = gw_view(h->field[f], dlo, len, NULL, &dst[n]);
+        if (st == GW_OK) {
+          st = gw_view(h->field[f], slo, len, NULL, &src[n]);
+          if (st != GW_OK) gw_release(dst[n]);
+        }
+        if (st == GW_OK) n++;
+        else st = gw_failed(st, "gw_view of a halo box", d0);
+      }
+    }
+    if (st == GW_OK && n > 0) {
+      st = gw__batch_make(dst, (const gw_array *const *)src, n, &h->self_batch[d0]);
+      if (st != GW_OK) st = gw_failed(st, "preparing the local halo copies", d0);
+    }
+    for (int k = 0; k < n; k++) { /* the batch holds its own references */
+      gw_release(dst[k]);
+      gw_release(src[k]);
+    }
+    n = 0;
+    h->self_last[d0] = d1;
+    d0 = d1;
+  }
+  free(dst);
+  free(src);
+  return st;
+}
+
 /* ---- the NCCL path: choosing it and bootstrapping its communicator ---------------------- */
 
 typedef struct {
@@ -646,9 +727,7 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   h->field = calloc((size_t)nfields, sizeof *h->field);
   h->width = calloc((size_t)nfields, sizeof *h->width);
   h->face = calloc((size_t)nfields * 3, sizeof *h->face);
-  h->self_dst = calloc((size_t)nfields * 2, sizeof *h->self_dst);
-  h->self_src = calloc((size_t)nfields * 2, sizeof *h->self_src);
-  if (!h->field || !h->width || !h->face || !h->self_dst || !h->self_src) {
+  if (!h->field || !h->width || !h->face) {
     plan_free(h);
     return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
   }
@@ -660,10 +739,6 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     device_ok &= (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) && gw_data(fields[f].field) != NULL;
   }
   h->ctx = gw_array_context(fields[0].field);
-  /* GPUWRAP_HALO_BATCH=0 copies a periodic dim's local faces one by one, as before the
-   * batched copy: lets diffusion3d --halo-bench show the batch's gain in one session. */
-  const char *batch_env = getenv("GPUWRAP_HALO_BATCH");
-  h->self_one_by_one = batch_env && strcmp(batch_env, "0") == 0;
 
   h->info.gpu_aware = path == GW_HALO_PATH_DEVICE || gw__halo_gpu_aware(gw_context_backend(h->ctx));
   st = gw__halo_mpi(MPI_Comm_dup(cart, &h->comm), "MPI_Comm_dup", -1);
@@ -690,6 +765,7 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     h->chunk = (size_t)all;
   }
   if (st == GW_OK) st = make_dims(h);
+  if (st == GW_OK) st = make_self(h);
   if (st == GW_OK) st = make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL);
   if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
     st = gw_stream_create(h->ctx, &h->stream);
@@ -734,13 +810,13 @@ gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out) {
 
 /* dst <- src on the plan's stream (or at once without one). */
 static gw_status queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d) {
-  gw_status st = h->stream ? gw_copy_async(dst, src, h->stream) : gw_copy(dst, src);
+  gw_status st = h->q ? gw_copy_async(dst, src, h->q) : gw_copy(dst, src);
   return st == GW_OK ? GW_OK : gw_failed(st, what, d);
 }
 
 static gw_status sync_stream(gw_halo *h, const char *what) {
-  if (!h->stream) return GW_OK;
-  gw_status st = gw_stream_synchronize(h->stream);
+  if (!h->q) return GW_OK;
+  gw_status st = gw_stream_synchronize(h->q);
   return st == GW_OK ? GW_OK : gw_failed(st, what, -1);
 }
 
@@ -750,7 +826,7 @@ static gw_status sync_stream(gw_halo *h, const char *what) {
  * ends (an event whose query keeps failing) falls back to the stream synchronisation,
  * which reports the error. */
 static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
-  if (!h->stream) return GW_OK;
+  if (!h->q) return GW_OK;
   while (gw_array_pending(seg)) {
     if (++*spins > (1 << 20)) return sync_stream(h, "waiting for a pack");
     int flag;
@@ -783,7 +859,7 @@ static gw_status post_receives(gw_halo *h) {
 
 static int landed(const gw_halo *h, const halo_dim *hd, int m) {
   const halo_msg *g = &hd->msg[m];
-  return !h->stream || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
+  return !h->q || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
 }
 
 static gw_status isend(gw_halo *h, int d, int m) {
@@ -838,31 +914,12 @@ static gw_status complete_dim(gw_halo *h, int d) {
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
 }
 
-/* Along a periodic dim of one rank: each halo gets the opposite interior face, view to view
- * on the device (no MPI, no buffers). Every field's two faces go in ONE gw__copy_many: one
- * queued item, one kernel launch on a GPU (issue 17: the launches, not the 3 MB, were the
- * cost). A dim's halos and the faces it reads never meet (n >= 3 w along the dim), so the
- * batch's pairs are independent; it is queued after the previous dim's copies on the
- * plan's stream, whose halos its faces include (edges and corners). */
-static gw_status self_dim(gw_halo *h, int d) {
-  int n = 0;
-  for (int f = 0; f < h->nfields; f++) {
-    halo_face *fc = &h->face[f * 3 + d];
-    for (int s = 0; s < 2; s++) {
-      if (!fc->recv_view[s]) continue;
-      h->self_dst[n] = fc->recv_view[s];
-      h->self_src[n++] = fc->send_view[!s];
-    }
-  }
-  if (h->self_one_by_one) {
-    for (int k = 0; k < n; k++) {
-      gw_status st = queue_copy(h, h->self_dst[k], h->self_src[k], "gw_copy of a face to itself", d);
-      if (st != GW_OK) return st;
-    }
-    return GW_OK;
-  }
-  gw_status st = gw__copy_many(h->self_dst, h->self_src, n, h->stream);
-  return st == GW_OK ? GW_OK : gw_failed(st, "gw_copy of a face to itself", d);
+/* A run of periodic dims of one rank: its prepared batch (make_self), on this update's
+ * queue after everything before it (the previous dims' unpacks among them). */
+static gw_status self_run(gw_halo *h, int d) {
+  if (!h->self_batch[d]) return GW_OK;
+  gw_status st = gw__batch_run(h->self_batch[d], h->q);
+  return st == GW_OK ? GW_OK : gw_failed(st, "gw_copy of a halo to itself", d);
 }
 
 static gw_status nccl_failed(gw_halo *h, gw_ncclResult_t r, const char *call, int d, int peer) {
@@ -878,7 +935,7 @@ static gw_status nccl_failed(gw_halo *h, gw_ncclResult_t r, const char *call, in
 static gw_status nccl_group(gw_halo *h, int d, int m0, int m1, int r0, int r1) {
   halo_dim *hd = &h->dim[d];
   const gw_nccl_fns *f = h->nccl;
-  gw_cudaStream_t cs = gw_stream_native(h->stream);
+  gw_cudaStream_t cs = gw_stream_native(h->q);
   gw_ncclResult_t r = f->GroupStart();
   if (r != gw_ncclSuccess) return nccl_failed(h, r, "ncclGroupStart", d, -1);
   gw_status st = GW_OK;
@@ -951,6 +1008,7 @@ static void quiesce(gw_halo *h) {
       if (hd->send_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->send_req[m], MPI_STATUS_IGNORE);
     }
   if (h->stream) (void)gw_stream_synchronize(h->stream);
+  if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
   h->inflight = -1;
   h->started = 0;
   h->tail = 0;
@@ -964,7 +1022,8 @@ static gw_status run_dims(gw_halo *h, int d, int split) {
     halo_dim *hd = &h->dim[d];
     gw_status st = GW_OK;
     if (hd->link == LINK_SELF) {
-      st = self_dim(h, d);
+      st = self_run(h, d);
+      d = h->self_last[d];
     } else if (hd->link == LINK_MPI && h->nccl) {
       st = nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
     } else if (hd->link == LINK_MPI) {
@@ -981,50 +1040,58 @@ static gw_status run_dims(gw_halo *h, int d, int split) {
   return GW_OK;
 }
 
-/* Make the plan's stream wait for the caller's stream `s` (on the device), or, for the
+/* The 1-byte device arrays whose pending-work events order one stream after another. */
+static gw_status tokens(gw_halo *h) {
+  if (h->tok_in) return GW_OK;
+  int64_t one = 1;
+  gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_in);
+  if (st == GW_OK) st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
+  if (st != GW_OK) {
+    gw_release(h->tok_in);
+    h->tok_in = NULL;
+    return gw_failed(st, "gw_alloc of the stream-order token", -1);
+  }
+  return GW_OK;
+}
+
+/* Make this update's queue wait for the caller's stream `s` (on the device), or, for the
  * blocking calls (s NULL), for gpuwrap work still pending on the fields. */
 static gw_status order_after(gw_halo *h, gw_stream *s) {
   gw_status st;
-  if (!h->stream) {
-    /* No plan stream: nothing to exchange (then nothing to order either), or a backend
+  if (!h->q) {
+    /* No queue: nothing to exchange (then nothing to order either), or a backend
      * without streams, whose copies run at once: after the caller's work, waited for. */
     int work = h->info.neighbours > 0 || h->info.bytes_local > 0;
     st = s && work ? gw_stream_synchronize(s) : GW_OK;
     return st == GW_OK ? GW_OK : gw_failed(st, "gw_stream_synchronize of the caller's stream", -1);
   }
-  if (s) {
+  if (s && s != h->q) {
     static const uint8_t zero = 0;
-    if (!h->tok_in) {
-      int64_t one = 1;
-      st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_in);
-      if (st == GW_OK) st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
-      if (st != GW_OK) {
-        gw_release(h->tok_in);
-        h->tok_in = NULL;
-        return gw_failed(st, "gw_alloc of the stream-order token", -1);
-      }
-    }
+    st = tokens(h);
+    if (st != GW_OK) return st;
     st = gw_fill_async(h->tok_in, &zero, s);
-    if (st == GW_OK) st = gw_array_wait(h->tok_in, h->stream);
+    if (st == GW_OK) st = gw_array_wait(h->tok_in, h->q);
     if (st != GW_OK) return gw_failed(st, "ordering the plan's stream after the caller's stream", -1);
   }
   /* gpuwrap work on the fields queued on other streams (gw_copy_async into a field): the
-   * plan's stream waits for it too. Work of the plan itself is already in order. */
+   * queue waits for it too. Work of the plan itself is already in order. */
   for (int f = 0; f < h->nfields; f++) {
-    st = gw_array_wait(h->field[f], h->stream);
+    st = gw_array_wait(h->field[f], h->q);
     if (st != GW_OK) return gw_failed(st, "gw_array_wait on a field", -1);
   }
   return GW_OK;
 }
 
-/* Make the caller's stream wait for the plan's queued copies. */
+/* Make the caller's stream wait for the update's queued copies. */
 static gw_status order_before(gw_halo *h, gw_stream *s) {
-  if (!h->stream) return GW_OK; /* the copies are complete */
+  if (!h->q || h->q == s) return GW_OK; /* the copies are complete, or already on s */
   static const uint8_t zero = 0;
-  gw_status st = gw_fill_async(h->tok_out, &zero, h->stream);
+  gw_status st = tokens(h);
+  if (st == GW_OK) st = gw_fill_async(h->tok_out, &zero, h->q);
   if (st == GW_OK) st = gw_array_wait(h->tok_out, s);
   if (st != GW_OK) return gw_failed(st, "ordering the caller's stream after the unpacks", -1);
-  h->tail = 1;
+  /* the next update must not receive into buffers these unpacks may still read */
+  h->tail = h->info.neighbours > 0;
   return GW_OK;
 }
 
@@ -1037,9 +1104,15 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
    * (the caller's stream has been waiting for it), so it costs a query, not a stall. */
   if (h->tail) {
     /* (NCCL: the new receives are queued on the same stream after those unpacks) */
+    h->q = h->stream;
     if (!h->nccl) st = sync_stream(h, "waiting for the previous update's unpacks");
     h->tail = 0;
   }
+  /* A plan without messages queues its copies on the caller's stream itself: stream order
+   * is then the contract (after the caller's work before start_on, before its work after
+   * finish_on) at no cost; a plan with messages keeps its own stream, whose packs the host
+   * waits for while the caller's stream runs on. */
+  h->q = s && h->info.neighbours == 0 && h->stream ? s : h->stream;
   if (st == GW_OK) st = post_receives(h);
   if (st == GW_OK) st = order_after(h, s);
   if (st == GW_OK) st = run_dims(h, 0, split);

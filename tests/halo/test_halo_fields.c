@@ -18,8 +18,10 @@
  * with the field written and read back by asynchronous copies on that stream through a
  * second wrap of its memory (so only the stream order, not the field's own pending-work
  * event, orders them with the exchange); the grid's offsets, coordinates and gather; errors;
- * and that a rank that is its own periodic neighbour copies each dim's faces of every
- * field in ONE backend copy call (issue 17: one launch per dim), in every update mode.
+ * and that a rank that is its own periodic neighbour copies the halo shells of every
+ * field in ONE backend copy call (issue 17: one launch per update), in every update mode,
+ * ordered on the caller's streams (test_local_order, on a CPU model whose stream work runs
+ * late, so a missing wait reads stale cells).
  *
  * Usage: test_halo_fields [quick]
  */
@@ -558,8 +560,9 @@ static void test_errors(gw_context *ctx) {
 
 /*
  * Local periodic copies: on a communicator of this rank alone (periodic in every dim) an
- * update makes exactly one backend copy call per dim that has a width (the CPU model
- * counts a batch as one GW_CPU_OP_COPY), whatever the number of fields and sides, in the
+ * update makes exactly one backend copy call for all its dims (the halo shells of every
+ * field folded into one batch; the CPU model counts a batch as one GW_CPU_OP_COPY),
+ * whatever the number of fields, dims and sides, in the
  * blocking, split and stream-ordered modes; and the halos are right (each halo cell
  * equals the interior cell it wraps to, edges and corners included). Only when the
  * fields share memory may the copies go one by one (checked: still right).
@@ -604,7 +607,9 @@ static void test_local_batch(gw_context *ctx) {
         ASSERT_OK(gw_halo_update_on(h, s));
         ASSERT_OK(gw_stream_synchronize(s));
       }
-      ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, nd); /* every dim has a width */
+      /* every dim is periodic on this one rank: the whole shell of the three fields is
+       * one prepared batch, one backend copy per update (the values are checked below) */
+      ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, 1);
     }
     /* the halos wrap: cell i of a dim with width w holds cell i +- (n - 2w) */
     for (int k = 0; k < 3; k++) {
@@ -640,7 +645,7 @@ static void test_local_batch(gw_context *ctx) {
     for (int k = 0; k < 3; k++) gw_release(a[k]);
 
     /* two fields over one buffer (the second a view of the first): the pairs meet, so the
-     * copies go one by one (two per field and dim), with the same right halos */
+     * copies go one by one (each field's 3^nd - 1 shell boxes), with the same right halos */
     int64_t sh[3] = {6, 6, 6};
     gw_array *b, *v;
     ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, nd, sh, &b));
@@ -652,12 +657,84 @@ static void test_local_batch(gw_context *ctx) {
     ASSERT_OK(gw_halo_create_multi(g, 2, cart, GW_HALO_PATH_HOST, &h));
     long c0 = gw_cpu_op_calls(GW_CPU_OP_COPY);
     ASSERT_OK(gw_halo_update(h));
-    ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, 4 * nd);
+    long boxes = nd == 1 ? 2 : nd == 2 ? 8 : 26;
+    ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_COPY) - c0, 2 * boxes);
     gw_halo_destroy(h);
     gw_release(v);
     gw_release(b);
     MPI_Comm_free(&cart);
   }
+}
+
+/*
+ * Stream order of a plan without messages (its copies go on the caller's stream): with
+ * the CPU model's stream work delayed, the field is written by an asynchronous copy on
+ * stream s, updated with start_on(s) / finish_on(t) (a second stream), and read back by an
+ * asynchronous copy on t. Every halo cell must equal the cell it wraps to, in the values
+ * written on s: a start that does not follow s, or a finish that does not make t wait,
+ * reads or returns stale cells. Then once more with update_on(t) alone.
+ */
+static void test_local_order(void) {
+  if (setenv("GPUWRAP_CPU_STREAM_DELAY_US", "20000", 1) != 0) FAIL_("setenv");
+  gw_context *ctx;
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  unsetenv("GPUWRAP_CPU_STREAM_DELAY_US");
+  static const int periods[3] = {1, 1, 1}, dims1[3] = {1, 1, 1}, width[3] = {1, 2, 1};
+  MPI_Comm cart;
+  if (MPI_Cart_create(MPI_COMM_SELF, 3, dims1, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  int64_t n[3] = {5, 8, 6};
+  size_t cells = (size_t)(n[0] * n[1] * n[2]);
+  double *init = malloc(cells * sizeof *init), *got = malloc(cells * sizeof *got);
+  gw_array *a, *hi, *hg;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, n, &a));
+  ASSERT_OK(gw_wrap(ctx, init, GW_FLOAT64, 3, n, NULL, GW_WRAP_NO_REGISTER, &hi));
+  ASSERT_OK(gw_wrap(ctx, got, GW_FLOAT64, 3, n, NULL, GW_WRAP_NO_REGISTER, &hg));
+  gw_halo *h;
+  gw_halo_field f = {a, {width[0], width[1], width[2]}};
+  ASSERT_OK(gw_halo_create_multi(&f, 1, cart, GW_HALO_PATH_HOST, &h));
+  gw_stream *s, *t;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  ASSERT_OK(gw_stream_create(ctx, &t));
+  for (int round = 0; round < 2; round++) {
+    for (size_t c = 0; c < cells; c++) init[c] = (double)(mix(g_seed + c * 31 + (uint64_t)round) % 1000003);
+    for (size_t c = 0; c < cells; c++) got[c] = -1.0; /* poison */
+    ASSERT_OK(gw_copy_async(a, hi, round ? t : s));
+    if (round == 0) {
+      ASSERT_OK(gw_halo_start_on(h, s));
+      ASSERT_OK(gw_halo_finish_on(h, t));
+    } else {
+      ASSERT_OK(gw_halo_update_on(h, t));
+    }
+    ASSERT_OK(gw_copy_async(hg, a, t));
+    ASSERT_OK(gw_stream_synchronize(t));
+    for (int64_t i0 = 0; i0 < n[0]; i0++)
+      for (int64_t i1 = 0; i1 < n[1]; i1++)
+        for (int64_t i2 = 0; i2 < n[2]; i2++) {
+          int64_t i[3] = {i0, i1, i2}, j[3] = {i0, i1, i2};
+          for (int d = 0; d < 3; d++) {
+            if (i[d] < width[d]) j[d] = i[d] + (n[d] - 2 * width[d]);
+            else if (i[d] >= n[d] - width[d]) j[d] = i[d] - (n[d] - 2 * width[d]);
+          }
+          double want = init[(j[0] * n[1] + j[1]) * n[2] + j[2]];
+          double have = got[(i0 * n[1] + i1) * n[2] + i2];
+          g_checks++;
+          if (have != want)
+            FAIL_("%s: cell (%lld,%lld,%lld) is %g, its wrap (%lld,%lld,%lld) was written as %g",
+                  round ? "update_on" : "start_on(s)/finish_on(t)", (long long)i0, (long long)i1,
+                  (long long)i2, have, (long long)j[0], (long long)j[1], (long long)j[2], want);
+        }
+  }
+  gw_halo_destroy(h);
+  gw_stream_destroy(s);
+  gw_stream_destroy(t);
+  gw_release(a);
+  gw_release(hi);
+  gw_release(hg);
+  free(init);
+  free(got);
+  MPI_Comm_free(&cart);
+  gw_context_destroy(ctx);
+  if (g_rank == 0) printf("local stream order: ok\n");
 }
 
 int main(int argc, char **argv) {
@@ -679,6 +756,7 @@ int main(int argc, char **argv) {
   test_grid(ctx);
   test_values(ctx, quick);
   test_local_batch(ctx);
+  test_local_order();
   long total = 0;
   MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (g_rank == 0) printf("test_halo_fields: %ld checks passed\n", total);

@@ -19,8 +19,8 @@ int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks);
 int gwk_copy(const gw__xfer *x, void *stream, int max_blocks);
 
 /*
- * Batched copy: up to GWK_BATCH_MAX transfers in ONE launch (the halo's local faces of a
- * dim: one launch instead of two per field). The descriptors travel as one kernel
+ * Batched copy: up to GWK_BATCH_MAX transfers in ONE launch (the halo shell of a field:
+ * one launch instead of two per field and dim). The descriptors travel as one kernel
  * parameter of at most 4 KiB: the limit every CUDA driver and HIP accept (CUDA 12.1+ on
  * Volta and later allows 32 KiB, but only with a recent driver, and HIP does not), so
  * each descriptor holds at most GWK_BATCH_DIMS dims, one of them reserved for the words
@@ -28,7 +28,9 @@ int gwk_copy(const gw__xfer *x, void *stream, int max_blocks);
  * halo face has at most 3). More transfers go in several launches. The transfers must be
  * independent (they run concurrently) and device-usable from the launching device.
  */
-#define GWK_BATCH_MAX 24
+/* 29 descriptors of 136 bytes fill the 4 KiB: the 26 boxes of a 3-D field's halo shell
+ * (the halo's local copies, folded into one batch) go in one launch. */
+#define GWK_BATCH_MAX 29
 #define GWK_BATCH_DIMS 4
 #define GWK_BATCH_FITS(x) ((x)->ndim <= GWK_BATCH_DIMS - 1)
 int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks);
