@@ -388,8 +388,10 @@ static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, in
   if (g_rank == 0) {
     double out = t_out_raw >= 0 ? t_out_raw : t_out, in = t_in_raw >= 0 ? t_in_raw : t_in;
     double sum = out + t_mpi + in + t_loc;
-    printf("halo-bench: %d iterations, rank 0 sends %d faces (%zu bytes) over MPI, copies %zu bytes locally; path %s\n",
-           iters, faces, remote_bytes, local_bytes, gw_halo_path_name(info.path));
+    printf("halo-bench: %d iterations, rank 0 sends %d faces (%zu bytes) to other ranks, copies %zu bytes locally; "
+           "path %s%s\n",
+           iters, faces, remote_bytes, local_bytes, gw_halo_path_name(info.path),
+           info.shared_memory ? " (shared-memory window: faces copied into the neighbour's buffer, MPI tokens)" : "");
     printf("  update (gw_halo_update)            %9.4f ms\n", t_upd * 1e3);
     printf("  raw: copy out to pinned (gw_copy)  %9.4f ms", t_out * 1e3);
     if (t_out_raw >= 0) printf("   (cudaMemcpy %.4f ms)", t_out_raw * 1e3);
@@ -637,9 +639,9 @@ int main(int argc, char **argv) {
     printf("diffusion3d: %d ranks (%d x %d x %d), local %lld^3, global %lld x %lld x %lld, %s, %d steps\n",
            size, dims[0], dims[1], dims[2], (long long)m, (long long)N[0], (long long)N[1], (long long)N[2],
            o.periodic ? "periodic" : "Dirichlet", o.steps);
-    printf("  backend %s, memory %s, stencil %s, halo path %s (MPI GPU-aware: %s), %s\n", gw_backend_name(backend),
+    printf("  backend %s, memory %s, stencil %s, halo path %s%s (MPI GPU-aware: %s), %s\n", gw_backend_name(backend),
            gw_memkind_name(o.mem), o.halo_only ? "none" : gpu ? "gpu (CUDA kernel)" : "host",
-           gw_halo_path_name(info.path), info.gpu_aware ? "yes" : "no",
+           gw_halo_path_name(info.path), info.shared_memory ? " via shared memory" : "", info.gpu_aware ? "yes" : "no",
            o.halo_only ? "halo only" : main_s ? "overlap (stream-ordered split phase)"
                                      : overlap ? "overlap (host-ordered split phase)" : "blocking update");
     printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n", per * 1e3,

@@ -240,10 +240,14 @@ typedef struct {
   int neighbours;      /**< remote messages sent per update (= received): one per neighbour
                             and dim, whatever the number of fields (the pieces of a chunked
                             message count as one) */
-  size_t bytes_sent;   /**< bytes sent over MPI per update (= received; with several fields
-                            it includes the alignment gaps between their faces) */
+  size_t bytes_sent;   /**< bytes sent to other ranks per update (= received; with several
+                            fields it includes the alignment gaps between their faces) */
   size_t bytes_local;  /**< bytes copied locally per update (self-neighbour dims) */
   size_t buffer_bytes; /**< bytes of send+receive buffers the plan holds */
+  int shared_memory;   /**< 1: the host path's ranks share one node, and faces go through an
+                            MPI shared-memory window (the GPU copies each face into the
+                            neighbour's receive buffer; MPI carries 0-byte tokens only);
+                            0: MPI carries the faces (GPUWRAP_HALO_SHM=0 forces it) */
 } gw_halo_info;
 
 /** Fill *out. GW_EINVAL for NULL arguments. */

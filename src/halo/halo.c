@@ -78,6 +78,13 @@ typedef struct {
   halo_msg *msg;
   MPI_Request *send_req; /* [nmsg] */
   MPI_Request *recv_req;
+  /* Shared-memory transport (see shm_setup): per message sent, the receive of the peer's
+   * "your buffer is free again" token (free_req), and per message received, the send of
+   * ours (tok_req). shm_delta[s]: where side s's packs land, the peer's receive buffer
+   * in this process's map of its window, minus our own send buffer's address. */
+  MPI_Request *free_req;
+  MPI_Request *tok_req;
+  ptrdiff_t shm_delta[2];
 } halo_dim;
 
 struct gw_halo {
@@ -115,12 +122,33 @@ struct gw_halo {
    * update of a plan without messages (every dim local), the caller's stream itself (no
    * cross-stream joins to make; see begin()). */
   gw_stream *q;
+  /* The host path between ranks of one node (shm_setup): the buffer block is this rank's
+   * segment of an MPI shared-memory window, packs are copied by the GPU straight into the
+   * neighbour's receive buffer there, and MPI carries only 0-byte tokens ("landed",
+   * "free again"). MPI_WIN_NULL: messages carry the data (the MPI transport). */
+  MPI_Win shm_win;
+  MPI_Comm shm_node;   /* the plan's ranks on this node (the window's communicator) */
+  void **shm_pinned;   /* peers' segments pinned in this process, [shm_npinned] */
+  size_t *shm_pinned_bytes;
+  int shm_npinned;
+  int shm_owed;        /* tokens owed: unpacks out of our segment were queued since the last */
 };
 
-/* ---- create / destroy ---------------------------------------------------------------- */
+/* Tags carry the plan's epoch, which every failed update advances: after a failure a fast
+ * neighbour's next messages must not match receives this rank is still cancelling. Per
+ * epoch 6 tags for the messages (2d toward low, 2d + 1 toward high) and 6 for the shared-
+ * memory transport's "free again" tokens; after the last epoch, the tags of create's
+ * offset exchange. All below 32767, the least MPI_TAG_UB. */
+#define EPOCHS 1000
+static int tag(const gw_halo *h, int d, int toward_high) { return 12 * h->epoch + 2 * d + toward_high; }
+static int tag_free(const gw_halo *h, int d, int toward_high) { return 12 * h->epoch + 6 + 2 * d + toward_high; }
+static int tag_offset(int d, int toward_high) { return 12 * EPOCHS + 2 * d + toward_high; }
+
+static void shm_close(gw_halo *h);
 
 static void plan_free(gw_halo *h) {
   gw_stream_destroy(h->stream); /* waits for its work: nothing reads the buffers after this */
+  shm_close(h);                 /* tokens in flight, the neighbours' segments pinned here */
   if (h->nccl_comm) {
     /* on the communicator's device (NCCL frees its device resources there) */
     const char *why;
@@ -146,14 +174,18 @@ static void plan_free(gw_halo *h) {
     free(hd->msg);
     free(hd->send_req);
     free(hd->recv_req);
+    free(hd->free_req);
+    free(hd->tok_req);
   }
   gw_release(h->tok_in);
   gw_release(h->tok_out);
   gw_release(h->dev_block);
   if (h->host_block) {
     (void)gw_unpin(h->ctx, h->host_block, h->host_block_bytes);
-    free(h->host_block);
+    if (h->shm_win == MPI_WIN_NULL) free(h->host_block);
   }
+  if (h->shm_win != MPI_WIN_NULL) MPI_Win_free(&h->shm_win); /* after the unpin: its memory */
+  if (h->shm_node != MPI_COMM_NULL) MPI_Comm_free(&h->shm_node);
   if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
   if (h->field)
     for (int f = 0; f < h->nfields; f++) gw_release(h->field[f]);
@@ -215,7 +247,8 @@ static gw_status make_seg(gw_halo *h, int d, int f, int s, int axis, int64_t r0,
   }
   gw_dtype t = gw_array_dtype(h->field[f]);
   const int64_t *shape = gw_shape(sg->send_view);
-  st = gw_wrap(h->ctx, h->msg_base + send_at, t, h->ndim, shape, NULL, 0, &sg->send_seg);
+  /* (shared memory: the send segment is the peer's receive buffer, shm_delta away) */
+  st = gw_wrap(h->ctx, h->msg_base + send_at + h->dim[d].shm_delta[s], t, h->ndim, shape, NULL, 0, &sg->send_seg);
   if (st == GW_OK) st = gw_wrap(h->ctx, h->msg_base + recv_at, t, h->ndim, shape, NULL, 0, &sg->recv_seg);
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_wrap of a halo buffer", d);
 }
@@ -227,7 +260,8 @@ static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
 
 /* Lay out the messages of dim d, side 0's then side 1's; each message's send buffer, then
  * its receive buffer, from *off on (256-byte aligned: any dtype, DMA friendly). With
- * fill = 0 only count and size them; with fill = 1 also make the segments. A side whose
+ * fill = 0 only count and size them; with 1 also place the messages; with 2 also make the
+ * segments (after shm_link, which needs the places to make them). A side whose
  * aggregated message is at most h->chunk bytes (or chunk 0) is one message holding every
  * field's face side by side; a larger one is one message per piece of each face, cut along
  * the face's first axis of extent > 1 (the axes before it have extent 1, so a piece is a
@@ -243,11 +277,11 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
       for (int f = 0; f < h->nfields; f++) {
         if (!h->face[f * 3 + d].send_view[s]) continue;
         seg = round_up(seg, 256);
-        if (fill) {
+        if (fill == 2) {
           gw_status st = make_seg(h, d, f, s, -1, 0, 0, send_at + seg, recv_at + seg, &hd->seg[ns]);
           if (st != GW_OK) return st;
-          hd->msg[nm].count++;
         }
+        if (fill) hd->msg[nm].count++;
         seg += face_bytes(h, f, d, s);
         ns++;
       }
@@ -271,8 +305,8 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
         int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
         size_t bytes = (size_t)(r1 - r0) * row;
         size_t send_at = *off, recv_at = *off + round_up(bytes, 256);
-        if (fill) {
-          hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1};
+        if (fill) hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1};
+        if (fill == 2) {
           gw_status st = make_seg(h, d, f, s, axis, r0, r1, send_at, recv_at, &hd->seg[ns]);
           if (st != GW_OK) return st;
         }
@@ -285,6 +319,185 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
   if (!fill) {
     hd->nmsg = nm;
     hd->nseg = ns;
+  }
+  return GW_OK;
+}
+
+/* ---- the shared-memory transport of the host path ------------------------------------- */
+/*
+ * Two ranks of one node need not copy a face through MPI: measured on one H200 (two ranks,
+ * Open MPI 4.1.6 shared memory), MPI_Sendrecv of a 512 KiB face took 93-98 us, against
+ * ~24 us for the GPU to copy it out and ~25 us back in. So where every rank of the plan is
+ * on one node, the buffer block is this rank's segment of an MPI shared-memory window
+ * (MPI_Win_allocate_shared, pinned in every process that copies through it): a pack is
+ * the GPU's copy straight into the neighbour's receive buffer, MPI carries a 0-byte
+ * "landed" message instead of the face, and the neighbour unpacks out of its own segment.
+ * Each receive buffer is written again only after its owner said it was unpacked (a 0-byte
+ * "free again" token, sent once the unpacks are known complete and waited for before the
+ * next pack into it), so one buffer per message suffices. Results are the MPI transport's
+ * bit for bit; GPUWRAP_HALO_SHM=0 turns it off (then MPI carries the data, pipelined).
+ */
+static gw_status shm_decide(gw_halo *h, gw_halo_path path) {
+  const char *env = getenv("GPUWRAP_HALO_SHM");
+  int want = path == GW_HALO_PATH_HOST && !(env && strcmp(env, "0") == 0), all = 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  gw_status st = gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                              "MPI_Comm_split_type", -1);
+  if (st != GW_OK) return st;
+  int nsize = 0, csize = 0;
+  MPI_Comm_size(node, &nsize);
+  MPI_Comm_size(h->comm, &csize);
+  want &= nsize == csize; /* the same answer on every rank: all on one node, or not */
+  st = gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm), "MPI_Allreduce", -1);
+  if (st == GW_OK && all && csize > 1) {
+    h->shm_node = node;
+    h->info.shared_memory = 1;
+  }
+  else MPI_Comm_free(&node);
+  return st;
+}
+
+/* This rank's window segment as the buffer block, pinned (collective over the node). */
+static gw_status shm_block(gw_halo *h, size_t total) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t align = page > 0 ? (size_t)page : 4096, bytes = round_up(total, align);
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment on its own pages */
+  char *base = NULL;
+  int rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, h->shm_node, &base, &h->shm_win);
+  MPI_Info_free(&info);
+  if (rc != MPI_SUCCESS) {
+    h->shm_win = MPI_WIN_NULL;
+    return gw__halo_mpi(rc, "MPI_Win_allocate_shared", -1);
+  }
+  if (bytes == 0) return GW_OK;
+  gw_status st = gw_pin(h->ctx, base, bytes);
+  if (st != GW_OK) return gw_failed(st, "gw_pin of this rank's shared halo buffers", -1);
+  h->host_block = base;
+  h->host_block_bytes = bytes;
+  h->msg_base = base;
+  return GW_OK;
+}
+
+/* Where each side's packs land: every neighbour tells where its receive buffer for us
+ * lies in its segment; its segment is found in this process's map of the window and
+ * pinned here once (the GPU of this rank writes into it). Needs the messages placed
+ * (layout_dim fill 1) and one message per side (no pieces on this transport). */
+static gw_status shm_link(gw_halo *h) {
+  MPI_Group cg, ng;
+  MPI_Comm_group(h->comm, &cg);
+  MPI_Comm_group(h->shm_node, &ng);
+  unsigned long long mine[3][2], theirs[3][2];
+  MPI_Request req[12];
+  int nreq = 0;
+  gw_status st = GW_OK;
+  for (int d = 0; d < h->ndim && st == GW_OK; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI) continue;
+    for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
+      const halo_msg *g = &hd->msg[m];
+      mine[d][g->side] = g->off_recv;
+      int peer = hd->peer[g->side];
+      /* ours goes with the tag of our side; the neighbour's answer has the other one */
+      st = gw__halo_mpi(MPI_Irecv(&theirs[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, !g->side),
+                                  h->comm, &req[nreq++]), "MPI_Irecv", d);
+      if (st == GW_OK)
+        st = gw__halo_mpi(MPI_Isend(&mine[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, g->side),
+                                    h->comm, &req[nreq++]), "MPI_Isend", d);
+    }
+  }
+  if (nreq > 0) {
+    gw_status w = gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE), "MPI_Waitall (buffer offsets)", -1);
+    if (st == GW_OK) st = w;
+  }
+  for (int d = 0; d < h->ndim && st == GW_OK; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI) continue;
+    for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
+      const halo_msg *g = &hd->msg[m];
+      int peer = hd->peer[g->side], nr = MPI_UNDEFINED, du = 0;
+      MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
+      MPI_Aint size = 0;
+      char *pbase = NULL;
+      st = gw__halo_mpi(MPI_Win_shared_query(h->shm_win, nr, &size, &du, &pbase), "MPI_Win_shared_query", d);
+      if (st != GW_OK) break;
+      if ((unsigned long long)size < theirs[d][g->side] + (unsigned long long)g->bytes) {
+        st = gw__halo_fail(GW_EINVAL, "gw_halo_create: rank %d's receive buffer along dim %d (%llu + %d bytes) "
+                                      "lies outside its %lld-byte segment: the ranks' fields do not match",
+                           peer, d, theirs[d][g->side], g->bytes, (long long)size);
+        break;
+      }
+      hd->shm_delta[g->side] = (pbase + theirs[d][g->side]) - (h->msg_base + g->off_send);
+      int seen = 0;
+      for (int k = 0; k < h->shm_npinned; k++) seen |= h->shm_pinned[k] == pbase;
+      if (seen) continue;
+      void **pv = realloc(h->shm_pinned, (size_t)(h->shm_npinned + 1) * sizeof *pv);
+      if (pv) h->shm_pinned = pv;
+      size_t *pb = pv ? realloc(h->shm_pinned_bytes, (size_t)(h->shm_npinned + 1) * sizeof *pb) : NULL;
+      if (pb) h->shm_pinned_bytes = pb;
+      if (!pv || !pb) {
+        st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+        break;
+      }
+      st = gw_pin(h->ctx, pbase, (size_t)size);
+      if (st != GW_OK) {
+        st = gw_failed(st, "gw_pin of a neighbour's shared halo buffers", d);
+        break;
+      }
+      h->shm_pinned[h->shm_npinned] = pbase;
+      h->shm_pinned_bytes[h->shm_npinned++] = (size_t)size;
+    }
+  }
+  MPI_Group_free(&cg);
+  MPI_Group_free(&ng);
+  return st;
+}
+
+/* Drop the tokens in flight: cancel the receives of "free again", complete the sends. */
+static void shm_cancel(gw_halo *h) {
+  for (int d = 0; d < 3; d++) {
+    halo_dim *hd = &h->dim[d];
+    for (int m = 0; hd->free_req && m < hd->nmsg; m++) {
+      if (hd->free_req[m] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&hd->free_req[m]);
+        MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      }
+      if (hd->tok_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+    }
+  }
+  h->shm_owed = 0;
+}
+
+static void shm_close(gw_halo *h) {
+  if (h->shm_win == MPI_WIN_NULL) return;
+  shm_cancel(h);
+  for (int k = 0; k < h->shm_npinned; k++) (void)gw_unpin(h->ctx, h->shm_pinned[k], h->shm_pinned_bytes[k]);
+  free(h->shm_pinned);
+  free(h->shm_pinned_bytes);
+  h->shm_pinned = NULL;
+  h->shm_pinned_bytes = NULL;
+  h->shm_npinned = 0;
+}
+
+/* The unpacks out of this rank's segment are complete: tell each sender its buffer here is
+ * free again (a 0-byte message it waits for before its next pack into it). */
+static gw_status shm_release(gw_halo *h) {
+  if (!h->shm_owed) return GW_OK;
+  h->shm_owed = 0;
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI) continue;
+    for (int m = 0; m < hd->nmsg; m++) {
+      const halo_msg *g = &hd->msg[m];
+      if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
+        int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
+      }
+      int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm,
+                         &hd->tok_req[m]);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
+    }
   }
   return GW_OK;
 }
@@ -302,14 +515,23 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
     hd->msg = calloc((size_t)hd->nmsg, sizeof *hd->msg);
     hd->send_req = malloc((size_t)hd->nmsg * sizeof *hd->send_req);
     hd->recv_req = malloc((size_t)hd->nmsg * sizeof *hd->recv_req);
-    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req)
+    hd->free_req = malloc((size_t)hd->nmsg * sizeof *hd->free_req);
+    hd->tok_req = malloc((size_t)hd->nmsg * sizeof *hd->tok_req);
+    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req || !hd->free_req || !hd->tok_req)
       return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
-    for (int m = 0; m < hd->nmsg; m++) hd->send_req[m] = hd->recv_req[m] = MPI_REQUEST_NULL;
+    for (int m = 0; m < hd->nmsg; m++)
+      hd->send_req[m] = hd->recv_req[m] = hd->free_req[m] = hd->tok_req[m] = MPI_REQUEST_NULL;
+  }
+  gw_status st;
+  if (h->shm_node != MPI_COMM_NULL) { /* collective over the node, whatever total is */
+    st = shm_block(h, total);
+    if (st != GW_OK) return st;
   }
   if (total == 0) return GW_OK;
 
-  gw_status st;
-  if (device_path) {
+  if (h->shm_win != MPI_WIN_NULL) {
+    /* the block is this rank's window segment, pinned by shm_block */
+  } else if (device_path) {
     int64_t n = (int64_t)total;
     st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
     if (st != GW_OK) return gw_failed(st, "gw_alloc of the device buffers", -1);
@@ -330,11 +552,14 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
     h->msg_base = base;
   }
   h->info.buffer_bytes = total;
-  size_t off = 0;
-  for (int d = 0; d < h->ndim; d++) {
-    if (h->dim[d].link != LINK_MPI) continue;
-    st = layout_dim(h, d, &off, 1);
-    if (st != GW_OK) return st;
+  for (int fill = 1; fill <= 2; fill++) {
+    size_t off = 0;
+    for (int d = 0; d < h->ndim; d++) {
+      if (h->dim[d].link != LINK_MPI) continue;
+      st = layout_dim(h, d, &off, fill);
+      if (st != GW_OK) return st;
+    }
+    if (fill == 1 && h->shm_win != MPI_WIN_NULL && (st = shm_link(h)) != GW_OK) return st;
   }
   return GW_OK;
 }
@@ -721,6 +946,8 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   gw_halo *h = calloc(1, sizeof *h);
   if (!h) return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
   h->comm = MPI_COMM_NULL;
+  h->shm_win = MPI_WIN_NULL;
+  h->shm_node = MPI_COMM_NULL;
   h->inflight = -1;
   h->nfields = nfields;
   h->ndim = gw_ndim(fields[0].field);
@@ -761,7 +988,10 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     const char *env = getenv("GPUWRAP_HALO_CHUNK");
     if (env && *env) c = strtoull(env, NULL, 0);
     if (path != GW_HALO_PATH_HOST) c = 0; /* a device-path neighbour sends whole messages */
-    st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm), "MPI_Allreduce", -1);
+    st = shm_decide(h, path);
+    if (h->shm_node != MPI_COMM_NULL) c = 0; /* nothing for MPI to pipeline: no pieces */
+    if (st == GW_OK)
+      st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm), "MPI_Allreduce", -1);
     h->chunk = (size_t)all;
   }
   if (st == GW_OK) st = make_dims(h);
@@ -836,10 +1066,6 @@ static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
   return GW_OK;
 }
 
-/* Tags carry the plan's epoch, which every failed update advances: after a failure a fast
- * neighbour's next messages must not match receives this rank is still cancelling. */
-#define EPOCHS 1000 /* 6 tags each: below 32767, the least MPI_TAG_UB */
-static int tag(const gw_halo *h, int d, int toward_high) { return 6 * h->epoch + 2 * d + toward_high; }
 
 static gw_status post_receives(gw_halo *h) {
   if (h->nccl) return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
@@ -849,7 +1075,9 @@ static gw_status post_receives(gw_halo *h) {
     for (int m = 0; m < hd->nmsg; m++) {
       const halo_msg *g = &hd->msg[m];
       /* the low halo is filled by the low neighbour's messages toward high, and vice versa */
-      int rc = MPI_Irecv(h->msg_base + g->off_recv, g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, !g->side),
+      /* (shared memory: the data is in our segment already; MPI says when it landed) */
+      int bytes = h->shm_win != MPI_WIN_NULL ? 0 : g->bytes;
+      int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, !g->side),
                          h->comm, &hd->recv_req[m]);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
     }
@@ -865,9 +1093,15 @@ static int landed(const gw_halo *h, const halo_dim *hd, int m) {
 static gw_status isend(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
   const halo_msg *g = &hd->msg[m];
-  int rc = MPI_Isend(h->msg_base + g->off_send, g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, g->side), h->comm,
-                     &hd->send_req[m]);
-  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Isend", d);
+  int shm = h->shm_win != MPI_WIN_NULL;
+  int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, g->side),
+                     h->comm, &hd->send_req[m]);
+  if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
+  /* shared memory: the peer's "free again" for what we just wrote into its buffer, which
+   * the next pack into that buffer waits for */
+  if (shm)
+    rc = MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
+  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
 }
 
 /* Pack every message of dim d (in order), handing each to MPI as soon as its last segment
@@ -879,6 +1113,10 @@ static gw_status send_dim(gw_halo *h, int d) {
   gw_status st;
   for (int m = 0; m < hd->nmsg; m++) {
     const halo_msg *g = &hd->msg[m];
+    if (hd->free_req && hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
+      int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
+    }
     for (int k = g->first; k < g->first + g->count; k++) {
       st = queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face", d);
       if (st != GW_OK) return st;
@@ -909,6 +1147,7 @@ static gw_status complete_dim(gw_halo *h, int d) {
       gw_status st = queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face", d);
       if (st != GW_OK) return st;
     }
+    h->shm_owed = h->shm_win != MPI_WIN_NULL; /* tokens once these unpacks are done */
   }
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
@@ -1009,6 +1248,7 @@ static void quiesce(gw_halo *h) {
     }
   if (h->stream) (void)gw_stream_synchronize(h->stream);
   if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
+  shm_cancel(h); /* the next epoch's tokens start afresh: every buffer is free now */
   h->inflight = -1;
   h->started = 0;
   h->tail = 0;
@@ -1106,6 +1346,7 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
     /* (NCCL: the new receives are queued on the same stream after those unpacks) */
     h->q = h->stream;
     if (!h->nccl) st = sync_stream(h, "waiting for the previous update's unpacks");
+    if (st == GW_OK) st = shm_release(h);
     h->tail = 0;
   }
   /* A plan without messages queues its copies on the caller's stream itself: stream order
@@ -1124,6 +1365,7 @@ gw_status gw_halo_update(gw_halo *h) {
   gw_status st = begin(h, "gw_halo_update", 0, NULL);
   if (st == GW_OK) {
     st = sync_stream(h, "gw_halo_update"); /* complete when it returns */
+    if (st == GW_OK) st = shm_release(h);
     if (st == GW_OK) st = nccl_async(h);
     if (st != GW_OK) quiesce(h);
   }
@@ -1151,6 +1393,7 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
   if (d >= 0) st = complete_dim(h, d);
   if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0);
   if (st == GW_OK) st = s ? order_before(h, s) : sync_stream(h, fn);
+  if (st == GW_OK && !s) st = shm_release(h);
   if (st == GW_OK) st = nccl_async(h);
   if (st != GW_OK) quiesce(h);
   h->started = 0;

@@ -737,6 +737,78 @@ static void test_local_order(void) {
   if (g_rank == 0) printf("local stream order: ok\n");
 }
 
+/*
+ * Buffer reuse on the shared-memory transport (and on MPI's): stream-ordered updates in a
+ * row, never waited for in between, on a CPU model whose stream work runs late. Rank r's
+ * 1-D periodic field holds step k's values (written on the stream), is updated with
+ * start_on/finish_on, and read back on the stream into a buffer of its own per step.
+ * A neighbour that packed step k+1 into this rank's receive buffer before this rank
+ * unpacked step k (no "free again" wait) would leave step k+1's value in step k's halo:
+ * rank 0's stream work runs much later than its neighbours', so that race would be won.
+ */
+static void test_reuse(void) {
+  if (g_size < 2) return;
+  /* rank 0 unpacks slowly, its neighbours pack fast: their next pack lands long before
+   * rank 0's unpack runs, unless they wait for its token */
+  if (setenv("GPUWRAP_CPU_STREAM_DELAY_US", g_rank == 0 ? "20000" : "500", 1) != 0) FAIL_("setenv");
+  gw_context *ctx;
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  unsetenv("GPUWRAP_CPU_STREAM_DELAY_US");
+  int dims[1] = {g_size}, periods[1] = {1};
+  MPI_Comm cart;
+  if (MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  int me, lo, hi;
+  MPI_Comm_rank(cart, &me);
+  MPI_Cart_shift(cart, 0, 1, &lo, &hi);
+  enum { STEPS = 8, M = 64 }; /* M interior cells, width 1 */
+  int64_t n = M + 2;
+  static double init[STEPS][M + 2], got[STEPS][M + 2];
+  gw_array *a, *hi_w[STEPS], *go_w[STEPS];
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 1, &n, &a));
+  for (int k = 0; k < STEPS; k++) {
+    for (int i = 0; i < M + 2; i++) {
+      init[k][i] = 1e6 * k + 1e3 * me + i; /* step, rank and cell in the value */
+      got[k][i] = -1.0;
+    }
+    ASSERT_OK(gw_wrap(ctx, init[k], GW_FLOAT64, 1, &n, NULL, GW_WRAP_NO_REGISTER, &hi_w[k]));
+    ASSERT_OK(gw_wrap(ctx, got[k], GW_FLOAT64, 1, &n, NULL, GW_WRAP_NO_REGISTER, &go_w[k]));
+  }
+  gw_halo *h;
+  gw_halo_field f = {a, {1, 0, 0}};
+  ASSERT_OK(gw_halo_create_multi(&f, 1, cart, GW_HALO_PATH_HOST, &h));
+  gw_stream *s;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  for (int k = 0; k < STEPS; k++) {
+    ASSERT_OK(gw_copy_async(a, hi_w[k], s));
+    ASSERT_OK(gw_halo_start_on(h, s));
+    ASSERT_OK(gw_halo_finish_on(h, s));
+    ASSERT_OK(gw_copy_async(go_w[k], a, s));
+  }
+  ASSERT_OK(gw_stream_synchronize(s));
+  for (int k = 0; k < STEPS; k++) {
+    /* the low halo is the low neighbour's last interior cell, the high one its first */
+    double want_lo = 1e6 * k + 1e3 * lo + M, want_hi = 1e6 * k + 1e3 * hi + 1;
+    g_checks += 2;
+    if (got[k][0] != want_lo || got[k][M + 1] != want_hi)
+      FAIL_("step %d: halos %.0f / %.0f, want %.0f / %.0f (the neighbours' values of step %d)", k, got[k][0],
+            got[k][M + 1], want_lo, want_hi, k);
+    for (int i = 1; i <= M; i++) {
+      g_checks++;
+      if (got[k][i] != init[k][i]) FAIL_("step %d: interior cell %d changed", k, i);
+    }
+  }
+  gw_halo_destroy(h);
+  gw_stream_destroy(s);
+  for (int k = 0; k < STEPS; k++) {
+    gw_release(hi_w[k]);
+    gw_release(go_w[k]);
+  }
+  gw_release(a);
+  MPI_Comm_free(&cart);
+  gw_context_destroy(ctx);
+  if (g_rank == 0) printf("buffer reuse (stream-ordered updates in a row): ok\n");
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -757,6 +829,7 @@ int main(int argc, char **argv) {
   test_values(ctx, quick);
   test_local_batch(ctx);
   test_local_order();
+  test_reuse();
   long total = 0;
   MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (g_rank == 0) printf("test_halo_fields: %ld checks passed\n", total);
