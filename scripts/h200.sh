@@ -92,19 +92,27 @@ fi
 # issue 17 targets: the halo update against its raw stages, local periodic copies, overlap
 if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
   R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
-  for chunk in 131072 65536 262144 0; do
-    GPUWRAP_HALO_CHUNK=$chunk timeout 120 $R -x GPUWRAP_HALO_CHUNK -np 2 build-h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_chunk$chunk.txt" 2>&1
-    log "halo-bench np=2 host path 256^3 chunk=$chunk rc=$? $(grep -iE 'update|ratio|sum' "$L/halo_bench_np2_chunk$chunk.txt" | tr '\n' ' ' | cut -c1-600)"
+  # the host path between the two ranks of this node: the shared-memory window (default),
+  # then MPI carrying the faces (GPUWRAP_HALO_SHM=0), in pieces and whole
+  for rep in 1 2; do
+    timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_shm$rep.txt" 2>&1
+    log "halo-bench np=2 host path 256^3 shared memory (run $rep) rc=$? $(grep -iE 'update|ratio|sum|raw' "$L/halo_bench_np2_shm$rep.txt" | tr '\n' ' ' | cut -c1-900)"
+  done
+  for chunk in 131072 0; do
+    GPUWRAP_HALO_SHM=0 GPUWRAP_HALO_CHUNK=$chunk timeout 120 $R -x GPUWRAP_HALO_SHM -x GPUWRAP_HALO_CHUNK -np 2 build-h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_chunk$chunk.txt" 2>&1
+    log "halo-bench np=2 host path 256^3 MPI transport chunk=$chunk rc=$? $(grep -iE 'update|ratio|sum' "$L/halo_bench_np2_chunk$chunk.txt" | tr '\n' ' ' | cut -c1-600)"
   done
   timeout 120 $R -np 1 build-h200/bin/diffusion3d -n 256 -s 200 --periodic --halo-bench > "$L/halo_bench_np1_periodic.txt" 2>&1
   log "halo-bench np=1 periodic 256^3 rc=$? $(grep -iE 'update|ratio|local' "$L/halo_bench_np1_periodic.txt" | tr '\n' ' ' | cut -c1-600)"
-  for ov in "" "--overlap"; do
+  for ov in "" "--overlap" "--overlap"; do
     timeout 120 $R -np 1 build-h200/bin/diffusion3d -n 256 -s 200 --periodic $ov > "$L/diff_np1_periodic$ov.txt" 2>&1
     log "diffusion3d np=1 periodic 256^3 ${ov:-blocking} rc=$? $(grep -iE 'time/step|max\(|stencil/step|halo/step' "$L/diff_np1_periodic$ov.txt" | tr '\n' ' ' | cut -c1-600)"
   done
   for p in "" "--periodic"; do
     timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 32 -s 20 --overlap --check $p > "$L/diff_np2_check_overlap$p.txt" 2>&1
     log "diffusion3d np=2 --overlap --check $p rc=$? $(grep -E 'check:' "$L/diff_np2_check_overlap$p.txt" | tr '\n' ' ')"
+    timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 32 -s 20 --check $p > "$L/diff_np2_check$p.txt" 2>&1
+    log "diffusion3d np=2 --check $p (blocking, shared memory) rc=$? $(grep -E 'check:|halo path' "$L/diff_np2_check$p.txt" | tr '\n' ' ')"
   done
 fi
 

@@ -22,7 +22,12 @@
  * the stream (complete on return, as before); the stream-ordered calls (gw_halo_start_on /
  * finish_on) instead order the plan's stream after the caller's stream and the caller's
  * stream after the unpacks, with a one-byte "token" fill whose pending-work event is the
- * cross-stream event (gw_array_wait): no host synchronisation of the caller's work.
+ * cross-stream event (gw_array_wait): no host synchronisation of the caller's work. A plan
+ * without messages needs neither: its copies go on the caller's stream (begin()).
+ *
+ * Transports of the host path: MPI carries the faces (pipelined in pieces), or, between
+ * ranks of one node, the GPU copies each face into the neighbour's buffer in an MPI
+ * shared-memory window and MPI carries 0-byte tokens only (see shm_decide).
  */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 
