@@ -69,11 +69,12 @@ __global__ void __launch_bounds__(256)
        t += (int64_t)gridDim.x * blockDim.x) {
     int q = 0;
     while (t >= sh.first[q + 1]) q++;
-    int64_t r = t - sh.first[q];
-    int64_t k = sh.lo[q][2] + r % sh.ext[q][2];
-    r /= sh.ext[q][2];
-    int64_t j = sh.lo[q][1] + r % sh.ext[q][1];
-    int64_t i = sh.lo[q][0] + r / sh.ext[q][1];
+    uint32_t r = (uint32_t)(t - sh.first[q]); /* a slab has < 2^32 cells: 32-bit divisions */
+    uint32_t e2 = (uint32_t)sh.ext[q][2], e1 = (uint32_t)sh.ext[q][1];
+    int64_t k = sh.lo[q][2] + r % e2;
+    r /= e2;
+    int64_t j = sh.lo[q][1] + r % e1;
+    int64_t i = sh.lo[q][0] + r / e1;
     int64_t c = i * sx + j * sy + k * sz;
     v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
   }

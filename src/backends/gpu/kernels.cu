@@ -58,14 +58,14 @@ __global__ void k_fill_nd(Region r, char *dst, Pat<W> pat, int wpe, uint64_t n) 
   }
 }
 
-template <typename W>
-__global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-       i += (uint64_t)gridDim.x * blockDim.x) {
-    uint64_t rem = i;
+// I: the index type (32 bits below 2^32 elements: see copy_item_in).
+template <typename W, typename I> __device__ __forceinline__ void copy_nd_in(const Region &r, char *dst, const char *src, I n) {
+  const I step = (I)((uint64_t)gridDim.x * blockDim.x); // fits I: the caller checked n + step
+  for (I i = (I)(blockIdx.x * (uint64_t)blockDim.x + threadIdx.x); i < n; i += step) {
+    I rem = i;
     int64_t od = 0, os = 0;
     for (int d = r.ndim - 1; d >= 0; d--) {
-      uint64_t ext = (uint64_t)r.shape[d];
+      I ext = (I)r.shape[d];
       int64_t c = (int64_t)(rem % ext);
       rem /= ext;
       od += c * r.s0[d];
@@ -73,6 +73,13 @@ __global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
     }
     *reinterpret_cast<W *>(dst + od) = *reinterpret_cast<const W *>(src + os);
   }
+}
+
+template <typename W>
+__global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
+  uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+  if (n + step <= UINT32_MAX) copy_nd_in<W, uint32_t>(r, dst, src, (uint32_t)n);
+  else copy_nd_in<W, uint64_t>(r, dst, src, n);
 }
 
 // Contiguous fill: 16-byte stores in a grid-stride loop, the same loop as the bench's raw
@@ -193,16 +200,21 @@ static_assert(sizeof(Batch) <= 4096, "the batch must fit the 4 KiB kernel parame
 #define GWK_GRID_CONSTANT __grid_constant__
 #endif
 
-template <typename W>
-__device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, uint64_t step) {
-  for (uint64_t i = first; i < t.n; i += step) {
-    uint64_t rem = i;
+// I: the index type of the element loop. A 64-bit division is a long emulated sequence on
+// the GPU, and with one per dim per element it made the halo's shell copy (26 boxes, 3 MB)
+// cost more in arithmetic than in memory traffic; below 2^32 elements (every halo face)
+// the loop divides in 32 bits. Offsets stay 64-bit.
+template <typename W, typename I>
+__device__ __forceinline__ void copy_item_in(const BatchItem &t, I first, I step) {
+  const I n = (I)t.n;
+  for (I i = first; i < n; i += step) {
+    I rem = i;
     int64_t od = 0, os = 0;
 #pragma unroll
     for (int d = BD - 1; d >= 0; d--) {
       if (d < BD - t.ndim)
         break;
-      uint64_t ext = (uint64_t)t.shape[d];
+      I ext = (I)t.shape[d];
       int64_t c = (int64_t)(rem % ext);
       rem /= ext;
       od += c * t.s0[d];
@@ -210,6 +222,13 @@ __device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, ui
     }
     *reinterpret_cast<W *>(t.dst + od) = *reinterpret_cast<const W *>(t.src + os);
   }
+}
+
+template <typename W> __device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, uint64_t step) {
+  if (t.n + step <= UINT32_MAX) // i + step never wraps in 32 bits
+    copy_item_in<W, uint32_t>(t, (uint32_t)first, (uint32_t)step);
+  else
+    copy_item_in<W, uint64_t>(t, first, step);
 }
 
 __global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT Batch b) {
