@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #define NTHREADS 8
@@ -191,5 +192,197 @@ TEST_IMPL(concurrent_own_refused) {
   gw_release(g_shared);
   ASSERT_NO_LEAK(before);
   gw_context_destroy(g_ctx);
+  return 0;
+}
+
+/* ---- warm references: per-thread counts (registry.c), released from any thread ---------- */
+
+#define WARM_KEEP 16
+typedef struct {
+  int id;
+  gw_array *kept[WARM_KEEP]; /* left alive for the main thread to release */
+} warm_arg;
+
+static void *warm_wrapper(void *p) {
+  warm_arg *w = p;
+  size_t slice = NPAGES * g_pg / NTHREADS;
+  unsigned char *mine = g_buf + (size_t)w->id * slice;
+  int64_t shape[1] = {(int64_t)slice};
+  for (int it = 0; it < g_iters * 10; it++) {
+    gw_array *a = NULL;
+    gw_status s = gw_wrap(g_ctx, mine, GW_UINT8, 1, shape, NULL, 0, &a);
+    if (s != GW_OK || gw_kind(a) != GW_MEM_PINNED)
+      TST_FAIL("thread %d: warm wrap: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    gw_release(a);
+  }
+  for (int k = 0; k < WARM_KEEP; k++) {
+    int64_t rest[1] = {(int64_t)slice - k};
+    gw_status s = gw_wrap(g_ctx, mine + k, GW_UINT8, 1, rest, NULL, 0, &w->kept[k]);
+    if (s != GW_OK || gw_kind(w->kept[k]) != GW_MEM_PINNED)
+      TST_FAIL("thread %d: kept wrap %d: %s: %s", w->id, k, gw_err_name(s), gw_last_error());
+  }
+  return NULL;
+}
+
+/*
+ * Wraps of a gw_pin'ned buffer from 8 threads take warm references on per-thread counts.
+ * The pin is dropped while some of those wraps are alive, which another thread then
+ * releases: the range stays registered while any of them lives, and is unregistered (once)
+ * with the last one.
+ */
+TEST_IMPL(warm_refs_outlive_unpin) {
+  g_ctx = tst_open(0);
+  g_pg = tst_page();
+  tst_leaks before = tst_leak_snapshot();
+  long regs = gw_cpu_op_calls(GW_CPU_OP_REGISTER), unregs = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER);
+  g_buf = tst_pages(NPAGES);
+  ASSERT_OK(gw_pin(g_ctx, g_buf, NPAGES * g_pg));
+  size_t ranges = gw_registry_ranges();
+  pthread_t t[NTHREADS];
+  warm_arg args[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    args[i].id = i;
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, warm_wrapper, &args[i]), 0);
+  }
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  ASSERT_EQ_SIZE(gw_registry_ranges(), ranges); /* warm wraps registered nothing */
+  ASSERT_OK(gw_unpin(g_ctx, g_buf, NPAGES * g_pg));
+  gw_ptrinfo info;
+  for (int i = 0; i < NTHREADS; i++) {
+    for (int k = 0; k < WARM_KEEP; k++) {
+      ASSERT_EQ_SIZE(gw_registry_ranges(), ranges); /* kept alive by the warm references */
+      ASSERT_OK(gw_pointer_query(g_ctx, g_buf, &info));
+      ASSERT_EQ_INT(info.kind, GW_MEM_PINNED);
+      ASSERT_TRUE(info.flags & GW_PTR_GPUWRAP_REGISTERED);
+      gw_release(args[i].kept[k]);
+    }
+  }
+  ASSERT_NO_LEAK(before);
+  ASSERT_OK(gw_pointer_query(g_ctx, g_buf, &info));
+  ASSERT_EQ_INT(info.kind, GW_MEM_HOST);
+  if (tst_is_cpu()) {
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs, 1);
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_UNREGISTER) - unregs, 1);
+  }
+  free(g_buf);
+  gw_context_destroy(g_ctx);
+  return 0;
+}
+
+static atomic_int g_stop;
+static void *warm_or_cold(void *p) {
+  warm_arg *w = p;
+  size_t slice = NPAGES * g_pg / NTHREADS;
+  unsigned char *mine = g_buf + (size_t)w->id * slice;
+  int64_t shape[1] = {(int64_t)slice};
+  while (!atomic_load(&g_stop)) {
+    gw_array *a = NULL;
+    gw_status s = gw_wrap(g_ctx, mine, GW_UINT8, 1, shape, NULL, 0, &a);
+    if (s != GW_OK || gw_kind(a) != GW_MEM_PINNED)
+      TST_FAIL("thread %d: wrap: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    gw_ptrinfo info;
+    s = gw_pointer_query(g_ctx, mine, &info);
+    if (s != GW_OK || info.kind != GW_MEM_PINNED || !(info.flags & GW_PTR_GPUWRAP_REGISTERED))
+      TST_FAIL("thread %d: a live wrap's memory is not gpuwrap-pinned (%s, kind %d)", w->id,
+               gw_err_name(s), (int)info.kind);
+    gw_release(a);
+  }
+  return NULL;
+}
+
+/* Warm and cold wraps race with gw_pin / gw_unpin of the whole buffer: every wrap finds its
+ * bytes pinned by gpuwrap while it lives, and nothing is left registered afterwards. */
+TEST_IMPL(warm_wraps_race_pin_unpin) {
+  g_ctx = tst_open(0);
+  g_pg = tst_page();
+  tst_leaks before = tst_leak_snapshot();
+  long regs = gw_cpu_op_calls(GW_CPU_OP_REGISTER), unregs = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER);
+  g_buf = tst_pages(NPAGES);
+  atomic_store(&g_stop, 0);
+  pthread_t t[NTHREADS];
+  warm_arg args[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    args[i].id = i;
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, warm_or_cold, &args[i]), 0);
+  }
+  for (int k = 0; k < g_iters / 4; k++) {
+    ASSERT_OK(gw_pin(g_ctx, g_buf, NPAGES * g_pg));
+    ASSERT_OK(gw_unpin(g_ctx, g_buf, NPAGES * g_pg));
+  }
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  ASSERT_NO_LEAK(before);
+  if (tst_is_cpu())
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs,
+                  gw_cpu_op_calls(GW_CPU_OP_UNREGISTER) - unregs);
+  gw_ptrinfo info;
+  ASSERT_OK(gw_pointer_query(g_ctx, g_buf, &info));
+  ASSERT_EQ_INT(info.kind, GW_MEM_HOST);
+  free(g_buf);
+  gw_context_destroy(g_ctx);
+  return 0;
+}
+
+/* ---- references on a context: per-thread counts, folded when the creator lets go --------- */
+
+static gw_array *g_keeper; /* keeps the context alive for the threads (gw_array_context) */
+static atomic_int g_started;
+static void *wrap_through_kept_context(void *p) {
+  worker_arg *w = p;
+  gw_context *ctx = gw_array_context(g_keeper);
+  int64_t shape[1] = {64};
+  unsigned char *mem = malloc(64);
+  atomic_fetch_add(&g_started, 1);
+  for (int it = 0; it < g_iters * 25; it++) {
+    gw_array *a = NULL, *b = NULL;
+    gw_status s = gw_wrap(ctx, mem, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &a);
+    if (s == GW_OK && it % 3 == 0)
+      s = gw_wrap(ctx, mem, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &b);
+    if (s != GW_OK)
+      TST_FAIL("thread %d: wrap: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    if (gw_array_context(a) != ctx)
+      TST_FAIL("thread %d: the array's context changed", w->id);
+    gw_release(a);
+    gw_release(b); /* NULL is fine */
+  }
+  free(mem);
+  return NULL;
+}
+
+/*
+ * The creator destroys its context while 8 threads wrap and release through it (kept alive
+ * by an array): wraps before and after the fold of the per-thread counts all work, and the
+ * context lives until the last array goes (use after free or a leak: the sanitizer builds).
+ */
+TEST_IMPL(context_destroyed_while_threads_wrap) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  int64_t shape[1] = {16};
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT32, 1, shape, &g_keeper));
+  atomic_store(&g_started, 0);
+  pthread_t t[NTHREADS];
+  worker_arg args[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    args[i].id = i;
+    ASSERT_EQ_INT(pthread_create(&t[i], NULL, wrap_through_kept_context, &args[i]), 0);
+  }
+  while (atomic_load(&g_started) < NTHREADS) sched_yield();
+  gw_context_destroy(ctx); /* the creator's reference; the threads' and g_keeper's remain */
+  for (int i = 0; i < NTHREADS; i++)
+    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  /* Through the destroyed context (its references are all central now): a stream and an
+   * array, released in any order, then the keeper: the last one frees it. */
+  gw_stream *s = NULL;
+  gw_array *late = NULL;
+  ASSERT_OK(gw_stream_create(gw_array_context(g_keeper), &s));
+  ASSERT_OK(gw_alloc(gw_array_context(g_keeper), GW_MEM_HOST, GW_INT8, 1, shape, &late));
+  ASSERT_OK(gw_fill(late, &(int8_t){7}));
+  gw_release(g_keeper);
+  gw_stream_destroy(s);
+  ASSERT_EQ_INT(((int8_t *)gw_host_data(late))[15], 7);
+  gw_release(late);
+  ASSERT_NO_LEAK(before);
   return 0;
 }

@@ -87,8 +87,9 @@ static void destroy_root(gw_array *a) {
   case GW__FREE_NONE:
     break;
   }
+  int ref = a->ctx_ref;
   free(a);
-  gw__context_release(ctx);
+  gw__context_release(ctx, ref);
 }
 
 gw_array *gw_retain(gw_array *a) {
@@ -97,7 +98,14 @@ gw_array *gw_retain(gw_array *a) {
 }
 
 void gw_release(gw_array *a) {
-  if (!a || atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1) return;
+  if (!a) return;
+  /* The last reference (every wrap + release): no atomic read-modify-write. A count of 1
+   * is the caller's own reference, and a new one can only be made from an existing one
+   * (gw_retain), so no other thread can change it; the acquire load orders this teardown
+   * after the other holders' releases, as the decrement would. */
+  if (atomic_load_explicit(&a->refs, memory_order_acquire) != 1 &&
+      atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
+    return;
   gw_array *root = a->root;
   if (!root) {
     destroy_root(a);

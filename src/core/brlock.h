@@ -35,9 +35,9 @@ static inline int br_stripe_of_thread(br_lock *l) {
   return mine;
 }
 
-/* Returns the stripe to give back to br_read_unlock. */
-static inline int br_read_lock(br_lock *l) {
-  int i = br_stripe_of_thread(l);
+/* Read-lock on stripe i (any stripe is correct; the thread's own one shares no line).
+ * Returns i, to give back to br_read_unlock. */
+static inline int br_read_lock_on(br_lock *l, int i) {
   for (;;) {
     atomic_fetch_add(&l->stripe[i].readers, 1);
     if (!atomic_load(&l->writer)) return i;
@@ -46,6 +46,9 @@ static inline int br_read_lock(br_lock *l) {
     pthread_mutex_unlock(&l->writers);
   }
 }
+
+/* Returns the stripe to give back to br_read_unlock. */
+static inline int br_read_lock(br_lock *l) { return br_read_lock_on(l, br_stripe_of_thread(l)); }
 
 static inline void br_read_unlock(br_lock *l, int i) {
   atomic_fetch_sub_explicit(&l->stripe[i].readers, 1, memory_order_release);

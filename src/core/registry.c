@@ -16,8 +16,10 @@
  * span a neighbour's registration partly covered. Registering exactly the wrapped bytes
  * leaves other memory as it was. Memory someone else pinned is
  * used as it is and never registered or unregistered here. One table per backend (keyed by
- * its ops table), one process-wide mutex: the runtime calls it serialises are milliseconds
- * long anyway, and a warm wrap is a binary search.
+ * its ops table), one process-wide lock: its write side serialises the runtime calls
+ * (milliseconds long anyway); a warm wrap is a binary search under the read side, and its
+ * reference goes on a count of its thread's own (warm_counts), so that threads wrapping one
+ * registered buffer share no written cache line.
  */
 #include "gpuwrap/cpu.h"
 #include "brlock.h"
@@ -28,10 +30,33 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * The warm references of one range: one count per reader stripe of the lock (brlock.h), so
+ * per thread, each on a cache line of its own. Threads wrapping slices of one gw_pin'ned
+ * buffer (a halo exchange's) take and drop warm references all the time; on one shared
+ * count every wrap and every release bounced its line between the cores (8 threads: the
+ * warm wrap 1.3-1.6x the device wrap, whose only shared state is the runtime's query).
+ * Made by a range's first warm reference, freed with the range.
+ */
+typedef struct {
+  _Alignas(64) atomic_long n;
+} warm_slot;
+typedef struct {
+  warm_slot slot[BR_STRIPES];
+} warm_counts;
+
+/*
+ * A range is in use while refs + the sum of its warm counts is > 0. `refs` counts the
+ * acquires and pins (changed under the write lock, and dropped under the read lock by a
+ * release); warm references (gw__registry_try_ref) never touch it, so it stays a read-mostly
+ * line that a warm release only reads: while refs > 0 (the gw_pin of the buffer, or the wrap
+ * that registered it) no warm release can be the last, and it needs no sum.
+ */
 typedef struct {
   uintptr_t lo, hi; /* [lo, hi) */
-  atomic_long refs; /* changed under the read lock by the warm path */
-  bool ro;          /* registered read-only: arrays over it are read-only */
+  atomic_long refs;
+  _Atomic(warm_counts *) warm; /* NULL until the first warm reference */
+  bool ro;                     /* registered read-only: arrays over it are read-only */
 } range;
 
 typedef struct {
@@ -48,24 +73,44 @@ static table tables[MAX_TABLES];
  * (brlock.h: readers do not even share a cache line). */
 static br_lock lock = BR_LOCK_INITIALIZER;
 /* Ranges in all tables; read without the lock so queries of foreign pinned memory skip it. */
-static atomic_size_t total;
-/* Bumped whenever a range leaves the table (see gw__registry_generation). */
-static atomic_ulong generation;
+atomic_size_t gw__registry_total;
+/*
+ * Bumped when a writer takes the lock and again when it lets go (odd while one is at work),
+ * so an unchanged even value means no writer did anything in between: neither the table
+ * nor the runtime's registrations made by gpuwrap changed (every registration and
+ * unregistration gpuwrap makes happens under the write lock, and is in the table whenever
+ * no writer holds it). What lets a wrap of memory pinned by someone else (a cudaHostAlloc
+ * pointer) trust the one look-up it made before its query (gw__regsnap) instead of making
+ * a second one, under the lock, after it (gw__registry_unchanged, internal.h).
+ */
+atomic_ulong gw__registry_seq;
+
+static void wlock(void) {
+  br_write_lock(&lock);
+  /* After the readers drained: a reader never sees it odd. */
+  atomic_fetch_add(&gw__registry_seq, 1);
+}
+
+static void wunlock(void) {
+  atomic_fetch_add(&gw__registry_seq, 1);
+  br_write_unlock(&lock);
+}
 
 size_t gw__page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
-void gw__registry_lock(int on) { on ? br_write_lock(&lock) : br_write_unlock(&lock); }
+void gw__registry_lock(int on) { on ? wlock() : wunlock(); }
 
 /* A child after fork shares none of the parent's registrations with its runtime: it must
  * never unregister them, so it starts with an empty registry and the lock released (called
  * with the lock held, from the fork handler in fork.c). */
 void gw__registry_forget_all(void) {
   for (int i = 0; i < MAX_TABLES; i++) {
+    for (size_t k = 0; k < tables[i].n; k++) free(atomic_load(&tables[i].r[k].warm));
     free(tables[i].r);
     tables[i] = (table){0};
   }
-  atomic_store(&total, 0);
-  br_write_unlock(&lock); /* the forking thread took it; no reader exists in the child */
+  atomic_store(&gw__registry_total, 0);
+  wunlock(); /* the forking thread took it; no reader exists in the child */
 }
 
 static table *table_for(const gw__backend_ops *ops, int create) {
@@ -104,8 +149,9 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi, bool ro
   t->r[at].hi = hi;
   t->r[at].ro = ro;
   atomic_init(&t->r[at].refs, 1);
+  atomic_init(&t->r[at].warm, NULL);
   t->n++;
-  atomic_fetch_add(&total, 1);
+  atomic_fetch_add(&gw__registry_total, 1);
   return GW_OK;
 }
 
@@ -199,22 +245,33 @@ static size_t find_start(const table *t, uintptr_t lo) {
   return (i < t->n && t->r[i].lo == lo) ? i : t->n;
 }
 
-/* Unregister range i and take it out of the table (write lock held, refs 0). A failed
- * unregister cannot be reported from a release; the range leaves the table either way, so
- * gpuwrap never unregisters it twice. */
+/* Whether no reference of any kind is left on r (write lock held: no warm reference can
+ * come or go meanwhile). */
+static bool unused(const range *r) {
+  if (atomic_load(&r->refs) != 0) return false;
+  warm_counts *w = atomic_load(&r->warm);
+  for (int s = 0; w && s < BR_STRIPES; s++)
+    if (atomic_load_explicit(&w->slot[s].n, memory_order_relaxed) != 0) return false;
+  return true;
+}
+
+/* Unregister range i and take it out of the table (write lock held, no reference left). A
+ * failed unregister cannot be reported from a release; the range leaves the table either
+ * way, so gpuwrap never unregisters it twice. */
 static void remove_at(gw_context *ctx, table *t, size_t i) {
   (void)ctx->ops->host_unregister(ctx->state, (void *)t->r[i].lo);
+  free(atomic_load(&t->r[i].warm));
   memmove(&t->r[i], &t->r[i + 1], (t->n - i - 1) * sizeof *t->r);
   t->n--;
-  atomic_fetch_sub(&total, 1);
-  atomic_fetch_add(&generation, 1);
+  atomic_fetch_sub(&gw__registry_total, 1);
 }
 
 /* Drop the reference held on each listed range; unregister those at zero (write lock). */
 static void drop_starts(gw_context *ctx, table *t, const uintptr_t *starts, size_t n) {
   for (size_t k = 0; k < n; k++) {
     size_t i = find_start(t, starts[k]);
-    if (i < t->n && atomic_fetch_sub(&t->r[i].refs, 1) == 1) remove_at(ctx, t, i);
+    if (i < t->n && atomic_fetch_sub(&t->r[i].refs, 1) == 1 && unused(&t->r[i]))
+      remove_at(ctx, t, i);
   }
 }
 
@@ -363,10 +420,10 @@ static gw_status gap_is_pinned(gw_context *ctx, uintptr_t a, uintptr_t b) {
 gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool may_register,
                                unsigned regflags, gw__reghold *out) {
   startlist held = STARTLIST_INIT(held);
-  br_write_lock(&lock);
+  wlock();
   table *t = table_for(ctx->ops, 1);
   if (!t) {
-    br_write_unlock(&lock);
+    wunlock();
     return gw__fail(GW_ENOMEM, "registry: too many backends");
   }
   uintptr_t cur = lo;
@@ -401,7 +458,7 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool
   }
   if (s != GW_OK) drop_starts(ctx, t, held.v, held.n);
   else *out = h;
-  br_write_unlock(&lock);
+  wunlock();
   sl_free(&held);
   return s;
 }
@@ -412,53 +469,125 @@ static ptrdiff_t covering(const table *t, uintptr_t lo, uintptr_t hi) {
   return (i < t->n && t->r[i].lo <= lo && hi <= t->r[i].hi) ? (ptrdiff_t)i : -1;
 }
 
-bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t lo, uintptr_t hi,
-                          gw__reghold *out) {
-  if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
+/* Whether p lies in a range of t (lock held). */
+static bool holds(const table *t, uintptr_t p) {
+  size_t i = first_after(t, p);
+  return i < t->n && t->r[i].lo <= p;
+}
+
+/* r's warm counts, made on first use (read lock held; NULL when out of memory: the caller
+ * takes a plain reference instead). Freed only by remove_at, under the write lock, so a
+ * reader that found them may use them until it lets go of its read lock. */
+static warm_counts *warm_of(range *r) {
+  warm_counts *w = atomic_load_explicit(&r->warm, memory_order_acquire);
+  if (w) return w;
+  warm_counts *n = aligned_alloc(_Alignof(warm_counts), sizeof *n);
+  if (!n) return NULL;
+  for (int s = 0; s < BR_STRIPES; s++) atomic_init(&n->slot[s].n, 0);
+  if (atomic_compare_exchange_strong_explicit(&r->warm, &w, n, memory_order_acq_rel,
+                                              memory_order_acquire))
+    return n;
+  free(n); /* another reader made them first: w is theirs */
+  return w;
+}
+
+bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t p, uintptr_t lo, uintptr_t hi,
+                          gw__reghold *out, gw__regsnap *snap) {
+  /* Read before the range count: a writer that added a range after this value makes it
+   * change (gw__registry_seq), so "empty" is only trusted while that stays unchanged. */
+  snap->seq = atomic_load_explicit(&gw__registry_seq, memory_order_acquire);
+  snap->ours = false;
+  if (atomic_load_explicit(&gw__registry_total, memory_order_relaxed) == 0) return false;
   bool ok = false;
   int rs = br_read_lock(&lock);
+  /* Even: no writer holds the lock now. */
+  snap->seq = atomic_load_explicit(&gw__registry_seq, memory_order_relaxed);
   table *t = table_for(ops, 0);
   ptrdiff_t i = t ? covering(t, lo, hi) : -1;
   if (i >= 0) {
-    atomic_fetch_add(&t->r[i].refs, 1);
-    *out = (gw__reghold){.n = 1, .first = t->r[i].lo, .readonly = t->r[i].ro};
+    range *r = &t->r[i];
+    /* A warm reference, on this thread's own count: no line shared with other threads is
+     * written (brlock.h: the read lock itself writes only this thread's stripe). */
+    warm_counts *w = warm_of(r);
+    if (w) atomic_fetch_add(&w->slot[rs].n, 1);
+    else atomic_fetch_add(&r->refs, 1);
+    *out = (gw__reghold){.n = 1, .first = r->lo, .warm = w ? rs + 1 : 0, .readonly = r->ro};
     ok = true;
+  } else if (t) {
+    snap->ours = holds(t, p);
   }
   br_read_unlock(&lock, rs);
   return ok;
 }
 
-/* Drop the reference on the one range starting at `start`. */
-static void release_one(gw_context *ctx, uintptr_t start) {
-  /* Warm path: others still use the range: an atomic decrement under the read lock. The
-   * last reference goes through the write lock. */
+void gw__registry_snapshot(const gw__backend_ops *ops, uintptr_t p, gw__regsnap *snap) {
+  snap->seq = atomic_load_explicit(&gw__registry_seq, memory_order_acquire);
+  snap->ours = false;
+  if (atomic_load_explicit(&gw__registry_total, memory_order_relaxed) == 0) return;
   int rs = br_read_lock(&lock);
+  snap->seq = atomic_load_explicit(&gw__registry_seq, memory_order_relaxed);
+  table *t = table_for(ops, 0);
+  snap->ours = t && holds(t, p);
+  br_read_unlock(&lock, rs);
+}
+
+/* Whether any warm count of w is > 0 (read lock held). Sequentially consistent loads: see
+ * release_one. */
+static bool warm_held(warm_counts *w) {
+  for (int s = 0; s < BR_STRIPES; s++)
+    if (atomic_load(&w->slot[s].n) != 0) return true;
+  return false;
+}
+
+/* Drop the one reference h holds (h->n == 1), on its range's warm count or its refs. */
+static void release_one(gw_context *ctx, const gw__reghold *h) {
+  /* Under the read lock while others still use the range (the common case): an atomic
+   * decrement and, for a warm reference, a read of the range's refs. The last reference
+   * goes through the write lock. A warm reference is dropped on the stripe it was taken
+   * on: no thread-local look-up (usually this thread's stripe; any stripe is correct). */
+  int rs = h->warm ? br_read_lock_on(&lock, (int)h->warm - 1) : br_read_lock(&lock);
   table *t = table_for(ctx->ops, 0);
-  size_t i = t ? find_start(t, start) : 0;
+  size_t i = t ? find_start(t, h->first) : 0;
   if (!t || i == t->n) { /* cannot happen: a held range stays in the table */
     br_read_unlock(&lock, rs);
     return;
   }
-  long before = atomic_fetch_sub(&t->r[i].refs, 1);
+  range *r = &t->r[i];
+  bool maybe_last;
+  if (h->warm) {
+    /* The count it was taken on (another thread's, when the array moved between threads),
+     * which never goes below 0. Then refs and the other counts, in this order, all
+     * sequentially consistent: of two releases that drop the last references at once,
+     * each reads the other's count after its own decrement, so at least one of them sees
+     * that nothing is left (a release of the last refs reference reads the warm counts
+     * under the write lock, after its decrement). Only then the write lock: while the
+     * range is still in use (the gw_pin of a buffer whose slices are wrapped), no warm
+     * release takes it. */
+    warm_counts *w = atomic_load_explicit(&r->warm, memory_order_acquire);
+    maybe_last = atomic_fetch_sub(&w->slot[h->warm - 1].n, 1) == 1 &&
+                 atomic_load(&r->refs) == 0 && !warm_held(w);
+  } else {
+    maybe_last = atomic_fetch_sub(&r->refs, 1) == 1;
+  }
   br_read_unlock(&lock, rs);
-  if (before > 1) return;
-  /* It reached zero; between the locks someone may have taken a new reference (then it
-   * stays) or another releaser may have removed it already (then it is gone, or a new
-   * range starts there whose own last holder removes it if it is at zero). */
-  br_write_lock(&lock);
-  i = find_start(t, start);
-  if (i < t->n && atomic_load(&t->r[i].refs) == 0) remove_at(ctx, t, i);
-  br_write_unlock(&lock);
+  if (!maybe_last) return;
+  /* Between the locks someone may have taken a new reference (then it stays) or another
+   * releaser may have removed it already (then it is gone, or a new range starts there,
+   * which its own last holder removes). */
+  wlock();
+  i = find_start(t, h->first);
+  if (i < t->n && unused(&t->r[i])) remove_at(ctx, t, i);
+  wunlock();
 }
 
 void gw__registry_release(gw_context *ctx, gw__reghold *h) {
   if (h->n == 1) {
-    release_one(ctx, h->first);
+    release_one(ctx, h);
   } else if (h->n > 1) {
-    br_write_lock(&lock);
+    wlock();
     table *t = table_for(ctx->ops, 0);
     if (t) drop_starts(ctx, t, h->starts, h->n);
-    br_write_unlock(&lock);
+    wunlock();
     free(h->starts);
   }
   *h = (gw__reghold){0};
@@ -466,7 +595,7 @@ void gw__registry_release(gw_context *ctx, gw__reghold *h) {
 
 bool gw__registry_contains(const gw__backend_ops *ops, uintptr_t p, uintptr_t *base, size_t *len) {
   bool found = false;
-  if (atomic_load_explicit(&total, memory_order_relaxed) == 0) return false;
+  if (atomic_load_explicit(&gw__registry_total, memory_order_relaxed) == 0) return false;
   int rs = br_read_lock(&lock);
   table *t = table_for(ops, 0);
   if (t) {
@@ -487,8 +616,4 @@ size_t gw_registry_ranges(void) {
   for (int i = 0; i < MAX_TABLES; i++) n += tables[i].n;
   br_read_unlock(&lock, rs);
   return n;
-}
-
-unsigned long gw__registry_generation(void) {
-  return atomic_load_explicit(&generation, memory_order_acquire);
 }

@@ -33,7 +33,7 @@ static bool same_device(const gw_context *a, const gw_context *b) {
 static void drop_event(gw_array *r) {
   if (!r->pend_event) return;
   (void)r->pend_ctx->ops->event_destroy(r->pend_ctx->state, r->pend_event);
-  gw__context_release(r->pend_ctx);
+  gw__context_release(r->pend_ctx, r->pend_ref);
   r->pend_event = NULL;
   r->pend_ctx = NULL;
 }
@@ -48,8 +48,12 @@ void gw__pending_note(const gw_array *a, gw_stream *st) {
   gw_status s = GW_OK;
   if (!r->pend_event) {
     s = c->ops->event_create(c->state, &r->pend_event);
-    if (s == GW_OK) r->pend_ctx = gw__context_retain(c);
-    else r->pend_event = NULL;
+    if (s == GW_OK) {
+      r->pend_ctx = c;
+      r->pend_ref = gw__context_retain(c);
+    } else {
+      r->pend_event = NULL;
+    }
   }
   if (s == GW_OK) s = c->ops->event_record(c->state, r->pend_event, st->handle);
   if (s != GW_OK) drop_event(r);
@@ -107,7 +111,8 @@ gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
     free(s);
     return st;
   }
-  s->ctx = gw__context_retain(ctx);
+  s->ctx = ctx;
+  s->ctx_ref = gw__context_retain(ctx);
   s->borrowed = false;
   *out = s;
   return GW_OK;
@@ -126,7 +131,8 @@ gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out) {
     free(s);
     return st;
   }
-  s->ctx = gw__context_retain(ctx);
+  s->ctx = ctx;
+  s->ctx_ref = gw__context_retain(ctx);
   s->borrowed = true;
   *out = s;
   return GW_OK;
@@ -141,7 +147,7 @@ void gw_stream_destroy(gw_stream *s) {
   /* A borrowed stream is someone else's: its work is theirs to wait for. */
   if (!s->borrowed) (void)s->ctx->ops->stream_synchronize(s->ctx->state, s->handle);
   (void)s->ctx->ops->stream_destroy(s->ctx->state, s->handle);
-  gw__context_release(s->ctx);
+  gw__context_release(s->ctx, s->ctx_ref);
   free(s);
 }
 

@@ -19,7 +19,7 @@ typedef struct {
 
 /* Natural alignment: complex types align like their real components. */
 static size_t dtype_align(gw_dtype t) {
-  size_t s = gw_dtype_size(t);
+  size_t s = gw__dtype_size(t);
   return (t == GW_COMPLEX64 || t == GW_COMPLEX128) ? s / 2 : s;
 }
 
@@ -33,7 +33,7 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
   for (int d = 0; d < ndim; d++)
     if (shape[d] < 0)
       return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
-  g->elem = gw_dtype_size(dtype);
+  g->elem = gw__dtype_size(dtype);
   if (strides) {
     memcpy(cstrides, strides, (size_t)ndim * sizeof *strides);
   } else {
@@ -88,7 +88,9 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   a->deleter_user = NULL;
   a->hold = (gw__reghold){0};
   a->in_owned_table = false;
-  atomic_flag_clear(&a->pend_lock);
+  /* Relaxed: no other thread can see the array yet, and the default (sequentially
+   * consistent) clear is a full barrier (xchg) on every wrap. */
+  atomic_flag_clear_explicit(&a->pend_lock, memory_order_relaxed);
   a->pend_event = NULL;
   a->pend_ctx = NULL;
   return a;
@@ -150,20 +152,30 @@ static gw_status own_rules(const gw_context *ctx, void *ptr, const gw_ptrinfo *i
 /*
  * What p is: the backend's answer, and whether the pages are gpuwrap's own registration
  * (*ours: the wrap then takes registry references, as for pageable memory); then the
- * ownership rules and the extent check of the span [lo, hi).
+ * ownership rules and the extent check of the span [lo, hi). *snap: the registry's answer
+ * for p, looked up before the query (gw__registry_try_ref).
+ *
+ * A pinned answer is someone else's pinning (a cudaHostAlloc pointer: used as it is, no
+ * registry reference) or gpuwrap's own registration. The look-up made before the query
+ * tells which, provided no registry writer ran meanwhile (gw__registry_unchanged, one
+ * atomic load): so foreign pinned memory costs what device memory costs, no second
+ * look-up and no lock. Only when a writer did run (a range came or went during the query)
+ * is p looked up again and asked about again, rather than a gpuwrap range that just went
+ * away taken for someone else's pinning, or one that just came for none.
  */
 static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *info,
-                          bool *ours, char *lo, char *hi) {
-  unsigned long gen;
-  do {
-    /* If a gpuwrap range went away between the query and the look-up, the query's
-     * "pinned" may have described it: ask again rather than take it for someone else's. */
-    gen = gw__registry_generation();
+                          bool *ours, char *lo, char *hi, gw__regsnap *snap) {
+  for (;;) {
     gw_status s = ctx->ops->query(ctx->state, p, info);
     if (s != GW_OK) return s;
-    *ours = info->kind == GW_MEM_PINNED &&
-            gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL);
-  } while (info->kind == GW_MEM_PINNED && !*ours && gen != gw__registry_generation());
+    *ours = false;
+    if (__builtin_expect(info->kind != GW_MEM_PINNED, 1)) break;
+    if (__builtin_expect(gw__registry_unchanged(snap), 1)) {
+      *ours = snap->ours;
+      break;
+    }
+    gw__registry_snapshot(ctx->ops, (uintptr_t)p, snap);
+  }
   bool own = flags & GW_WRAP_OWN;
   if (own && !*ours) {
     gw_status s = own_rules(ctx, p, info);
@@ -292,7 +304,11 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   bool may_register = uses_registry && !(flags & GW_WRAP_NO_REGISTER);
   /* Warm path: bytes gpuwrap already registered (another live wrap, a gw_pin) take one more
    * reference, with no runtime call and no exclusive lock. */
-  if (uses_registry && gw__registry_try_ref(ctx->ops, (uintptr_t)lo, (uintptr_t)hi, &a->hold)) {
+  gw__regsnap snap;
+  if (!uses_registry) {
+    gw__registry_snapshot(ctx->ops, (uintptr_t)p, &snap);
+  } else if (gw__registry_try_ref(ctx->ops, (uintptr_t)p, (uintptr_t)lo, (uintptr_t)hi, &a->hold,
+                                  &snap)) {
     if (a->hold.readonly) a->readonly = true; /* the device may not write through it */
     s = attach_registered(ctx, a, p, lo, hi, own);
     if (s != GW_OK) goto fail;
@@ -300,7 +316,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
   gw_ptrinfo info;
   bool ours = false;
-  s = classify(ctx, p, flags, &info, &ours, lo, hi);
+  s = classify(ctx, p, flags, &info, &ours, lo, hi, &snap);
   if (s != GW_OK) goto fail;
 
   switch (info.kind) {
@@ -360,7 +376,7 @@ owned:
   }
 
 done:
-  gw__context_retain(ctx);
+  a->ctx_ref = gw__context_retain(ctx);
   *out = a;
   return GW_OK;
 
@@ -439,7 +455,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
     return s;
   }
   a->in_owned_table = true;
-  gw__context_retain(ctx);
+  a->ctx_ref = gw__context_retain(ctx);
   *out = a;
   return GW_OK;
 }

@@ -117,6 +117,8 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   c->caps.kernels = GW_HAVE_KERNELS;
   c->caps.gpu_aware_hint = 0;
   c->caps.host_register_readonly = gwv_host_register_readonly_supported(device);
+  c->ccaps = (gwc_caps){.pageable_access = c->caps.pageable_access,
+                        .host_ptr_for_registered = c->caps.host_ptr_for_registered};
   int sms = gwv_device_attr(GWV_ATTR_SM_COUNT, device);
   c->max_blocks = (sms > 0 ? sms : 32) * 8;
   int pitch = gwv_device_attr(GWV_ATTR_MAX_PITCH, device);
@@ -135,20 +137,29 @@ static void context_fini(void *state) {
 
 static gw_status device_address(void *state, void *host, void **dev);
 
-static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
+/* The query's failure message, out of the hot path. */
+static __attribute__((cold, noinline)) gw_status query_failed(const void *ptr, int status,
+                                                                gw_status s) {
+  return gwg_host->fail(s, "%s(%p): %s: %s", GWV_QUERY_CALL, ptr, gwv_query_error_name(status),
+                        gwv_query_error_text(status));
+}
+
+/*
+ * A device that cannot use the host address of registered memory: a pinned pointer's
+ * device address is looked up (cudaHostGetDevicePointer of the range's base, plus the
+ * offset of an interior pointer). Classified into a local first, so that *out stays as it
+ * was when the look-up fails (backend.h: a query writes *out only when it succeeds).
+ */
+static __attribute__((noinline)) gw_status query_lookup(void *state, const void *ptr,
+                                                        gw_ptrinfo *out) {
   gwg_ctx *c = state;
   gwc_attrs a;
   gwv_query(ptr, &a);
-  gwc_caps caps = {.pageable_access = c->caps.pageable_access,
-                   .host_ptr_for_registered = c->caps.host_ptr_for_registered};
   gw_ptrinfo r;
-  gw_status s = gwc_classify(ptr, &a, &caps, &r);
+  gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, &r);
   if (s != GW_OK)
-    return gwg_host->fail(s, "%s(%p): %s: %s", GWV_QUERY_CALL, ptr,
-                          gwv_query_error_name(a.status), gwv_query_error_text(a.status));
+    return query_failed(ptr, a.status, s);
   if (r.kind == GW_MEM_PINNED && r.device_ptr == NULL) {
-    /* The device cannot use the host address and the query did not say which one it
-     * uses: ask for the base's mapping and add the offset (interior pointers). */
     char *hb = r.base ? (char *)r.base : (char *)(uintptr_t)ptr;
     void *db = NULL;
     if ((s = device_address(state, hb, &db)) != GW_OK)
@@ -156,6 +167,26 @@ static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
     r.device_ptr = (char *)db + ((const char *)ptr - hb);
   }
   *out = r;
+  return GW_OK;
+}
+
+/*
+ * Every gw_pointer_query and every wrap comes through here, and the target is <= 1.1x the
+ * bare cuPointerGetAttributes call: so one runtime call, then the inline classification
+ * writes each field of the caller's struct once (no local gw_ptrinfo, no copy, no call).
+ * Where the device uses host addresses of registered memory (caps.host_ptr_for_registered:
+ * the H200, any x86-64 Linux machine with UVA) no answer needs a second runtime call, so
+ * *out can be written in place: gwc_classify writes nothing when it fails.
+ */
+static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
+  const gwg_ctx *c = state;
+  if (__builtin_expect(!c->ccaps.host_ptr_for_registered, 0))
+    return query_lookup(state, ptr, out);
+  gwc_attrs a; /* never in memory: only its fields, which the classification reads once */
+  gwv_query(ptr, &a);
+  gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, out);
+  if (__builtin_expect(s != GW_OK, 0))
+    return query_failed(ptr, a.status, s);
   return GW_OK;
 }
 

@@ -195,10 +195,9 @@ static const char *block_call(const blk_t *b) {
 static size_t registration_left(const gwg_ctx *c, const char *p) {
   gwc_attrs a;
   gwv_query(p, &a);
-  gwc_caps caps = {.pageable_access = c->caps.pageable_access,
-                   .host_ptr_for_registered = c->caps.host_ptr_for_registered};
   gw_ptrinfo r;
-  if (gwc_classify(p, &a, &caps, &r) != GW_OK || r.kind != GW_MEM_PINNED || !r.base || !r.extent)
+  if (gwc_classify(p, &a, &c->ccaps, &r) != GW_OK || r.kind != GW_MEM_PINNED || !r.base ||
+      !r.extent)
     return SIZE_MAX;
   return (size_t)((const char *)r.base + r.extent - p);
 }

@@ -22,6 +22,7 @@
 typedef struct {
   int device;
   gw__caps caps;
+  gwc_caps ccaps;   /* what gwc_classify needs of caps, made once (the query runs per call) */
   int max_blocks;   /* grid cap for grid-stride kernels: SMs x 8 */
   size_t max_pitch; /* largest pitch 2-D/3-D copies accept */
   void *staging;    /* gpu_staging.c's state, made on first use (NULL until then) */

@@ -201,19 +201,21 @@ _Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST && (int)CU_MEMORYTYPE_DEVI
  * because they cost almost nothing in the same call.
  */
 static inline void gwv_query(const void *ptr, gwc_attrs *a) {
+  /* The attribute list is the same for every call: one static table instead of seven
+   * stores per query (the driver only reads it; its prototype is just not const). */
+  static CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      CU_POINTER_ATTRIBUTE_CONTEXT,
+                                      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                      CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                      CU_POINTER_ATTRIBUTE_BUFFER_ID};
   unsigned int memtype = 0, managed = 0;
   int ordinal = -2;
   CUcontext ctx = NULL;
   CUdeviceptr start = 0;
   size_t size = 0;
   unsigned long long buffer_id = 0;
-  CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                               CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                               CU_POINTER_ATTRIBUTE_CONTEXT,
-                               CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                               CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                               CU_POINTER_ATTRIBUTE_BUFFER_ID};
   void *v[7] = {&memtype, &managed, &ordinal, &ctx, &start, &size, &buffer_id};
   CUresult r = cuPointerGetAttributes(7, at, v, (CUdeviceptr)(uintptr_t)ptr);
   a->gen = GWC_GEN_CUDA;
