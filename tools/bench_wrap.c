@@ -125,9 +125,17 @@ void gw_bench_wrap(gw_bench *b) {
     if (b->raw.query) r->raw = time_ops(b, p, bytes, 0, 0, samples, batch);
     r->gw = time_ops(b, p, bytes, 1, 0, samples, batch);
     r->allocs_per_op = allocs_per_wrap(b, p, bytes);
-    /* Device memory is the contended floor: nothing but the runtime query is shared. */
-    if (kinds[i] == GW_MEM_DEVICE) wrap_threads(b, "wrap device (threads)", "1 MiB", p, bytes, samples, batch);
     b->raw.free(kinds[i], p);
+  }
+  /* Device memory is the contended floor: nothing but the runtime query is shared. After
+   * every one-thread row: measured on the H200 (2026-12-01), the rows right after 8 busy
+   * threads run slow for a while on both sides (the raw query 55-60 -> 85-95 ns, a plain
+   * malloc/free 10 -> 16 ns), which made the pinned row, measured next, read 215-229 ns
+   * where the same wraps take 110-117 ns in a quiet state. */
+  void *dp = NULL;
+  if (b->raw.alloc(GW_MEM_DEVICE, bytes, &dp) == 0) {
+    wrap_threads(b, "wrap device (threads)", "1 MiB", dp, bytes, samples, batch);
+    b->raw.free(GW_MEM_DEVICE, dp);
   }
 
   void *h = gw_bench_host_alloc(bytes, 1);
