@@ -55,7 +55,7 @@ void *d3d_cuda_stream(void);
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
                               const int64_t hi[3]);
 int d3d_cuda_interior_after_main(void);
-int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m);
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m, const int bw[3]);
 int d3d_cuda_main_after_interior(void);
 int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
 #define HAVE_KERNEL 1
@@ -77,6 +77,7 @@ typedef struct {
   gw_halo_path path;
   double t1_ms;     /* --t1: the one-rank time/step, for the weak-scaling efficiency line */
   int stencil;      /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
+  int shell_k;      /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one) */
 } options;
 
 static const char weak_note[] =
@@ -97,6 +98,8 @@ static void usage(FILE *f, const char *argv0) {
           "  --overlap       hide the exchange behind the interior: shell slabs, gw_halo_start_on,\n"
           "                  interior (another stream), gw_halo_finish_on; also times the stencil\n"
           "                  and the update alone and prints time/step / max(stencil, halo)\n"
+          "  --shell-k K     --overlap: the boundary slabs are K cells thick along dim 2 (the\n"
+          "                  contiguous one; default 1), 1 along the others\n"
           "  --halo-only     skip the stencil: time the halo exchange alone\n"
           "  --halo-bench    time the update and, in the same run, its raw stages (face copy out\n"
           "                  to pinned memory, MPI_Sendrecv of the same bytes between host\n"
@@ -122,7 +125,8 @@ static void usage(FILE *f, const char *argv0) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO};
+  *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO,
+                 .shell_k = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
@@ -134,7 +138,10 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(a, "--halo-bench")) o->halo_bench = 1;
     else if (val && !strcmp(a, "-n")) o->n = atoll(argv[++i]);
     else if (val && !strcmp(a, "-s")) o->steps = atoi(argv[++i]);
-    else if (val && !strcmp(a, "--t1")) {
+    else if (val && !strcmp(a, "--shell-k")) {
+      o->shell_k = atoi(argv[++i]);
+      if (o->shell_k < 1) return -1;
+    } else if (val && !strcmp(a, "--t1")) {
       o->t1_ms = atof(argv[++i]);
       if (!(o->t1_ms > 0)) return -1;
     }
@@ -157,6 +164,11 @@ static int parse(int argc, char **argv, options *o) {
       i++;
       if (o->stencil < 0) return -1;
     } else return -1;
+  }
+  if (2 * (int64_t)o->shell_k > o->n) {
+    fprintf(stderr, "diffusion3d: --shell-k %d: the two slabs along dim 2 would overlap (at most n/2 = %lld)\n",
+            o->shell_k, (long long)(o->n / 2));
+    return -1;
   }
   return o->n >= 3 && o->steps >= 0 ? 0 : -1;
 }
@@ -183,24 +195,32 @@ static void stencil(const double *restrict u, double *restrict v, const int64_t 
       }
 }
 
-/* The cells of [1, m+1)^3 outside [2, m)^3 (the ones that read halo cells) are six slabs;
- * slab (d, side) is [lo, hi). */
-static void shell_box(int d, int side, int64_t m, int64_t lo[3], int64_t hi[3]) {
+/* The boundary of [1, m+1)^3, bw[d] cells thick along dim d (the cells that read halo
+ * cells, and those the faces hold, are in it when bw >= 1), as six slabs; slab (d, side)
+ * is [lo, hi). The rest, [1 + bw, m + 1 - bw), is the interior (interior_box). */
+static void shell_box(int d, int side, int64_t m, const int bw[3], int64_t lo[3], int64_t hi[3]) {
   for (int e = 0; e < 3; e++) {
     /* slab d: the whole extent along dims after d, the inner part along dims before */
-    lo[e] = e < d ? 2 : 1;
-    hi[e] = e < d ? m : m + 1;
+    lo[e] = e < d ? 1 + bw[e] : 1;
+    hi[e] = e < d ? m + 1 - bw[e] : m + 1;
   }
-  lo[d] = side ? m : 1;
-  hi[d] = side ? m + 1 : 2;
+  lo[d] = side ? m + 1 - bw[d] : 1;
+  hi[d] = side ? m + 1 : 1 + bw[d];
 }
 
-static void stencil_shell(const double *u, double *v, const int64_t n[3]) {
+static void interior_box(int64_t m, const int bw[3], int64_t lo[3], int64_t hi[3]) {
+  for (int e = 0; e < 3; e++) {
+    lo[e] = 1 + bw[e];
+    hi[e] = m + 1 - bw[e];
+  }
+}
+
+static void stencil_shell(const double *u, double *v, const int64_t n[3], const int bw[3]) {
   int64_t m = n[0] - 2;
   for (int d = 0; d < 3; d++)
     for (int side = 0; side < 2; side++) {
       int64_t lo[3], hi[3];
-      shell_box(d, side, m, lo, hi);
+      shell_box(d, side, m, bw, lo, hi);
       stencil(u, v, n, lo, hi);
     }
 }
@@ -528,7 +548,11 @@ int main(int argc, char **argv) {
 #endif
 
   const int64_t lo[3] = {1, 1, 1}, hi[3] = {m + 1, m + 1, m + 1};
-  const int64_t ilo[3] = {2, 2, 2}, ihi[3] = {m, m, m};
+  /* --overlap: the boundary is one cell thick, --shell-k cells along the contiguous dim
+   * (thicker slabs there keep a warp's loads on consecutive addresses) */
+  const int bw[3] = {1, 1, o.shell_k};
+  int64_t ilo[3], ihi[3];
+  interior_box(m, bw, ilo, ihi);
   double t_halo = 0, t_sten = 0, t0;
 #ifdef D3D_HAVE_CUDA
   if (gpu && !o.halo_only) { /* warm-up: loads the kernel (lazy loading); step 0 rewrites v */
@@ -572,7 +596,7 @@ int main(int argc, char **argv) {
       for (int k = 0; k < k_steps; k++) {
         gw_array *a = k % 2 ? v : u, *b = k % 2 ? u : v;
         CUDA_CHECK(d3d_cuda_main_after_interior());
-        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m));
+        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
         CUDA_CHECK(d3d_cuda_interior_after_main());
         CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
       }
@@ -601,7 +625,7 @@ int main(int argc, char **argv) {
 #ifdef D3D_HAVE_CUDA
         CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
                                                        and overwrite what it read */
-        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m)); /* the six slabs */
+        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
         CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
         /* the interior is queued before start_on: start_on waits on the host for the first
          * packs to land (MPI needs them), and the GPU should not idle meanwhile */
@@ -612,7 +636,7 @@ int main(int argc, char **argv) {
       } else {
         /* The host computes: the host orders the work, so the host-ordered split phase is
          * the one to use (a stream would only add hand-offs to the backend's threads). */
-        stencil_shell(gw_host_data(a), gw_host_data(b), n);
+        stencil_shell(gw_host_data(a), gw_host_data(b), n, bw);
         CHECK(gw_halo_start(hb));
         stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
         CHECK(gw_halo_finish(hb));

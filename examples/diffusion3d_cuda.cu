@@ -172,19 +172,19 @@ int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const
   return launch(g_stream, u, v, strides, lo, hi);
 }
 
-/* The shell of [1, m+1)^3 (the cells of [1, m+1)^3 outside [2, m)^3: the six slabs of
- * diffusion3d.c's shell_box) on the main stream, in ONE launch. */
-int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m) {
+/* The boundary of [1, m+1)^3, bw[d] cells thick along dim d (the six slabs of
+ * diffusion3d.c's shell_box), on the main stream, in ONE launch. */
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m, const int bw[3]) {
   Shell sh;
   int64_t total = 0;
   for (int d = 0, q = 0; d < 3; d++)
     for (int side = 0; side < 2; side++, q++) {
       for (int e = 0; e < 3; e++) { /* slab d: whole along dims after d, inner before */
-        sh.lo[q][e] = e < d ? 2 : 1;
-        sh.ext[q][e] = e < d ? m - 2 : m;
+        sh.lo[q][e] = e < d ? 1 + bw[e] : 1;
+        sh.ext[q][e] = e < d ? m - 2 * bw[e] : m;
       }
-      sh.lo[q][d] = side ? m : 1;
-      sh.ext[q][d] = 1;
+      sh.lo[q][d] = side ? m + 1 - bw[d] : 1;
+      sh.ext[q][d] = bw[d];
       sh.first[q] = total;
       total += sh.ext[q][0] * sh.ext[q][1] * sh.ext[q][2];
     }
