@@ -378,7 +378,8 @@ static gw_status shm_block(gw_halo *h, size_t total) {
   }
   if (bytes == 0) return GW_OK;
   gw_status st = gw_pin(h->ctx, base, bytes);
-  if (st != GW_OK) return gw_failed(st, "gw_pin of this rank's shared halo buffers", -1);
+  if (st != GW_OK)
+    return gw_failed(st, "gw_pin of this rank's shared halo buffers (GPUWRAP_HALO_SHM=0: MPI carries the faces)", -1);
   h->host_block = base;
   h->host_block_bytes = bytes;
   h->msg_base = base;
@@ -447,7 +448,7 @@ static gw_status shm_link(gw_halo *h) {
       }
       st = gw_pin(h->ctx, pbase, (size_t)size);
       if (st != GW_OK) {
-        st = gw_failed(st, "gw_pin of a neighbour's shared halo buffers", d);
+        st = gw_failed(st, "gw_pin of a neighbour's shared halo buffers (GPUWRAP_HALO_SHM=0: MPI carries the faces)", d);
         break;
       }
       h->shm_pinned[h->shm_npinned] = pbase;
