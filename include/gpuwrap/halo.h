@@ -244,10 +244,11 @@ typedef struct {
                             fields it includes the alignment gaps between their faces) */
   size_t bytes_local;  /**< bytes copied locally per update (self-neighbour dims) */
   size_t buffer_bytes; /**< bytes of send+receive buffers the plan holds */
-  int shared_memory;   /**< 1: the host path's ranks share one node, and faces go through an
-                            MPI shared-memory window (the GPU copies each face into the
-                            neighbour's receive buffer; MPI carries 0-byte tokens only);
-                            0: MPI carries the faces (GPUWRAP_HALO_SHM=0 forces it) */
+  int shared_memory;   /**< 1: on the host path, the faces of neighbours on this rank's node
+                            go through an MPI shared-memory window (the GPU copies each face
+                            into the neighbour's receive buffer; MPI carries 0-byte tokens
+                            only; neighbours on other nodes still go through MPI); 0: MPI
+                            carries every face (GPUWRAP_HALO_SHM=0 forces it) */
 } gw_halo_info;
 
 /** Fill *out. GW_EINVAL for NULL arguments. */

@@ -72,6 +72,7 @@ typedef struct {
   int bytes;
   size_t off_send, off_recv; /* in the buffer block */
   int first, count;          /* its segments */
+  int shm;                   /* through the shared-memory window (the peer is on this node) */
 } halo_msg;
 
 typedef struct {
@@ -90,6 +91,7 @@ typedef struct {
   MPI_Request *free_req;
   MPI_Request *tok_req;
   ptrdiff_t shm_delta[2];
+  int shm_side[2];       /* side s's neighbour shares this rank's node window */
 } halo_dim;
 
 struct gw_halo {
@@ -276,9 +278,9 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
   int nm = 0, ns = 0;
   for (int s = 0; s < 2; s++) {
     if (hd->peer[s] == MPI_PROC_NULL) continue;
-    if (h->chunk == 0 || (size_t)hd->bytes <= h->chunk) {
+    if (h->chunk == 0 || (size_t)hd->bytes <= h->chunk || hd->shm_side[s]) { /* shared memory: no pieces */
       size_t send_at = *off, recv_at = *off + round_up((size_t)hd->bytes, 256), seg = 0;
-      if (fill) hd->msg[nm] = (halo_msg){s, hd->bytes, send_at, recv_at, ns, 0};
+      if (fill) hd->msg[nm] = (halo_msg){s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s]};
       for (int f = 0; f < h->nfields; f++) {
         if (!h->face[f * 3 + d].send_view[s]) continue;
         seg = round_up(seg, 256);
@@ -310,7 +312,7 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
         int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
         size_t bytes = (size_t)(r1 - r0) * row;
         size_t send_at = *off, recv_at = *off + round_up(bytes, 256);
-        if (fill) hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1};
+        if (fill) hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0};
         if (fill == 2) {
           gw_status st = make_seg(h, d, f, s, axis, r0, r1, send_at, recv_at, &hd->seg[ns]);
           if (st != GW_OK) return st;
@@ -332,8 +334,9 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
 /*
  * Two ranks of one node need not copy a face through MPI: measured on one H200 (two ranks,
  * Open MPI 4.1.6 shared memory), MPI_Sendrecv of a 512 KiB face took 93-98 us, against
- * ~24 us for the GPU to copy it out and ~25 us back in. So where every rank of the plan is
- * on one node, the buffer block is this rank's segment of an MPI shared-memory window
+ * ~24 us for the GPU to copy it out and ~25 us back in. So the plan's ranks on one node
+ * share a window (each neighbour on the node goes through it, message by message; the
+ * others through MPI): the buffer block is this rank's segment of an MPI shared-memory window
  * (MPI_Win_allocate_shared, pinned in every process that copies through it): a pack is
  * the GPU's copy straight into the neighbour's receive buffer, MPI carries a 0-byte
  * "landed" message instead of the face, and the neighbour unpacks out of its own segment.
@@ -345,21 +348,40 @@ static gw_status layout_dim(gw_halo *h, int d, size_t *off, int fill) {
 static gw_status shm_decide(gw_halo *h, gw_halo_path path) {
   const char *env = getenv("GPUWRAP_HALO_SHM");
   int want = path == GW_HALO_PATH_HOST && !(env && strcmp(env, "0") == 0), all = 0;
+  /* The node: the plan's ranks that share memory with this one. GPUWRAP_HALO_SHM_GROUP=N
+   * makes it N consecutive ranks instead (tests of plans whose neighbours are partly on
+   * other nodes, on one machine). */
   MPI_Comm node = MPI_COMM_NULL;
-  gw_status st = gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                              "MPI_Comm_split_type", -1);
+  const char *grp = getenv("GPUWRAP_HALO_SHM_GROUP");
+  long group = grp && *grp ? strtol(grp, NULL, 10) : 0;
+  int rank = 0;
+  MPI_Comm_rank(h->comm, &rank);
+  gw_status st = group > 0
+                     ? gw__halo_mpi(MPI_Comm_split(h->comm, (int)(rank / group), rank, &node), "MPI_Comm_split", -1)
+                     : gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                                    "MPI_Comm_split_type", -1);
   if (st != GW_OK) return st;
-  int nsize = 0, csize = 0;
+  int nsize = 0;
   MPI_Comm_size(node, &nsize);
-  MPI_Comm_size(h->comm, &csize);
-  want &= nsize == csize; /* the same answer on every rank: all on one node, or not */
+  /* Every rank decides alike (the window is collective over each node): neighbours on
+   * this node then go through it, the others through MPI (make_dims). */
   st = gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm), "MPI_Allreduce", -1);
-  if (st == GW_OK && all && csize > 1) {
-    h->shm_node = node;
-    h->info.shared_memory = 1;
-  }
+  if (st == GW_OK && all && nsize > 1) h->shm_node = node;
   else MPI_Comm_free(&node);
   return st;
+}
+
+/* Whether `peer` (a rank of h->comm) shares this rank's node window. */
+static int shm_peer(const gw_halo *h, int peer) {
+  if (h->shm_node == MPI_COMM_NULL || peer == MPI_PROC_NULL) return 0;
+  MPI_Group cg, ng;
+  MPI_Comm_group(h->comm, &cg);
+  MPI_Comm_group(h->shm_node, &ng);
+  int nr = MPI_UNDEFINED;
+  MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
+  MPI_Group_free(&cg);
+  MPI_Group_free(&ng);
+  return nr != MPI_UNDEFINED;
 }
 
 /* This rank's window segment as the buffer block, pinned (collective over the node). */
@@ -403,6 +425,7 @@ static gw_status shm_link(gw_halo *h) {
     if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
       const halo_msg *g = &hd->msg[m];
+      if (!g->shm) continue;
       mine[d][g->side] = g->off_recv;
       int peer = hd->peer[g->side];
       /* ours goes with the tag of our side; the neighbour's answer has the other one */
@@ -422,6 +445,7 @@ static gw_status shm_link(gw_halo *h) {
     if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
       const halo_msg *g = &hd->msg[m];
+      if (!g->shm) continue;
       int peer = hd->peer[g->side], nr = MPI_UNDEFINED, du = 0;
       MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
       MPI_Aint size = 0;
@@ -496,6 +520,7 @@ static gw_status shm_release(gw_halo *h) {
     if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg; m++) {
       const halo_msg *g = &hd->msg[m];
+      if (!g->shm) continue;
       if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
         int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
@@ -658,6 +683,10 @@ static gw_status make_dims(gw_halo *h) {
     /* On the NCCL path with GPUWRAP_HALO_NCCL_SELF=1 a rank's own periodic neighbour is an
      * NCCL send/receive to itself too (see nccl_self()). */
     hd->link = dims[d] == 1 && !(h->nccl && nccl_self()) ? LINK_SELF : LINK_MPI;
+    for (int s = 0; s < 2 && hd->link == LINK_MPI; s++) {
+      hd->shm_side[s] = shm_peer(h, hd->peer[s]);
+      h->info.shared_memory |= hd->shm_side[s];
+    }
     uint64_t bytes = 0;
     for (int f = 0; f < h->nfields; f++) {
       int w = h->width[f][d];
@@ -995,7 +1024,6 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     if (env && *env) c = strtoull(env, NULL, 0);
     if (path != GW_HALO_PATH_HOST) c = 0; /* a device-path neighbour sends whole messages */
     st = shm_decide(h, path);
-    if (h->shm_node != MPI_COMM_NULL) c = 0; /* nothing for MPI to pipeline: no pieces */
     if (st == GW_OK)
       st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm), "MPI_Allreduce", -1);
     h->chunk = (size_t)all;
@@ -1082,7 +1110,7 @@ static gw_status post_receives(gw_halo *h) {
       const halo_msg *g = &hd->msg[m];
       /* the low halo is filled by the low neighbour's messages toward high, and vice versa */
       /* (shared memory: the data is in our segment already; MPI says when it landed) */
-      int bytes = h->shm_win != MPI_WIN_NULL ? 0 : g->bytes;
+      int bytes = g->shm ? 0 : g->bytes;
       int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, !g->side),
                          h->comm, &hd->recv_req[m]);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
@@ -1099,7 +1127,7 @@ static int landed(const gw_halo *h, const halo_dim *hd, int m) {
 static gw_status isend(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
   const halo_msg *g = &hd->msg[m];
-  int shm = h->shm_win != MPI_WIN_NULL;
+  int shm = g->shm;
   int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE, hd->peer[g->side], tag(h, d, g->side),
                      h->comm, &hd->send_req[m]);
   if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
@@ -1153,7 +1181,7 @@ static gw_status complete_dim(gw_halo *h, int d) {
       gw_status st = queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face", d);
       if (st != GW_OK) return st;
     }
-    h->shm_owed = h->shm_win != MPI_WIN_NULL; /* tokens once these unpacks are done */
+    h->shm_owed |= g->shm; /* tokens once these unpacks are done */
   }
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
