@@ -45,6 +45,7 @@
  *   GPUWRAP_STAGING_CHUNK    bounce buffer size = largest chunk, bytes (K/M/G suffixes)
  *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
  *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..16 (default 6 flow, 3 barrier)
+ *   GPUWRAP_STAGING_WC       1: host-to-device bounces through write-combined buffers
  *   GPUWRAP_STAGING_PIPELINE "flow" (default) or "barrier" (the earlier pipeline), see above
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
  *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
@@ -391,10 +392,19 @@ typedef struct {
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
   char *buf[GWG_STAGING_BUFFERS_MAX];
+  /* GPUWRAP_STAGING_WC=1: host-to-device copies bounce through write-combined buffers of
+   * their own (the CPU's stores stream into them without first reading each line; the
+   * GPU's DMA reads them as any pinned memory; never read by the CPU). Off by default
+   * until measured (docs/BENCHMARKS.md). */
+  int wc;
+  char *wbuf[GWG_STAGING_BUFFERS_MAX];
   gwv_event ev[GWG_STAGING_BUFFERS_MAX];
   int inflight[GWG_STAGING_BUFFERS_MAX]; /* event recorded, not yet waited for */
   gwg_pool pool;
 } gwg_staging;
+
+/* The bounce buffers of a direction (up: host-to-device). */
+static char *const *up_bufs(const gwg_staging *st, int up) { return up && st->wc ? st->wbuf : st->buf; }
 
 /* "8M", "256k", "1048576", "1G"; 0 when unparsable. */
 static int parse_size(const char *s, size_t *out) {
@@ -451,6 +461,8 @@ static void read_config(gwg_staging *st) {
     st->nt_min = SIZE_MAX;
   else if (parse_size(nt, &v))
     st->nt_min = v;
+  const char *wc = getenv("GPUWRAP_STAGING_WC");
+  st->wc = wc && !strcmp(wc, "1");
   const char *pl = getenv("GPUWRAP_STAGING_PIPELINE");
   st->flow = !(pl && (!strcmp(pl, "barrier") || !strcmp(pl, "BARRIER") || !strcmp(pl, "old")));
   st->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS",
@@ -499,6 +511,10 @@ static void release_resources(gwg_staging *st) {
       (void)gwv_FreeHost(st->buf[i]);
       st->buf[i] = NULL;
     }
+    if (st->wbuf[i]) {
+      (void)gwv_FreeHost(st->wbuf[i]);
+      st->wbuf[i] = NULL;
+    }
   }
   (void)gwv_GetLastError();
   st->ready = 0;
@@ -514,6 +530,13 @@ static int staging_setup(gwg_staging *st) {
       return 0;
     }
     st->buf[i] = p;
+    if (st->wc) {
+      if (gwv_HostAlloc(&p, st->chunk, GWV_HOST_ALLOC_FLAGS | GWV_HOST_ALLOC_WC) != GWV_SUCCESS) {
+        release_resources(st);
+        return 0;
+      }
+      st->wbuf[i] = p;
+    }
     if (gwv_EventCreateWithFlags(&st->ev[i], GWV_EVENT_FLAGS) != GWV_SUCCESS) {
       st->ev[i] = NULL;
       release_resources(st);
@@ -594,8 +617,9 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     size_t len = n - off < chunk ? n - off : chunk;
     if ((rc = wait_buf(st, b)) != GW_OK)
       break;
-    pool_memcpy(&st->pool, st->buf[b], src + off, len, 0);
-    rc = dma(st, b, dst + off, st->buf[b], len, s, unrecorded);
+    char *const *bufs = up_bufs(st, 1);
+    pool_memcpy(&st->pool, bufs[b], src + off, len, 0);
+    rc = dma(st, b, dst + off, bufs[b], len, s, unrecorded);
   }
   return rc;
 }
@@ -633,7 +657,7 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->up = up;
   j->nt = nt;
   j->host = host;
-  j->buf = st->buf;
+  j->buf = up_bufs(st, up);
   j->n = n;
   j->nbuf = st->nbuf;
   j->chunk = pick_chunk(st, n);
@@ -702,7 +726,7 @@ static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n,
     /* DMA every filled chunk, in order (one stream: chunk order is DMA order). */
     while (issued < ready && __atomic_load_n(&j.done[issued % nb], __ATOMIC_ACQUIRE) == j.ppc) {
       int b = (int)(issued % nb);
-      if ((rc = dma(st, b, dst + issued * j.chunk, st->buf[b], chunk_len(&j, issued), s,
+      if ((rc = dma(st, b, dst + issued * j.chunk, j.buf[b], chunk_len(&j, issued), s,
                     unrecorded)) != GW_OK)
         break;
       issued++;
