@@ -394,8 +394,10 @@ typedef struct {
   char *buf[GWG_STAGING_BUFFERS_MAX];
   /* GPUWRAP_STAGING_WC=1: host-to-device copies bounce through write-combined buffers of
    * their own (the CPU's stores stream into them without first reading each line; the
-   * GPU's DMA reads them as any pinned memory; never read by the CPU). Off by default
-   * until measured (docs/BENCHMARKS.md). */
+   * GPU's DMA reads them as any pinned memory; never read by the CPU). Off: measured on
+   * the H200 (2026-12-01, 12 threads, three A/B rounds in one start) it did not win,
+   * 32.6-33.7 GB/s against 32.7-39.5 at 64 MiB, 37.4 against 42.7 in the bench. Kept for
+   * hosts where write-combining pays (a CPU without fast read-for-ownership). */
   int wc;
   char *wbuf[GWG_STAGING_BUFFERS_MAX];
   gwv_event ev[GWG_STAGING_BUFFERS_MAX];
