@@ -204,14 +204,7 @@ static gw_status global_check(const gw_grid *g, const gw_array *global, gw_dtype
 }
 
 /* Every rank learns the worst status of all (so no rank waits in a gather another left). */
-static gw_status agree(const gw_grid *g, gw_status mine) {
-  int in = (int)mine, worst = 0;
-  int rc = MPI_Allreduce(&in, &worst, 1, MPI_INT, MPI_MIN, g->comm);
-  if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Allreduce", -1);
-  if (mine == GW_OK && worst != GW_OK)
-    return gw__halo_fail((gw_status)worst, "gw_grid_gather: another rank failed (%s)", gw_err_name((gw_status)worst));
-  return mine;
-}
+static gw_status agree(const gw_grid *g, gw_status mine) { return gw__halo_agree(g->comm, mine, "gw_grid_gather"); }
 
 gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], gw_array *global, int root) {
   if (!g) return gw__halo_fail(GW_EINVAL, "gw_grid_gather: grid is NULL");

@@ -353,10 +353,12 @@ static gw_status shm_decide(gw_halo *h, gw_halo_path path) {
    * other nodes, on one machine). */
   MPI_Comm node = MPI_COMM_NULL;
   const char *grp = getenv("GPUWRAP_HALO_SHM_GROUP");
-  long group = grp && *grp ? strtol(grp, NULL, 10) : 0;
-  int rank = 0;
+  int mine = grp && *grp ? (int)strtol(grp, NULL, 10) : 0, group = 0, rank = 0;
   MPI_Comm_rank(h->comm, &rank);
-  gw_status st = group > 0
+  /* every rank must make the same collective call below: the largest setting wins */
+  gw_status st = gw__halo_mpi(MPI_Allreduce(&mine, &group, 1, MPI_INT, MPI_MAX, h->comm), "MPI_Allreduce", -1);
+  if (st != GW_OK) return st;
+  st = group > 0
                      ? gw__halo_mpi(MPI_Comm_split(h->comm, (int)(rank / group), rank, &node), "MPI_Comm_split", -1)
                      : gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
                                     "MPI_Comm_split_type", -1);
@@ -398,6 +400,7 @@ static gw_status shm_block(gw_halo *h, size_t total) {
     h->shm_win = MPI_WIN_NULL;
     return gw__halo_mpi(rc, "MPI_Win_allocate_shared", -1);
   }
+  MPI_Win_set_errhandler(h->shm_win, MPI_ERRORS_RETURN); /* errors come back as statuses */
   if (bytes == 0) return GW_OK;
   gw_status st = gw_pin(h->ctx, base, bytes);
   if (st != GW_OK)
@@ -484,6 +487,25 @@ static gw_status shm_link(gw_halo *h) {
   return st;
 }
 
+/* After a failed update (every rank fails alike): drop the tokens in flight (cancel the
+ * receives of "free again", complete the sends), then start the new epoch as if every
+ * buffer had just been unpacked: send each sender its token and post the receive of each
+ * receiver's. A neighbour may still be draining its unpacks of the failed update out of
+ * its buffer when this rank's next pack is ready: that pack waits for its token. */
+static void shm_resync(gw_halo *h) {
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI) continue;
+    for (int m = 0; m < hd->nmsg; m++) {
+      const halo_msg *g = &hd->msg[m];
+      if (!g->shm) continue;
+      (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
+      (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, !g->side), h->comm,
+                      &hd->free_req[m]);
+    }
+  }
+}
+
 /* Drop the tokens in flight: cancel the receives of "free again", complete the sends. */
 static void shm_cancel(gw_halo *h) {
   for (int d = 0; d < 3; d++) {
@@ -499,9 +521,21 @@ static void shm_cancel(gw_halo *h) {
   h->shm_owed = 0;
 }
 
+static gw_status shm_release(gw_halo *h);
+
+/* Destroy (collective): the unpacks are done (the plan's stream is gone), so the tokens
+ * still owed go out first, then every token this rank waits for comes in: each rank sends
+ * before it waits, so every send meets its receive (nothing is left unmatched). */
 static void shm_close(gw_halo *h) {
   if (h->shm_win == MPI_WIN_NULL) return;
-  shm_cancel(h);
+  (void)shm_release(h);
+  for (int d = 0; d < 3; d++) {
+    halo_dim *hd = &h->dim[d];
+    for (int m = 0; hd->free_req && m < hd->nmsg; m++) {
+      if (hd->free_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      if (hd->tok_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+    }
+  }
   for (int k = 0; k < h->shm_npinned; k++) (void)gw_unpin(h->ctx, h->shm_pinned[k], h->shm_pinned_bytes[k]);
   free(h->shm_pinned);
   free(h->shm_pinned_bytes);
@@ -538,6 +572,7 @@ static gw_status shm_release(gw_halo *h) {
  * registered, wrapped or allocated per update. */
 static gw_status make_buffers(gw_halo *h, int device_path) {
   size_t total = 0;
+  gw_status st = GW_OK;
   for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
     if (hd->link != LINK_MPI) continue;
@@ -548,17 +583,23 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
     hd->recv_req = malloc((size_t)hd->nmsg * sizeof *hd->recv_req);
     hd->free_req = malloc((size_t)hd->nmsg * sizeof *hd->free_req);
     hd->tok_req = malloc((size_t)hd->nmsg * sizeof *hd->tok_req);
-    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req || !hd->free_req || !hd->tok_req)
-      return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req || !hd->free_req || !hd->tok_req) {
+      st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+      break;
+    }
     for (int m = 0; m < hd->nmsg; m++)
       hd->send_req[m] = hd->recv_req[m] = hd->free_req[m] = hd->tok_req[m] = MPI_REQUEST_NULL;
   }
-  gw_status st;
-  if (h->shm_node != MPI_COMM_NULL) { /* collective over the node, whatever total is */
-    st = shm_block(h, total);
-    if (st != GW_OK) return st;
+  if (h->shm_node != MPI_COMM_NULL) {
+    /* Collective over the node whatever happened here (a rank that fails alone must not
+     * leave the others in the window's allocation or, later, in shm_link's exchange with
+     * it): the window is made by every rank, then every rank learns whether all pinned
+     * their segment. */
+    gw_status w = shm_block(h, st == GW_OK ? total : 0);
+    if (st == GW_OK) st = w;
+    st = gw__halo_agree(h->comm, st, "gw_halo_create");
   }
-  if (total == 0) return GW_OK;
+  if (st != GW_OK || total == 0) return st;
 
   if (h->shm_win != MPI_WIN_NULL) {
     /* the block is this rank's window segment, pinned by shm_block */
@@ -964,6 +1005,7 @@ static gw_status sync_stream(gw_halo *h, const char *what);
  * update, so timed loops measure the exchange itself. */
 static gw_status nccl_connect(gw_halo *h) {
   static const uint8_t zero = 0;
+  h->q = h->stream; /* the queue of the exchanges below (begin() sets it for updates) */
   gw_status st = h->dev_block ? gw_fill_async(h->dev_block, &zero, h->stream) : GW_OK;
   if (st != GW_OK) return gw_failed(st, "gw_fill_async of the NCCL buffers", -1);
   for (int d = 0; d < h->ndim && st == GW_OK; d++)
@@ -1030,7 +1072,12 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   }
   if (st == GW_OK) st = make_dims(h);
   if (st == GW_OK) st = make_self(h);
+  /* With the shared-memory window the buffers are made collectively (make_buffers): every
+   * rank goes there or none, and learns afterwards whether every rank's links worked. */
+  int shm = h->shm_node != MPI_COMM_NULL;
+  if (shm) st = gw__halo_agree(h->comm, st, fn);
   if (st == GW_OK) st = make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL);
+  if (shm) st = gw__halo_agree(h->comm, st, fn);
   if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
     st = gw_stream_create(h->ctx, &h->stream);
     if (st == GW_ENOTSUP) st = GW_OK; /* the backend has no streams: copies run one by one */
@@ -1282,11 +1329,12 @@ static void quiesce(gw_halo *h) {
     }
   if (h->stream) (void)gw_stream_synchronize(h->stream);
   if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
-  shm_cancel(h); /* the next epoch's tokens start afresh: every buffer is free now */
+  shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
   h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
+  if (h->shm_win != MPI_WIN_NULL) shm_resync(h);
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first dim that
@@ -1427,7 +1475,7 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
   if (d >= 0) st = complete_dim(h, d);
   if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0);
   if (st == GW_OK) st = s ? order_before(h, s) : sync_stream(h, fn);
-  if (st == GW_OK && !s) st = shm_release(h);
+  if (st == GW_OK && (!s || !h->q)) st = shm_release(h); /* (no queue: the unpacks are done) */
   if (st == GW_OK) st = nccl_async(h);
   if (st != GW_OK) quiesce(h);
   h->started = 0;

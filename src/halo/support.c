@@ -77,3 +77,12 @@ int gw__halo_gpu_aware(gw_backend backend) {
   if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
   return mpi_says_gpu_aware(backend);
 }
+
+gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn) {
+  int in = (int)mine, worst = 0; /* statuses are negative: the minimum is a failure if any */
+  int rc = MPI_Allreduce(&in, &worst, 1, MPI_INT, MPI_MIN, comm);
+  if (rc != MPI_SUCCESS) return mine != GW_OK ? mine : gw__halo_mpi(rc, "MPI_Allreduce", -1);
+  if (mine == GW_OK && worst != GW_OK)
+    return gw__halo_fail((gw_status)worst, "%s: another rank failed (%s)", fn, gw_err_name((gw_status)worst));
+  return mine;
+}

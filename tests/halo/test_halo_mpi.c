@@ -402,6 +402,24 @@ static void test_injected(gw_context *ctx) {
     ASSERT_EQ_LONG(gw_cpu_live_registrations(), regs0);
     ASSERT_EQ_LONG(gw_registry_ranges(), ranges0);
   }
+  /* One rank alone fails (its first registration: the pin of its buffers): on the shared-
+   * memory transport the window and the neighbours' offsets are collective, so every rank
+   * must fail, none may hang, and nothing is left registered or allocated. */
+  if (g_size > 1) {
+    if (g_rank == g_size - 1) gw_cpu_fail_op(GW_CPU_OP_REGISTER, 1, GW_EBACKEND);
+    gw_status one = gw_halo_create(field, cart, geo.w, GW_HALO_PATH_HOST, &h);
+    gw_cpu_fail_reset();
+    const char *shm_env = getenv("GPUWRAP_HALO_SHM");
+    if (!(shm_env && !strcmp(shm_env, "0"))) { /* (through MPI the others need no pin of it) */
+      if (one == GW_OK) FAIL_("gw_halo_create succeeded while rank %d failed to pin its buffers", g_size - 1);
+      if (g_rank != g_size - 1 && !strstr(gw_halo_last_error(), "another rank failed"))
+        FAIL_("message does not say another rank failed: %s", gw_halo_last_error());
+    } else if (one == GW_OK) {
+      gw_halo_destroy(h);
+    }
+    ASSERT_EQ_LONG(gw_cpu_live_registrations(), regs0);
+    ASSERT_EQ_LONG(gw_registry_ranges(), ranges0);
+  }
   gw_cpu_fail_op(GW_CPU_OP_ALLOC, 1, GW_ENOMEM);
   gw_status st = gw_halo_create(field, cart, geo.w, GW_HALO_PATH_DEVICE, &h);
   gw_cpu_fail_reset();
