@@ -415,6 +415,20 @@ static gw_status shm_block(gw_halo *h, size_t total) {
  * lies in its segment; its segment is found in this process's map of the window and
  * pinned here once (the GPU of this rank writes into it). Needs the messages placed
  * (layout_dim fill 1) and one message per side (no pieces on this transport). */
+/* The messages through the window, in order: for (int d = 0, m = -1; next_shm(h, &d, &m);)
+ * visits each (dim d, message m) whose msg[m].shm is set. */
+static int next_shm(const gw_halo *h, int *d, int *m) {
+  while (*d < h->ndim) {
+    const halo_dim *hd = &h->dim[*d];
+    if (hd->link == LINK_MPI)
+      while (++*m < hd->nmsg)
+        if (hd->msg[*m].shm) return 1;
+    ++*d;
+    *m = -1;
+  }
+  return 0;
+}
+
 static gw_status shm_link(gw_halo *h) {
   MPI_Group cg, ng;
   MPI_Comm_group(h->comm, &cg);
@@ -423,64 +437,55 @@ static gw_status shm_link(gw_halo *h) {
   MPI_Request req[12];
   int nreq = 0;
   gw_status st = GW_OK;
-  for (int d = 0; d < h->ndim && st == GW_OK; d++) {
-    halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI) continue;
-    for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
-      const halo_msg *g = &hd->msg[m];
-      if (!g->shm) continue;
-      mine[d][g->side] = g->off_recv;
-      int peer = hd->peer[g->side];
-      /* ours goes with the tag of our side; the neighbour's answer has the other one */
-      st = gw__halo_mpi(MPI_Irecv(&theirs[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, !g->side),
-                                  h->comm, &req[nreq++]), "MPI_Irecv", d);
-      if (st == GW_OK)
-        st = gw__halo_mpi(MPI_Isend(&mine[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, g->side),
-                                    h->comm, &req[nreq++]), "MPI_Isend", d);
-    }
+  for (int d = 0, m = -1; st == GW_OK && next_shm(h, &d, &m);) {
+    const halo_msg *g = &h->dim[d].msg[m];
+    mine[d][g->side] = g->off_recv;
+    int peer = h->dim[d].peer[g->side];
+    /* ours goes with the tag of our side; the neighbour's answer has the other one */
+    st = gw__halo_mpi(MPI_Irecv(&theirs[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, !g->side),
+                                h->comm, &req[nreq++]), "MPI_Irecv", d);
+    if (st == GW_OK)
+      st = gw__halo_mpi(MPI_Isend(&mine[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer, tag_offset(d, g->side),
+                                  h->comm, &req[nreq++]), "MPI_Isend", d);
   }
   if (nreq > 0) {
     gw_status w = gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE), "MPI_Waitall (buffer offsets)", -1);
     if (st == GW_OK) st = w;
   }
-  for (int d = 0; d < h->ndim && st == GW_OK; d++) {
+  for (int d = 0, m = -1; st == GW_OK && next_shm(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI) continue;
-    for (int m = 0; m < hd->nmsg && st == GW_OK; m++) {
-      const halo_msg *g = &hd->msg[m];
-      if (!g->shm) continue;
-      int peer = hd->peer[g->side], nr = MPI_UNDEFINED, du = 0;
-      MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
-      MPI_Aint size = 0;
-      char *pbase = NULL;
-      st = gw__halo_mpi(MPI_Win_shared_query(h->shm_win, nr, &size, &du, &pbase), "MPI_Win_shared_query", d);
-      if (st != GW_OK) break;
-      if ((unsigned long long)size < theirs[d][g->side] + (unsigned long long)g->bytes) {
-        st = gw__halo_fail(GW_EINVAL, "gw_halo_create: rank %d's receive buffer along dim %d (%llu + %d bytes) "
-                                      "lies outside its %lld-byte segment: the ranks' fields do not match",
-                           peer, d, theirs[d][g->side], g->bytes, (long long)size);
-        break;
-      }
-      hd->shm_delta[g->side] = (pbase + theirs[d][g->side]) - (h->msg_base + g->off_send);
-      int seen = 0;
-      for (int k = 0; k < h->shm_npinned; k++) seen |= h->shm_pinned[k] == pbase;
-      if (seen) continue;
-      void **pv = realloc(h->shm_pinned, (size_t)(h->shm_npinned + 1) * sizeof *pv);
-      if (pv) h->shm_pinned = pv;
-      size_t *pb = pv ? realloc(h->shm_pinned_bytes, (size_t)(h->shm_npinned + 1) * sizeof *pb) : NULL;
-      if (pb) h->shm_pinned_bytes = pb;
-      if (!pv || !pb) {
-        st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
-        break;
-      }
-      st = gw_pin(h->ctx, pbase, (size_t)size);
-      if (st != GW_OK) {
-        st = gw_failed(st, "gw_pin of a neighbour's shared halo buffers (GPUWRAP_HALO_SHM=0: MPI carries the faces)", d);
-        break;
-      }
-      h->shm_pinned[h->shm_npinned] = pbase;
-      h->shm_pinned_bytes[h->shm_npinned++] = (size_t)size;
+    const halo_msg *g = &hd->msg[m];
+    int peer = hd->peer[g->side], nr = MPI_UNDEFINED, du = 0;
+    MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
+    MPI_Aint size = 0;
+    char *pbase = NULL;
+    st = gw__halo_mpi(MPI_Win_shared_query(h->shm_win, nr, &size, &du, &pbase), "MPI_Win_shared_query", d);
+    if (st != GW_OK) break;
+    if ((unsigned long long)size < theirs[d][g->side] + (unsigned long long)g->bytes) {
+      st = gw__halo_fail(GW_EINVAL, "gw_halo_create: rank %d's receive buffer along dim %d (%llu + %d bytes) "
+                                    "lies outside its %lld-byte segment: the ranks' fields do not match",
+                         peer, d, theirs[d][g->side], g->bytes, (long long)size);
+      break;
     }
+    hd->shm_delta[g->side] = (pbase + theirs[d][g->side]) - (h->msg_base + g->off_send);
+    int seen = 0;
+    for (int k = 0; k < h->shm_npinned; k++) seen |= h->shm_pinned[k] == pbase;
+    if (seen) continue;
+    void **pv = realloc(h->shm_pinned, (size_t)(h->shm_npinned + 1) * sizeof *pv);
+    if (pv) h->shm_pinned = pv;
+    size_t *pb = pv ? realloc(h->shm_pinned_bytes, (size_t)(h->shm_npinned + 1) * sizeof *pb) : NULL;
+    if (pb) h->shm_pinned_bytes = pb;
+    if (!pv || !pb) {
+      st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+      break;
+    }
+    st = gw_pin(h->ctx, pbase, (size_t)size);
+    if (st != GW_OK) {
+      st = gw_failed(st, "gw_pin of a neighbour's shared halo buffers (GPUWRAP_HALO_SHM=0: MPI carries the faces)", d);
+      break;
+    }
+    h->shm_pinned[h->shm_npinned] = pbase;
+    h->shm_pinned_bytes[h->shm_npinned++] = (size_t)size;
   }
   MPI_Group_free(&cg);
   MPI_Group_free(&ng);
@@ -493,16 +498,11 @@ static gw_status shm_link(gw_halo *h) {
  * receiver's. A neighbour may still be draining its unpacks of the failed update out of
  * its buffer when this rank's next pack is ready: that pack waits for its token. */
 static void shm_resync(gw_halo *h) {
-  for (int d = 0; d < h->ndim; d++) {
+  for (int d = 0, m = -1; next_shm(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI) continue;
-    for (int m = 0; m < hd->nmsg; m++) {
-      const halo_msg *g = &hd->msg[m];
-      if (!g->shm) continue;
-      (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
-      (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, !g->side), h->comm,
-                      &hd->free_req[m]);
-    }
+    const halo_msg *g = &hd->msg[m];
+    (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
+    (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
   }
 }
 
@@ -549,20 +549,15 @@ static void shm_close(gw_halo *h) {
 static gw_status shm_release(gw_halo *h) {
   if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
-  for (int d = 0; d < h->ndim; d++) {
+  for (int d = 0, m = -1; next_shm(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI) continue;
-    for (int m = 0; m < hd->nmsg; m++) {
-      const halo_msg *g = &hd->msg[m];
-      if (!g->shm) continue;
-      if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
-        int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
-      }
-      int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm,
-                         &hd->tok_req[m]);
-      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
+    const halo_msg *g = &hd->msg[m];
+    if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
+      int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
     }
+    int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
+    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
   }
   return GW_OK;
 }
