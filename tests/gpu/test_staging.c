@@ -6,8 +6,9 @@
  * and written with the test's own CUDA runtime (an independent path). Sizes 1 B .. 256 MiB,
  * odd sizes and odd offsets on both sides. Each case sets its GPUWRAP_STAGING_* variables
  * before making its context (they are read on the context's first pageable copy).
- * "bandwidth" prints GB/s of gw_copy and of cudaMemcpy on the same pageable buffers; it
- * never fails on timing. Every case skips (77) without a CUDA device.
+ * "bandwidth" prints GB/s of gw_copy and of cudaMemcpy on the same pageable buffers, and
+ * "ceiling" what the host's memcpy and the DMA engine allow a staged copy (each alone and
+ * both at once); they never fail on timing. Every case skips (77) without a CUDA device.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
 
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gwt_cuda.h"
 
@@ -499,6 +501,158 @@ static int test_bandwidth(void) {
   return 0;
 }
 
+/* ---- "ceiling": what the host and the link allow a staged copy, measured alone ---------
+ * A staged copy moves every byte twice, concurrently: the copy threads' memcpy between the
+ * caller's pageable memory and the pinned bounce buffers, and the DMA between the bounce
+ * buffers and the device. Its throughput is at most the slower of the two *while both run*
+ * (the DMA engine and the memcpy threads share the host's memory). This case measures,
+ * per direction, with the staging's default thread count (GPUWRAP_STAGING_THREADS
+ * honoured), 4 MiB chunks over 6 bounce buffers as the pipeline uses them:
+ *   memcpy alone, DMA alone, and both at once (each one's rate while the other runs).
+ * Prints only (label perf); the staged copy's own rate is the "bandwidth" case's. */
+typedef struct {
+  int id, nthreads, up, *stop;
+  unsigned char *host, **bounce;
+  size_t chunk, nchunks, nbuf;
+  double bytes;
+} ceil_job;
+
+static void *ceil_worker(void *arg) {
+  ceil_job *j = arg;
+  size_t piece = j->chunk / (size_t)j->nthreads, off = (size_t)j->id * piece;
+  double moved = 0;
+  /* One pass over the caller's buffer when stop is NULL, else passes until stop is set. */
+  do {
+    for (size_t c = 0; c < j->nchunks; c++) {
+      unsigned char *b = j->bounce[c % j->nbuf] + off, *h = j->host + c * j->chunk + off;
+      if (j->up)
+        memcpy(b, h, piece);
+      else
+        memcpy(h, b, piece);
+      moved += (double)piece;
+      if (j->stop && __atomic_load_n(j->stop, __ATOMIC_ACQUIRE))
+        break;
+    }
+  } while (j->stop && !__atomic_load_n(j->stop, __ATOMIC_ACQUIRE));
+  j->bytes = moved;
+  return NULL;
+}
+
+/* memcpy by `nt` threads: one pass (stop NULL) or passes until *stop; team_join returns
+ * the GB/s over the time they ran. */
+typedef struct {
+  ceil_job job[64];
+  pthread_t tid[64];
+  int nt;
+  double t0;
+} ceil_team;
+
+static int team_start(ceil_team *t, int nt, int up, unsigned char *host, unsigned char **bounce,
+                      size_t chunk, size_t nchunks, size_t nbuf, int *stop) {
+  t->nt = nt;
+  t->t0 = now();
+  for (int i = 0; i < nt; i++) {
+    t->job[i] = (ceil_job){.id = i, .nthreads = nt, .up = up, .stop = stop, .host = host,
+                           .bounce = bounce, .chunk = chunk, .nchunks = nchunks, .nbuf = nbuf};
+    if (pthread_create(&t->tid[i], NULL, ceil_worker, &t->job[i]) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+static double team_join(ceil_team *t) {
+  double bytes = 0;
+  for (int i = 0; i < t->nt; i++) {
+    pthread_join(t->tid[i], NULL);
+    bytes += t->job[i].bytes;
+  }
+  return bytes / (now() - t->t0) / 1e9;
+}
+
+static int dma_pass(int up, unsigned char *dev, unsigned char **bounce, size_t chunk, size_t nchunks,
+                    size_t nbuf, cudaStream_t s) {
+  for (size_t c = 0; c < nchunks; c++) {
+    if (up)
+      CK(cudaMemcpyAsync(dev + c * chunk, bounce[c % nbuf], chunk, cudaMemcpyHostToDevice, s));
+    else
+      CK(cudaMemcpyAsync(bounce[c % nbuf], dev + c * chunk, chunk, cudaMemcpyDeviceToHost, s));
+  }
+  return 0;
+}
+
+static int test_ceiling(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = cpus > 1 ? (int)(cpus * 3 / 4) : 1; /* the staging's default (gpu_staging.c) */
+  if (nt > 12)
+    nt = 12;
+  const char *e = getenv("GPUWRAP_STAGING_THREADS");
+  if (e && atoi(e) > 0)
+    nt = atoi(e) > 64 ? 64 : atoi(e);
+  const size_t chunk = 4 * MiB, nbuf = 6, total = 256 * MiB, nchunks = total / chunk;
+  unsigned char *host = malloc(total), *bounce[6] = {0}, *dev = NULL;
+  ASSERT_TRUE(host != NULL);
+  fill_random(host, total);
+  for (size_t i = 0; i < nbuf; i++)
+    CK(cudaHostAlloc((void **)&bounce[i], chunk, cudaHostAllocPortable));
+  CK(cudaMalloc((void **)&dev, total));
+  cudaStream_t s;
+  cudaEvent_t e0, e1;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  fprintf(stderr, "ceiling: %d copy threads, %zu MiB per pass in 4 MiB chunks over %zu bounce buffers (GB/s, median of 5)\n",
+          nt, total >> 20, nbuf);
+  fprintf(stderr, "%6s %14s %12s %18s %16s %10s\n", "dir", "memcpy alone", "DMA alone",
+          "memcpy during DMA", "DMA during memcpy", "ceiling");
+  for (int up = 1; up >= 0; up--) {
+    double r[4][5];
+    for (int k = -1; k < 5; k++) {
+      ceil_team t;
+      ASSERT_TRUE(team_start(&t, nt, up, host, bounce, chunk, nchunks, nbuf, NULL) == 0);
+      double a = team_join(&t);
+      float ms = 0;
+      CK(cudaEventRecord(e0, s));
+      if (dma_pass(up, dev, bounce, chunk, nchunks, nbuf, s)) return 1;
+      CK(cudaEventRecord(e1, s));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      double b = (double)total / (ms * 1e-3) / 1e9;
+      /* Together: the DMA runs three passes while the threads copy until it is done; the
+       * threads' rate is over that window, the DMA's over its own events. */
+      int stop = 0;
+      CK(cudaEventRecord(e0, s));
+      for (int p = 0; p < 3; p++)
+        if (dma_pass(up, dev, bounce, chunk, nchunks, nbuf, s)) return 1;
+      CK(cudaEventRecord(e1, s));
+      ASSERT_TRUE(team_start(&t, nt, up, host, bounce, chunk, nchunks, nbuf, &stop) == 0);
+      CK(cudaEventSynchronize(e1));
+      __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+      double c = team_join(&t);
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      double d = 3.0 * (double)total / (ms * 1e-3) / 1e9;
+      if (k >= 0)
+        r[0][k] = a, r[1][k] = b, r[2][k] = c, r[3][k] = d;
+    }
+    double m[4];
+    for (int q = 0; q < 4; q++) {
+      qsort(r[q], 5, sizeof(double), cmp_double);
+      m[q] = r[q][2];
+    }
+    fprintf(stderr, "%6s %14.2f %12.2f %18.2f %16.2f %10.2f\n", up ? "h2d" : "d2h", m[0], m[1], m[2], m[3],
+            m[2] < m[3] ? m[2] : m[3]);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(dev));
+  for (size_t i = 0; i < nbuf; i++)
+    CK(cudaFreeHost(bounce[i]));
+  free(host);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const gwt_case cases[] = {
       {"sizes", test_sizes},
@@ -510,6 +664,7 @@ int main(int argc, char **argv) {
       {"concurrent", test_concurrent},
       {"current_device", test_current_device},
       {"bandwidth", test_bandwidth},
+      {"ceiling", test_ceiling},
   };
   return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
