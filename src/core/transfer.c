@@ -426,6 +426,24 @@ gw_status gw__batch_run(gw__batch *b, gw_stream *st) {
   return s;
 }
 
+gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
+  if (!st) return gw__batch_run(b, NULL);
+  if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
+  if (!b->batched) { /* one by one: each copy notes its own event; wait for them all */
+    gw_status s = gw__batch_run(b, st);
+    gw_status w = gw_stream_synchronize(st);
+    return s != GW_OK ? s : w;
+  }
+  for (int i = 0; i < b->n; i++)
+    if (b->exec[i] && b->exec[i] != st->ctx->ops)
+      return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
+                      st->ctx->ops->name, b->exec[i]->name);
+  gw_status s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st->handle);
+  /* Also after a failure: a backend's fallback may have queued some copies. */
+  gw_status w = gw_stream_synchronize(st);
+  return s != GW_OK ? s : w;
+}
+
 gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
   gw__batch *b = NULL;
   gw_status s = gw__batch_make(dst, src, n, &b);

@@ -672,7 +672,9 @@ static void test_local_batch(gw_context *ctx) {
  * stream s, updated with start_on(s) / finish_on(t) (a second stream), and read back by an
  * asynchronous copy on t. Every halo cell must equal the cell it wraps to, in the values
  * written on s: a start that does not follow s, or a finish that does not make t wait,
- * reads or returns stale cells. Then once more with update_on(t) alone.
+ * reads or returns stale cells. Then once more with update_on(t) alone, and with the
+ * blocking gw_halo_update of a pinned field read by the host right after it returns (it
+ * must be complete on return: fails when the update does not wait for its copies).
  */
 static void test_local_order(void) {
   if (setenv("GPUWRAP_CPU_STREAM_DELAY_US", "20000", 1) != 0) FAIL_("setenv");
@@ -689,24 +691,37 @@ static void test_local_order(void) {
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, n, &a));
   ASSERT_OK(gw_wrap(ctx, init, GW_FLOAT64, 3, n, NULL, GW_WRAP_NO_REGISTER, &hi));
   ASSERT_OK(gw_wrap(ctx, got, GW_FLOAT64, 3, n, NULL, GW_WRAP_NO_REGISTER, &hg));
-  gw_halo *h;
+  gw_halo *h, *hp;
   gw_halo_field f = {a, {width[0], width[1], width[2]}};
   ASSERT_OK(gw_halo_create_multi(&f, 1, cart, GW_HALO_PATH_HOST, &h));
+  /* the blocking round's field: pinned, so the host reads it with no gpuwrap call between */
+  gw_array *p;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT64, 3, n, &p));
+  gw_halo_field fp = {p, {width[0], width[1], width[2]}};
+  ASSERT_OK(gw_halo_create_multi(&fp, 1, cart, GW_HALO_PATH_HOST, &hp));
   gw_stream *s, *t;
   ASSERT_OK(gw_stream_create(ctx, &s));
   ASSERT_OK(gw_stream_create(ctx, &t));
-  for (int round = 0; round < 2; round++) {
+  static const char *const how[3] = {"start_on(s)/finish_on(t)", "update_on", "blocking update"};
+  for (int round = 0; round < 3; round++) {
     for (size_t c = 0; c < cells; c++) init[c] = (double)(mix(g_seed + c * 31 + (uint64_t)round) % 1000003);
     for (size_t c = 0; c < cells; c++) got[c] = -1.0; /* poison */
-    ASSERT_OK(gw_copy_async(a, hi, round ? t : s));
+    ASSERT_OK(gw_copy_async(round < 2 ? a : p, hi, round ? t : s));
     if (round == 0) {
       ASSERT_OK(gw_halo_start_on(h, s));
       ASSERT_OK(gw_halo_finish_on(h, t));
-    } else {
+    } else if (round == 1) {
       ASSERT_OK(gw_halo_update_on(h, t));
+    } else {
+      /* Complete on return: the host reads the new halos straight away. */
+      ASSERT_OK(gw_halo_update(hp));
     }
-    ASSERT_OK(gw_copy_async(hg, a, t));
-    ASSERT_OK(gw_stream_synchronize(t));
+    if (round < 2) {
+      ASSERT_OK(gw_copy_async(hg, a, t));
+      ASSERT_OK(gw_stream_synchronize(t));
+    } else {
+      memcpy(got, gw_host_data(p), cells * sizeof *got);
+    }
     for (int64_t i0 = 0; i0 < n[0]; i0++)
       for (int64_t i1 = 0; i1 < n[1]; i1++)
         for (int64_t i2 = 0; i2 < n[2]; i2++) {
@@ -720,14 +735,16 @@ static void test_local_order(void) {
           g_checks++;
           if (have != want)
             FAIL_("%s: cell (%lld,%lld,%lld) is %g, its wrap (%lld,%lld,%lld) was written as %g",
-                  round ? "update_on" : "start_on(s)/finish_on(t)", (long long)i0, (long long)i1,
+                  how[round], (long long)i0, (long long)i1,
                   (long long)i2, have, (long long)j[0], (long long)j[1], (long long)j[2], want);
         }
   }
   gw_halo_destroy(h);
+  gw_halo_destroy(hp);
   gw_stream_destroy(s);
   gw_stream_destroy(t);
   gw_release(a);
+  gw_release(p);
   gw_release(hi);
   gw_release(hg);
   free(init);

@@ -357,7 +357,8 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
   const gw__xfer *ptrs[GWK_BATCH_MAX];
   gw__xfer *fl = n <= GWK_BATCH_MAX ? stack : malloc((size_t)n * sizeof *fl);
   const gw__xfer **p = n <= GWK_BATCH_MAX ? ptrs : malloc((size_t)n * sizeof *p);
-  unsigned char *in = calloc(n > 0 ? (size_t)n : 1, 1); /* 1: in the launch */
+  unsigned char in_stack[GWK_BATCH_MAX] = {0}; /* 1: in the launch */
+  unsigned char *in = n <= GWK_BATCH_MAX ? in_stack : calloc((size_t)n, 1);
   gw_status s = GW_OK;
   if (!fl || !p || !in) {
     s = gwg_host->fail(GW_ENOMEM, "copy_batch: out of host memory for %d transfers", n);
@@ -408,7 +409,8 @@ out:
     free(fl);
   if (p != ptrs)
     free((void *)p);
-  free(in);
+  if (in != in_stack)
+    free(in);
   return s;
 #else
   (void)c, (void)st; /* without kernels every transfer goes through gwg_copy */

@@ -13,10 +13,12 @@
 #include <hip/hip_runtime.h>
 typedef hipStream_t gwk_stream;
 #define gwkGetLastError() ((int)hipGetLastError())
+#define gwkOccupancy(n, k, t) (hipOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == hipSuccess)
 #else
 #include <cuda_runtime.h>
 typedef cudaStream_t gwk_stream;
 #define gwkGetLastError() ((int)cudaGetLastError())
+#define gwkOccupancy(n, k, t) (cudaOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == cudaSuccess)
 #endif
 
 #include "kernels.h"
@@ -109,6 +111,31 @@ __global__ void __launch_bounds__(THREADS) k_fill_contig(char *p, uint32_t head,
     b[16 * n16 + gid] = body_byte(body, gid);
 }
 
+// The grids of the grid-stride loops: `max_blocks` (SMs x 8, gpu_backend.c) assumes 8
+// blocks of 256 threads resident per SM, 2048 threads. A kernel that holds more than 32
+// registers per thread fits fewer, and the blocks past what fits ran as a second, partial
+// wave doing a full block's share each (ncu on the H200, 2026-12-01: the halo shell's
+// k_copy_batch at 38 registers, 6 blocks per SM, 1.34 waves, 8.5 us). So each kernel's
+// cap is scaled to the blocks that really fit, asked of the runtime once per kernel
+// (`per_sm` caches it; the first device's answer serves the process: on another
+// architecture the grid is only less well sized, never wrong). Forcing 32 registers
+// (__launch_bounds__(256, 8)) instead made ptxas spill 44-48 bytes in the copy kernels.
+constexpr int ASSUMED_PER_SM = 8;
+int resident_cap(const void *kernel, int *per_sm, int max_blocks) {
+  int n = __atomic_load_n(per_sm, __ATOMIC_RELAXED);
+  if (n == 0) {
+    if (!gwkOccupancy(&n, kernel, THREADS) || n < 1 || n > ASSUMED_PER_SM) {
+      (void)gwkGetLastError();
+      n = ASSUMED_PER_SM;
+    }
+    __atomic_store_n(per_sm, n, __ATOMIC_RELAXED);
+  }
+  if (max_blocks <= 0)
+    return max_blocks;
+  int sms = max_blocks / ASSUMED_PER_SM;
+  return sms > 0 ? sms * n : max_blocks;
+}
+
 unsigned grid_for(uint64_t n, int max_blocks) {
   uint64_t b = (n + THREADS - 1) / THREADS;
   if (b < 1)
@@ -159,12 +186,16 @@ void launch_fill(const Region &r, char *dst, const unsigned char *value, size_t 
   Pat<W> pat;
   memset(&pat, 0, sizeof pat);
   memcpy(&pat, value, elem);
+  static int per_sm;
+  max_blocks = resident_cap((const void *)k_fill_nd<W>, &per_sm, max_blocks);
   k_fill_nd<W><<<grid_for(n, max_blocks), THREADS, 0, s>>>(r, dst, pat, wpe, n);
 }
 
 template <typename W>
 void launch_copy(const Region &r, char *dst, const char *src, uint64_t n, gwk_stream s,
                  int max_blocks) {
+  static int per_sm;
+  max_blocks = resident_cap((const void *)k_copy_nd<W>, &per_sm, max_blocks);
   k_copy_nd<W><<<grid_for(n, max_blocks), THREADS, 0, s>>>(r, dst, src, n);
 }
 
@@ -251,6 +282,8 @@ __global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT 
 
 extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks) {
   gwk_stream s = (gwk_stream)stream;
+  static int per_sm;
+  max_blocks = resident_cap((const void *)k_copy_batch, &per_sm, max_blocks);
   for (int at = 0; at < n; at += GWK_BATCH_MAX) {
     int m = n - at < GWK_BATCH_MAX ? n - at : GWK_BATCH_MAX;
     Batch b;
@@ -332,7 +365,8 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // The grid of the raw kernel: one thread per 16 bytes up to SMs x 8 blocks of 256
     // (2048 threads per SM, full occupancy on sm_90), at least one block.
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
-    unsigned grid = grid_for(work, max_blocks);
+    static int per_sm;
+    unsigned grid = grid_for(work, resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
     char *dst = f->dst;
     uint32_t h32 = (uint32_t)head, t32 = (uint32_t)tail;
 #if defined(GW_VENDOR_HIP)
