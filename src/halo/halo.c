@@ -1236,7 +1236,8 @@ static gw_status self_run(gw_halo *h, int d) {
   if (!h->self_batch[d]) return GW_OK;
   /* A blocking update of a plan without messages ends with these copies and then waits
    * for them: run them waiting, without the pending-work event a later reader would
-   * otherwise need (with the second synchronisation it saves, a few percent of a one-rank periodic update). */
+   * otherwise need (with the second synchronisation it saves, a few percent of a one-rank
+   * periodic update). */
   gw_status st = h->blocking && h->info.neighbours == 0 ? gw__batch_run_wait(h->self_batch[d], h->q)
                                                         : gw__batch_run(h->self_batch[d], h->q);
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_copy of a halo to itself", d);
