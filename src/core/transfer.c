@@ -408,7 +408,8 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
   return GW_OK;
 }
 
-gw_status gw__batch_run(gw__batch *b, gw_stream *st) {
+/* Queue b on st (NULL: synchronous); `note`: record the roots' pending-work events. */
+static gw_status batch_run(gw__batch *b, gw_stream *st, bool note) {
   if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
   for (int i = 0; st && i < b->n; i++) /* before anything is queued */
     if (b->exec[i] && b->exec[i] != st->ctx->ops)
@@ -417,28 +418,20 @@ gw_status gw__batch_run(gw__batch *b, gw_stream *st) {
   gw_status s = GW_OK;
   if (b->batched) {
     s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
-    if (st) /* also after a failure: a backend's fallback may have queued some */
+    if (st && note) /* also after a failure: a backend's fallback may have queued some */
       for (int j = 0; j < b->nnote; j++) gw__pending_note(b->note[j], st);
-  } else {
+  } else { /* one by one: each copy notes its own event */
     for (int i = 0; i < b->n && s == GW_OK; i++)
       if (b->exec[i]) s = copy_on(b->dst[i], b->src[i], st);
   }
   return s;
 }
 
+gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true); }
+
 gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
-  if (!st) return gw__batch_run(b, NULL);
-  if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
-  if (!b->batched) { /* one by one: each copy notes its own event; wait for them all */
-    gw_status s = gw__batch_run(b, st);
-    gw_status w = gw_stream_synchronize(st);
-    return s != GW_OK ? s : w;
-  }
-  for (int i = 0; i < b->n; i++)
-    if (b->exec[i] && b->exec[i] != st->ctx->ops)
-      return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
-                      st->ctx->ops->name, b->exec[i]->name);
-  gw_status s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st->handle);
+  gw_status s = batch_run(b, st, false);
+  if (!st || !b) return s;
   /* Also after a failure: a backend's fallback may have queued some copies. */
   gw_status w = gw_stream_synchronize(st);
   return s != GW_OK ? s : w;

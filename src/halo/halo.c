@@ -114,7 +114,6 @@ struct gw_halo {
   gw_array *tok_out;  /* stream after the caller's (in) and the caller's after it (out) */
   int inflight;       /* dim whose messages are in flight after a start, -1 none */
   int started;        /* a split-phase update is between start and finish */
-  int blocking;       /* inside gw_halo_update: complete on return */
   int tail;           /* a stream-ordered finish left unpacks queued on the plan's stream */
   int epoch;          /* failed updates so far, mod EPOCHS (see tag()) */
   /* NCCL path: the communicator (over comm's ranks, on the fields' device) and its calls.
@@ -1232,14 +1231,10 @@ static gw_status complete_dim(gw_halo *h, int d) {
 
 /* A run of periodic dims of one rank: its prepared batch (make_self), on this update's
  * queue after everything before it (the previous dims' unpacks among them). */
-static gw_status self_run(gw_halo *h, int d) {
+/* `wait`: complete them before returning (run_dims). */
+static gw_status self_run(gw_halo *h, int d, int wait) {
   if (!h->self_batch[d]) return GW_OK;
-  /* A blocking update of a plan without messages ends with these copies and then waits
-   * for them: run them waiting, without the pending-work event a later reader would
-   * otherwise need (with the second synchronisation it saves, a few percent of a one-rank
-   * periodic update). */
-  gw_status st = h->blocking && h->info.neighbours == 0 ? gw__batch_run_wait(h->self_batch[d], h->q)
-                                                        : gw__batch_run(h->self_batch[d], h->q);
+  gw_status st = wait ? gw__batch_run_wait(h->self_batch[d], h->q) : gw__batch_run(h->self_batch[d], h->q);
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_copy of a halo to itself", d);
 }
 
@@ -1339,13 +1334,17 @@ static void quiesce(gw_halo *h) {
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first dim that
- * talks to other ranks has been sent, leaving it in flight. */
-static gw_status run_dims(gw_halo *h, int d, int split) {
+ * talks to other ranks has been sent, leaving it in flight. With `wait` (a blocking update
+ * of a plan without messages, whose copies are all it queues) the local copies complete
+ * before returning: run waiting, they need no pending-work event for later readers and
+ * the update no second synchronisation (together a few percent of a one-rank periodic
+ * update on the H200). */
+static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
   for (; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
     gw_status st = GW_OK;
     if (hd->link == LINK_SELF) {
-      st = self_run(h, d);
+      st = self_run(h, d, wait);
       d = h->self_last[d];
     } else if (hd->link == LINK_MPI && h->nccl) {
       st = nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
@@ -1439,15 +1438,14 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
   h->q = s && h->info.neighbours == 0 && h->stream ? s : h->stream;
   if (st == GW_OK) st = post_receives(h);
   if (st == GW_OK) st = order_after(h, s);
-  if (st == GW_OK) st = run_dims(h, 0, split);
+  /* gw_halo_update (not split, no stream) of a plan without messages: copies run waiting */
+  if (st == GW_OK) st = run_dims(h, 0, split, !split && !s && h->info.neighbours == 0);
   if (st != GW_OK) quiesce(h);
   return st;
 }
 
 gw_status gw_halo_update(gw_halo *h) {
-  if (h) h->blocking = 1;
   gw_status st = begin(h, "gw_halo_update", 0, NULL);
-  if (h) h->blocking = 0;
   if (st == GW_OK) {
     /* Complete when it returns; a plan without messages waited for its copies already. */
     if (h->info.neighbours > 0) st = sync_stream(h, "gw_halo_update");
@@ -1477,7 +1475,7 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
   int d = h->inflight;
   gw_status st = GW_OK;
   if (d >= 0) st = complete_dim(h, d);
-  if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0);
+  if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0, 0);
   if (st == GW_OK) st = s ? order_before(h, s) : sync_stream(h, fn);
   if (st == GW_OK && (!s || !h->q)) st = shm_release(h); /* (no queue: the unpacks are done) */
   if (st == GW_OK) st = nccl_async(h);
