@@ -19,6 +19,10 @@
  *         shell slabs on the kernels' stream, the interior on a second stream, and the
  *         exchange of the step's output ordered on the device (gw_halo_start_on /
  *         gw_halo_finish_on on the borrowed kernel stream), no synchronisation per step.
+ *         When dim 2 (the contiguous one) is not split over ranks, its boundary is not cut
+ *         out (--shell-k 0): slabs normal to it hold one cell per row, which makes them
+ *         cost more to compute apart than that dim's exchange (local copies) costs after
+ *         the interior; dims 0 and 1 are still exchanged behind the interior.
  *   host  through gw_host_data(). On the CPU backend the arrays are pageable host memory;
  *         on another GPU backend (HIP, or CUDA with --stencil host, or a build without the
  *         kernel) they are managed memory by default (the halo copies run on the GPU, the
@@ -38,6 +42,7 @@
 #include "gpuwrap.h"
 #include "gpuwrap/halo.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -55,6 +60,7 @@ void *d3d_cuda_stream(void);
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
                               const int64_t hi[3]);
 int d3d_cuda_interior_after_main(void);
+int d3d_cuda_interior_wait_main(void);
 int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m, const int bw[3]);
 int d3d_cuda_main_after_interior(void);
 int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
@@ -77,7 +83,8 @@ typedef struct {
   gw_halo_path path;
   double t1_ms;     /* --t1: the one-rank time/step, for the weak-scaling efficiency line */
   int stencil;      /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
-  int shell_k;      /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one) */
+  int shell_k;      /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one);
+                     0: none, dim 2's exchange runs after the interior; -1: auto (see main) */
 } options;
 
 static const char weak_note[] =
@@ -99,7 +106,10 @@ static void usage(FILE *f, const char *argv0) {
           "                  interior (another stream), gw_halo_finish_on; also times the stencil\n"
           "                  and the update alone and prints time/step / max(stencil, halo)\n"
           "  --shell-k K     --overlap: the boundary slabs are K cells thick along dim 2 (the\n"
-          "                  contiguous one; default 1), 1 along the others\n"
+          "                  contiguous one), 1 along the others. 0: no slabs along dim 2: the\n"
+          "                  interior kernel computes those cells and dim 2's exchange runs after\n"
+          "                  it (not hidden). Default: 0 when dim 2 is not split over ranks (its\n"
+          "                  exchange is local copies or nothing), else 1\n"
           "  --halo-only     skip the stencil: time the halo exchange alone\n"
           "  --halo-bench    time the update and, in the same run, its raw stages (face copy out\n"
           "                  to pinned memory, MPI_Sendrecv of the same bytes between host\n"
@@ -126,7 +136,7 @@ static void usage(FILE *f, const char *argv0) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO,
-                 .shell_k = 1};
+                 .shell_k = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
@@ -139,8 +149,10 @@ static int parse(int argc, char **argv, options *o) {
     else if (val && !strcmp(a, "-n")) o->n = atoll(argv[++i]);
     else if (val && !strcmp(a, "-s")) o->steps = atoi(argv[++i]);
     else if (val && !strcmp(a, "--shell-k")) {
-      o->shell_k = atoi(argv[++i]);
-      if (o->shell_k < 1) return -1;
+      char *end;
+      long k = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end || k < 0 || k > INT_MAX) return -1;
+      o->shell_k = (int)k;
     } else if (val && !strcmp(a, "--t1")) {
       o->t1_ms = atof(argv[++i]);
       if (!(o->t1_ms > 0)) return -1;
@@ -520,6 +532,21 @@ int main(int argc, char **argv) {
   gw_halo *hu, *hv;
   CHECK(gw_halo_create_multi(&fu, 1, cart, o.path, &hu));
   CHECK(gw_halo_create_multi(&fv, 1, cart, o.path, &hv));
+  /* --overlap without slabs along dim 2 (--shell-k 0; the default when dim 2 is not split
+   * over ranks): each field's exchange in two plans, dims 0 and 1 (hidden behind the
+   * interior), then dim 2 (after it). Widths 0 turn a dim off; the dims still run in order
+   * 0, 1, 2 over the whole extents, so the edges and corners get the same values as from
+   * the one plan. */
+  if (o.shell_k < 0) o.shell_k = dims[2] > 1 ? 1 : 0;
+  const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0;
+  gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;
+  if (split_dim2) {
+    gw_halo_field f01[2] = {{u, {1, 1, 0}}, {v, {1, 1, 0}}}, f2[2] = {{u, {0, 0, 1}}, {v, {0, 0, 1}}};
+    CHECK(gw_halo_create_multi(&f01[0], 1, cart, o.path, &hu01));
+    CHECK(gw_halo_create_multi(&f01[1], 1, cart, o.path, &hv01));
+    CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
+    CHECK(gw_halo_create_multi(&f2[1], 1, cart, o.path, &hv2));
+  }
   gw_halo_info info;
   CHECK(gw_halo_query(hu, &info));
 
@@ -549,7 +576,7 @@ int main(int argc, char **argv) {
 
   const int64_t lo[3] = {1, 1, 1}, hi[3] = {m + 1, m + 1, m + 1};
   /* --overlap: the boundary is one cell thick, --shell-k cells along the contiguous dim
-   * (thicker slabs there keep a warp's loads on consecutive addresses) */
+   * (0: none there, the interior spans that dim) */
   const int bw[3] = {1, 1, o.shell_k};
   int64_t ilo[3], ihi[3];
   interior_box(m, bw, ilo, ihi);
@@ -595,6 +622,13 @@ int main(int argc, char **argv) {
       t0 = MPI_Wtime();
       for (int k = 0; k < k_steps; k++) {
         gw_array *a = k % 2 ? v : u, *b = k % 2 ? u : v;
+        if (split_dim2) {
+          CUDA_CHECK(d3d_cuda_interior_wait_main());
+          CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+          CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+          CUDA_CHECK(d3d_cuda_main_after_interior());
+          continue;
+        }
         CUDA_CHECK(d3d_cuda_main_after_interior());
         CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
         CUDA_CHECK(d3d_cuda_interior_after_main());
@@ -606,6 +640,10 @@ int main(int argc, char **argv) {
 #endif
     CHECK(gw_copy(u, img));
     CHECK(gw_copy(v, img));
+    if (split_dim2) { /* warm the two-part plans too (first use); any exchange of v is rewritten */
+      gw_halo *warm[4] = {hu01, hu2, hv01, hv2};
+      for (int k = 0; k < 4; k++) CHECK(gw_halo_update(warm[k]));
+    }
     /* each overlapped step exchanges its output: the input's halo is exchanged once here */
     CHECK(gw_halo_update(hu));
   }
@@ -614,8 +652,36 @@ int main(int argc, char **argv) {
   double t_start = MPI_Wtime();
   for (int s = 0; s < o.steps; s++) {
     gw_halo *h = s % 2 ? hv : hu, *hb = s % 2 ? hu : hv;
+    gw_halo *hb01 = s % 2 ? hu01 : hv01, *hb2 = s % 2 ? hu2 : hv2;
     gw_array *a = s % 2 ? v : u, *b = s % 2 ? u : v;
-    if (overlap) {
+    if (split_dim2) {
+      /* The interior (all of dim 2) after everything queued on the main stream so far: the
+       * previous step's slabs and its dim-2 exchange, which wrote cells it reads. This
+       * step's slabs (dims 0 and 1) and their exchange run beside it on the main stream;
+       * dim 2's exchange needs the interior's cells at both ends of every row, so it
+       * comes after the join (main_after_interior, which also orders the next step's
+       * slabs after the cells this interior reads). Measured alternatives (H200,
+       * docs/BENCHMARKS.md): dim 2's exchange on the interior stream instead, between one
+       * interior and the next: slower (1.15 against 1.13x). */
+      if (gpu) {
+#ifdef D3D_HAVE_CUDA
+        CUDA_CHECK(d3d_cuda_interior_wait_main());
+        CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+        CHECK(gw_halo_start_on(hb01, main_s));
+        CHECK(gw_halo_finish_on(hb01, main_s));
+        CUDA_CHECK(d3d_cuda_main_after_interior());
+        CHECK(gw_halo_start_on(hb2, main_s));
+        CHECK(gw_halo_finish_on(hb2, main_s));
+#endif
+      } else {
+        stencil_shell(gw_host_data(a), gw_host_data(b), n, bw);
+        CHECK(gw_halo_start(hb01));
+        stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
+        CHECK(gw_halo_finish(hb01));
+        CHECK(gw_halo_update(hb2));
+      }
+    } else if (overlap) {
       /* ParallelStencil's @hide_communication: the shell of b (the cells its faces hold)
        * on the main stream, the interior of b (which neither feeds the faces nor reads the
        * halo) on another stream, and the exchange of b's halo ordered after the shell on
@@ -686,6 +752,10 @@ int main(int argc, char **argv) {
            gw_halo_path_name(info.path), info.shared_memory ? " via shared memory" : "", info.gpu_aware ? "yes" : "no",
            o.halo_only ? "halo only" : main_s ? "overlap (stream-ordered split phase)"
                                      : overlap ? "overlap (host-ordered split phase)" : "blocking update");
+    if (overlap)
+      printf("  overlap: boundary slabs %d x %d x %d cells thick; %s\n", bw[0], bw[1], bw[2],
+             split_dim2 ? "dims 0 and 1 exchanged behind the interior, dim 2 after it (--shell-k 0)"
+                        : "every dim exchanged behind the interior");
     printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n", per * 1e3,
            o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
     printf("  stencil/step %.3f ms%s (%.1f%% of the step)   %.2f GB/s per rank in the stencil\n", sper * 1e3,
@@ -749,6 +819,10 @@ int main(int argc, char **argv) {
   gw_stream_destroy(main_s);
   gw_halo_destroy(hu);
   gw_halo_destroy(hv);
+  gw_halo_destroy(hu01);
+  gw_halo_destroy(hv01);
+  gw_halo_destroy(hu2);
+  gw_halo_destroy(hv2);
 #ifdef D3D_HAVE_CUDA
   if (gpu) d3d_cuda_fini();
 #endif

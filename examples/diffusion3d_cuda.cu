@@ -16,8 +16,8 @@
  * runtime is pointed at the gpuwrap context's device by d3d_cuda_init.
  *
  * Kernels run on non-blocking streams of their own, so they never serialise with the
- * copies gpuwrap's halo exchange makes. With --overlap the shell (six slabs, one launch)
- * runs on the main stream, at the highest priority, which the halo plan borrows
+ * copies gpuwrap's halo exchange makes. With --overlap the shell (six slabs, one launch;
+ * four with --shell-k 0, when dim 2's exchange follows the interior) runs on the main stream, at the highest priority, which the halo plan borrows
  * (gw_stream_wrap of d3d_cuda_stream()): the plan packs after it and makes the stream wait
  * for its unpacks (a plan without messages queues its copies on the stream itself), all on
  * the device; the interior runs on a second stream meanwhile, joined by events.
@@ -132,6 +132,14 @@ void *d3d_cuda_stream(void) { return (void *)g_stream; }
 int d3d_cuda_interior_after_main(void) {
   cudaError_t e = cudaStreamWaitEvent(g_interior, g_ev_slabs, 0);
   if (e == cudaSuccess) e = cudaEventRecord(g_ev_slabs, g_stream);
+  return e == cudaSuccess ? 0 : fail(e, "joining the interior stream");
+}
+/* --overlap with --shell-k 0: the interior stream waits for everything queued on the main
+ * stream so far (the previous step's slabs and its dim-2 exchange, which wrote cells the
+ * interior reads); the slabs queued after this run beside the interior. */
+int d3d_cuda_interior_wait_main(void) {
+  cudaError_t e = cudaEventRecord(g_ev_slabs, g_stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(g_interior, g_ev_slabs, 0);
   return e == cudaSuccess ? 0 : fail(e, "joining the interior stream");
 }
 /* The main stream waits for the interior queued so far (the next step's slabs read it and
