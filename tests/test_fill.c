@@ -135,6 +135,55 @@ TEST_IMPL(strided_views) {
   return 0;
 }
 
+/* Values that repeat every 1, 2 or 4 bytes (a float64 or complex128 whose words are alike,
+ * bytes alike), on views that start and end at every alignment: a GPU backend writes these
+ * with the runtime's 8/16/32-bit memsets, whose word and count are derived from the value's
+ * period, not its size. Every element checked, the elements around the view too. */
+TEST_IMPL(periodic_values) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_memkind kinds[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
+  gw_dtype dts[5] = {GW_FLOAT64, GW_COMPLEX128, GW_INT16, GW_UINT8, GW_FLOAT32};
+  size_t periods[3] = {1, 2, 4};
+  const int64_t total = 4099;
+  for (int k = 0; k < 4; k++)
+    for (int t = 0; t < 5; t++) {
+      size_t e = gw_dtype_size(dts[t]);
+      gw_array *a = NULL;
+      gw_status s = gw_alloc(ctx, kinds[k], dts[t], 1, &total, &a);
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
+        continue;
+      ASSERT_OK(s);
+      unsigned char *orig = malloc((size_t)total * e), *out = malloc((size_t)total * e);
+      for (int p = 0; p < 3; p++) {
+        if (e % periods[p]) continue; /* a 2-byte element cannot repeat every 4 bytes */
+        for (int64_t start = 0; start < 4; start++) {
+          int64_t len = total - start - (int64_t)(tst_rand64() % 5);
+          unsigned char word[4], val[16];
+          tst_random_fill(word, sizeof word); /* any bits: fills copy bytes, not values */
+          for (size_t i = 0; i < e; i++)
+            val[i] = word[i % periods[p]];
+          tst_random_fill(orig, (size_t)total * e);
+          tst_write(a, orig);
+          gw_array *v = NULL;
+          ASSERT_OK(gw_view(a, &start, &len, NULL, &v));
+          ASSERT_OK(gw_fill(v, val));
+          for (int64_t i = start; i < start + len; i++)
+            memcpy(orig + (size_t)i * e, val, e);
+          tst_read(a, out);
+          ASSERT_ELEMS_EQ(out, orig, (size_t)total, e);
+          gw_release(v);
+        }
+      }
+      free(orig);
+      free(out);
+      gw_release(a);
+      ASSERT_NO_LEAK(before);
+    }
+  gw_context_destroy(ctx);
+  return 0;
+}
+
 TEST_IMPL(fill_invalid) {
   gw_context *ctx = tst_open(0);
   int64_t shape[1] = {10};

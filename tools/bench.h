@@ -35,6 +35,8 @@ typedef struct gw_raw {
   int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
   /* Synchronous fill of `bytes` (multiple of 16) at device address `dev` with a 32-bit word. */
   int (*fill32)(void *dev, size_t bytes, uint32_t word);
+  /* The runtime's own 32-bit memset of the same (synchronous); NULL where there is none. */
+  int (*memset32)(void *dev, size_t bytes, uint32_t word);
   /* Time device work: begin, then end returns elapsed seconds once the work is done. */
   void (*timer_begin)(void);
   double (*timer_end)(void);

@@ -2,14 +2,23 @@
  * bench sections "zerocopy" (gw_fill of a wrapped pinned host array: a device kernel writing
  * host memory over the link) and "fill" (device and managed memory). Raw side: the raw
  * fill (PTX kernel on CUDA, a store loop on the CPU backend) at the device address of the
- * same memory. Both sides write the same 32-bit pattern (1.5f) and are synchronous.
+ * same memory, both sides synchronous. Device memory has three rows: "fill device", a
+ * float32 1.5f (a 32-bit pattern: gpuwrap's CUDA backend takes the runtime's memset for it);
+ * "fill device f64", a float64 1.5 (an 8-byte pattern: gpuwrap's own kernel), both against
+ * the raw kernel; and "fill device vs memset", the float32 fill against the runtime's own
+ * 32-bit memset (cuMemsetD32; CUDA only), the fastest raw call there is.
  */
 #include "bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsizes) {
+typedef enum { FILL_F32, FILL_F64, FILL_F32_VS_MEMSET } fill_variant;
+
+static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size_t *sizes, int nsizes) {
+  if (var == FILL_F32_VS_MEMSET && !b->raw.memset32) return;
+  const gw_dtype dt = var == FILL_F64 ? GW_FLOAT64 : GW_FLOAT32;
+  const size_t esz = gw_dtype_size(dt);
   size_t want = 2 * sizes[nsizes - 1], rot = (b->quick ? 8u : 256u) << 20;
   if (want < rot) want = rot;
   if (kind == GW_MEM_MANAGED && want > ((size_t)1 << 30)) want = (size_t)1 << 30;
@@ -30,26 +39,29 @@ static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsi
   } else {
     dp = p;
   }
-  int64_t shape[1] = {(int64_t)(want / 4)};
+  int64_t shape[1] = {(int64_t)(want / esz)};
   gw_array *arena = NULL;
-  if (gw_wrap(b->ctx, p, GW_FLOAT32, 1, shape, NULL, 0, &arena) != GW_OK) {
+  if (gw_wrap(b->ctx, p, dt, 1, shape, NULL, 0, &arena) != GW_OK) {
     gw_bench_error(b, "fill: gw_wrap %s: %s", gw_memkind_name(kind), gw_last_error());
     b->raw.free(kind, p);
     return;
   }
-  const float value = 1.5f;
+  const float value32 = 1.5f;
+  const double value64 = 1.5;
+  const void *value = var == FILL_F64 ? (const void *)&value64 : (const void *)&value32;
   uint32_t word;
-  memcpy(&word, &value, 4);
+  memcpy(&word, &value32, 4);
   const char *section = kind == GW_MEM_PINNED ? "zerocopy" : "fill";
   char path[64];
-  snprintf(path, sizeof path, kind == GW_MEM_PINNED ? "fill pinned (zero-copy)" : "fill %s", gw_memkind_name(kind));
+  snprintf(path, sizeof path, kind == GW_MEM_PINNED ? "fill pinned (zero-copy)" : "fill %s%s", gw_memkind_name(kind),
+           var == FILL_F64 ? " f64" : var == FILL_F32_VS_MEMSET ? " vs memset" : "");
   for (int z = 0; z < nsizes; z++) {
     size_t s = sizes[z], nslot = want / s;
     if (nslot < 1) continue;
     char sz[32];
     gw_bench_progress("%s %s", path, gw_tool_fmt_size(s, sz, sizeof sz));
     gw_result *r = gw_bench_add(b, section, path, s, GW_UNIT_BANDWIDTH);
-    snprintf(r->note, sizeof r->note, "raw: %s", b->raw.fill_what);
+    snprintf(r->note, sizeof r->note, "raw: %s", var == FILL_F32_VS_MEMSET ? "the runtime's 32-bit memset" : b->raw.fill_what);
     int reps = gw_bench_reps(b, s, 5, 200);
     double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
     gw_array **views = calloc((size_t)reps + 2, sizeof *views);
@@ -57,14 +69,14 @@ static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsi
     for (int rr = -2; rr < reps && !failed; rr++) {
       size_t off = ((size_t)(rr + 2) % nslot) * s;
       b->raw.timer_begin();
-      failed = b->raw.fill32((char *)dp + off, s, word ^ 1u);
+      failed = (var == FILL_F32_VS_MEMSET ? b->raw.memset32 : b->raw.fill32)((char *)dp + off, s, word ^ 1u);
       double t = b->raw.timer_end();
       if (rr >= 0) vr[rr] = t;
     }
     if (failed) gw_bench_error(b, "%s raw: %s", path, b->raw.last_error());
     for (int k = 0; k < reps + 2 && !failed; k++) {
       /* Slots after the raw side's, so neither side finds the other's data in cache. */
-      int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / 4)}, vshape[1] = {(int64_t)(s / 4)};
+      int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / esz)}, vshape[1] = {(int64_t)(s / esz)};
       if (gw_view(arena, start, vshape, NULL, &views[k]) != GW_OK) {
         gw_bench_error(b, "%s: gw_view: %s", path, gw_last_error());
         failed = 1;
@@ -72,7 +84,7 @@ static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsi
     }
     for (int rr = -2; rr < reps && !failed; rr++) {
       b->raw.timer_begin();
-      gw_status st = gw_fill(views[rr + 2], &value);
+      gw_status st = gw_fill(views[rr + 2], value);
       double t = b->raw.timer_end();
       if (st != GW_OK) {
         gw_bench_error(b, "%s gw_fill: %s: %s", path, gw_err_name(st), gw_last_error());
@@ -84,9 +96,9 @@ static void fill_kind(gw_bench *b, gw_memkind kind, const size_t *sizes, int nsi
       r->raw = gw_stat_of(vr, reps);
       r->gw = gw_stat_of(vg, reps);
       size_t off = ((size_t)(2 * reps + 3) % nslot) * s;
-      float got[2] = {0, 0};
-      if (b->raw.copy(&got[0], (char *)p + off, 4) || b->raw.copy(&got[1], (char *)p + off + s - 4, 4) ||
-          got[0] != value || got[1] != value)
+      unsigned char got[2][8] = {{0}};
+      if (b->raw.copy(got[0], (char *)p + off, esz) || b->raw.copy(got[1], (char *)p + off + s - esz, esz) ||
+          memcmp(got[0], value, esz) || memcmp(got[1], value, esz))
         gw_bench_error(b, "%s %zu bytes: memory does not hold the filled value after gw_fill", path, s);
     }
     for (int k = 0; views && k < reps + 2; k++) gw_bench_release(views[k]);
@@ -102,8 +114,10 @@ void gw_bench_fill(gw_bench *b) {
   size_t sizes[32];
   int nsizes = 0;
   for (size_t s = 4096; s <= b->max_size && nsizes < 32; s *= 4) sizes[nsizes++] = s;
-  fill_kind(b, GW_MEM_PINNED, sizes, nsizes);
-  fill_kind(b, GW_MEM_DEVICE, sizes, nsizes);
-  fill_kind(b, GW_MEM_MANAGED, sizes, nsizes);
+  fill_kind(b, GW_MEM_PINNED, FILL_F32, sizes, nsizes);
+  fill_kind(b, GW_MEM_DEVICE, FILL_F32, sizes, nsizes);
+  fill_kind(b, GW_MEM_DEVICE, FILL_F64, sizes, nsizes);
+  fill_kind(b, GW_MEM_DEVICE, FILL_F32_VS_MEMSET, sizes, nsizes);
+  fill_kind(b, GW_MEM_MANAGED, FILL_F32, sizes, nsizes);
   gw_bench_progress_done();
 }

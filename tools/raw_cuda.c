@@ -248,6 +248,11 @@ static int cuda_fill32(void *p, size_t bytes, uint32_t word) {
   return check(cu.cuStreamSynchronize(NULL), "cuStreamSynchronize");
 }
 
+static int cuda_memset32(void *p, size_t bytes, uint32_t word) {
+  if (check(cu.cuMemsetD32_v2((CUdeviceptr)(uintptr_t)p, word, bytes / 4), "cuMemsetD32")) return -1;
+  return check(cu.cuStreamSynchronize(NULL), "cuStreamSynchronize");
+}
+
 static void cuda_timer_begin(void) { cu.cuEventRecord(ev0, NULL); }
 static double cuda_timer_end(void) {
   float ms = 0;
@@ -333,6 +338,7 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
       .copy = cuda_copy,
       .copy2d = cuda_copy2d,
       .fill32 = cuda_fill32,
+      .memset32 = cuda_memset32,
       .timer_begin = cuda_timer_begin,
       .timer_end = cuda_timer_end,
       .device_free_mem = cuda_free_mem,

@@ -185,9 +185,32 @@ static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize
   return cudaMemcpy3DAsync(&p, s);
 }
 
-/* Kernel-less fill helpers exist only on HIP builds without hipcc; CUDA always has
- * kernels, so these are never reached. */
-#define GWV_HAVE_MEMSET_D16_D32 0
+/* 16- and 32-bit memsets: the runtime has only the byte-wise cudaMemsetAsync, so these are
+ * the driver's calls. The driver works in the thread's current context: the runtime makes
+ * a device's primary context current lazily, so a thread that has not needed one yet gets
+ * it here (cudaSetDevice of the runtime's current device, which the caller has already
+ * made the operation's device). The driver's codes for what a memset can fail with
+ * (invalid value 1, out of memory 2, invalid handle 400, illegal address 700, ...) are the
+ * runtime's numbers too, so the status passes through as a gwv_err. */
+#define GWV_HAVE_MEMSET_D16_D32 1
+#define GWV_MEMSET_D16_CALL "cuMemsetD16Async"
+#define GWV_MEMSET_D32_CALL "cuMemsetD32Async"
+static inline gwv_err gwv_memset_context(void) {
+  CUcontext cur = NULL;
+  if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+    return cudaSuccess;
+  int d = 0;
+  gwv_err e = cudaGetDevice(&d);
+  return e == cudaSuccess ? cudaSetDevice(d) : e;
+}
+static inline gwv_err gwv_memset_d16_async(void *dst, uint16_t v, size_t n, gwv_stream s) {
+  gwv_err e = gwv_memset_context();
+  return e != cudaSuccess ? e : (gwv_err)cuMemsetD16Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
+}
+static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_stream s) {
+  gwv_err e = gwv_memset_context();
+  return e != cudaSuccess ? e : (gwv_err)cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
+}
 
 /* The generation the classifier reads our raw attributes with. */
 #define GWV_GEN GWC_GEN_CUDA

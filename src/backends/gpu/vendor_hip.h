@@ -187,6 +187,8 @@ static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize
 }
 
 #define GWV_HAVE_MEMSET_D16_D32 1
+#define GWV_MEMSET_D16_CALL "hipMemsetD16Async"
+#define GWV_MEMSET_D32_CALL "hipMemsetD32Async"
 static inline gwv_err gwv_memset_d16_async(void *dst, uint16_t v, size_t n, gwv_stream s) {
   return hipMemsetD16Async((hipDeviceptr_t)dst, v, n, s);
 }
