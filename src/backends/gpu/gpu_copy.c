@@ -483,10 +483,12 @@ typedef enum { ROW_MEMSET, ROW_D16, ROW_D32, ROW_PATTERN } row_how;
  * contiguous and aligned to the word. Only where memsets are documented to work: device-
  * side allocations, and the 16-/32-bit ones on device memory only (as they always were
  * here). Else ROW_PATTERN. Shared by the kernel-less fill and the kernel path, which takes
- * a memset for a single contiguous row: the runtime's memset writes device memory faster
- * than gwk_fill's 16-byte stores (H200, 2026-12-01, launch and sync included, medians of
- * 200: cuMemsetD32Async 11.1 / 14.3 / 25.5 / 69.7 us at 4 / 16 / 64 / 256 MiB against
- * 12.3 / 17.7 / 34.6 / 103.6 us for the kernel on the grid it had then; docs/BENCHMARKS.md). */
+ * a memset for a single contiguous row: on the device the memset is as fast as a 16-byte-
+ * store kernel (H200, 2026-12-01, launch and sync, medians of 200: cuMemsetD32Async 11.0 /
+ * 14.9 / 26.2 / 69.7 us at 4 / 16 / 64 / 256 MiB, the kernel 11.1 / 14.8 / 26.5 / 71.4),
+ * and one driver call costs the host less than gwk_fill's runtime launch: `gpuwrap bench`
+ * measured gw_fill of float32 device memory at 0.96-0.98x the raw fill kernel from 4 MiB
+ * with it, 0.91-0.94x before (docs/BENCHMARKS.md). */
 static row_how memset_how(const gw__fillspec *f, const rows_t *r) {
   int devside = f->kind == GW_MEM_DEVICE || f->kind == GW_MEM_MANAGED;
   if (!r->contiguous || !devside)

@@ -121,11 +121,6 @@ __global__ void __launch_bounds__(THREADS) k_fill_contig(char *p, uint32_t head,
 // architecture the grid is only less well sized, never wrong). Forcing 32 registers
 // (__launch_bounds__(256, 8)) instead made ptxas spill 44-48 bytes in the copy kernels.
 constexpr int ASSUMED_PER_SM = 8;
-// The contiguous fill's grid: 2 blocks of 256 per SM, each thread looping over 16-byte
-// stores, writes device memory faster than a full grid (H200, 2026-12-01, 132 SMs, launch
-// and sync, medians of 200: 4 / 16 / 64 / 256 MiB in 11.7 / 15.9 / 30.6 / 89.2 us on 2 per
-// SM, 12.3 / 17.7 / 34.6 / 103.6 on 8; 4 per SM between them; docs/BENCHMARKS.md).
-constexpr int FILL_CONTIG_PER_SM = 2;
 int resident_cap(const void *kernel, int *per_sm, int max_blocks) {
   int n = __atomic_load_n(per_sm, __ATOMIC_RELAXED);
   if (n == 0) {
@@ -367,16 +362,13 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
       rot[t] = pat[(head + t) % 16];
     V16 body;
     memcpy(&body, rot, 16);
-    // One thread per 16 bytes up to FILL_CONTIG_PER_SM blocks of 256 per SM (each thread
-    // then loops), at least one block.
+    // The grid of the raw kernel: one thread per 16 bytes up to the blocks that fit (at
+    // most SMs x 8 of 256, full occupancy on sm_90), at least one block. Measured against
+    // 2 and 4 blocks per SM (H200, 2026-12-01, docs/BENCHMARKS.md): no better anywhere
+    // from 1 MiB to 256 MiB, 2 per SM worse at 1-16 MiB in the bench.
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
     static int per_sm;
-    int cap = resident_cap((const void *)k_fill_contig, &per_sm, max_blocks);
-    if (max_blocks > 0 && max_blocks / ASSUMED_PER_SM * FILL_CONTIG_PER_SM < cap)
-      cap = max_blocks / ASSUMED_PER_SM * FILL_CONTIG_PER_SM;
-    if (max_blocks > 0 && cap < 1)
-      cap = 1;
-    unsigned grid = grid_for(work, cap);
+    unsigned grid = grid_for(work, resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
     char *dst = f->dst;
     uint32_t h32 = (uint32_t)head, t32 = (uint32_t)tail;
 #if defined(GW_VENDOR_HIP)
