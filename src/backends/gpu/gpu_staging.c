@@ -45,6 +45,7 @@
  *   GPUWRAP_STAGING_CHUNK    bounce buffer size = largest chunk, bytes (K/M/G suffixes)
  *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
  *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..16 (default 6 flow, 3 barrier)
+ *   GPUWRAP_STAGING_SPLIT    chunks a copy below SPLIT x CHUNK is cut into, 1..64 (default 4)
  *   GPUWRAP_STAGING_WC       1: host-to-device bounces through write-combined buffers
  *   GPUWRAP_STAGING_PIPELINE "flow" (default) or "barrier" (the earlier pipeline), see above
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
@@ -387,6 +388,7 @@ typedef struct {
   int device;
   int enabled; /* 0: never stage (off, host page tables, or setup failed) */
   size_t min, chunk;
+  size_t split;  /* a copy below split x chunk is cut into this many chunks (GPUWRAP_STAGING_SPLIT) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
   int nbuf, nthreads;
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
@@ -457,6 +459,7 @@ static void read_config(gwg_staging *st) {
   if (st->chunk > ((size_t)1 << 30))
     st->chunk = (size_t)1 << 30;
   st->chunk = (st->chunk + 4095) & ~(size_t)4095;
+  st->split = (size_t)env_int("GPUWRAP_STAGING_SPLIT", GWG_STAGING_SPLIT, 1, 64);
   const char *nt = getenv("GPUWRAP_STAGING_NT_MIN");
   st->nt_min = GWG_STAGING_NT_MIN_DEFAULT;
   if (nt && (!strcmp(nt, "off") || !strcmp(nt, "OFF") || !strcmp(nt, "never")))
@@ -577,7 +580,7 @@ void gwg_staging_fini(void *state) {
 
 /* Chunk length for a copy of n bytes: the buffer size, or n / SPLIT for smaller copies. */
 static size_t pick_chunk(const gwg_staging *st, size_t n) {
-  size_t c = (n / GWG_STAGING_SPLIT + 4095) & ~(size_t)4095;
+  size_t c = (n / st->split + 4095) & ~(size_t)4095;
   if (c < GWG_STAGING_CHUNK_MIN)
     c = GWG_STAGING_CHUNK_MIN;
   return c < st->chunk ? c : st->chunk;
