@@ -662,7 +662,8 @@ int main(int argc, char **argv) {
        * comes after the join (main_after_interior, which also orders the next step's
        * slabs after the cells this interior reads). Measured alternatives (H200,
        * docs/BENCHMARKS.md): dim 2's exchange on the interior stream instead, between one
-       * interior and the next: slower (1.15 against 1.13x). */
+       * interior and the next, so no join between streams is on the critical path: no
+       * faster (1.14-1.15 against 1.13-1.14x); the latency of that one copy is the cost. */
       if (gpu) {
 #ifdef D3D_HAVE_CUDA
         CUDA_CHECK(d3d_cuda_interior_wait_main());
