@@ -535,8 +535,10 @@ int main(int argc, char **argv) {
   /* --overlap without slabs along dim 2 (--shell-k 0; the default when dim 2 is not split
    * over ranks): each field's exchange in two plans, dims 0 and 1 (hidden behind the
    * interior), then dim 2 (after it). Widths 0 turn a dim off; the dims still run in order
-   * 0, 1, 2 over the whole extents, so the edges and corners get the same values as from
-   * the one plan. */
+   * 0, 1, 2 over the whole extents, so wherever dim 2 exchanges, the edges and corners get
+   * the same values as from the one plan (where it does not, at a Dirichlet boundary, an
+   * edge cell may take the neighbour's boundary value: 0 as well, and never read by the
+   * 7-point stencil). */
   if (o.shell_k < 0) o.shell_k = dims[2] > 1 ? 1 : 0;
   const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0;
   gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;

@@ -180,6 +180,37 @@ TEST_IMPL(periodic_values) {
       gw_release(a);
       ASSERT_NO_LEAK(before);
     }
+  /* Rows whose starts are not all word-aligned: (5, 7) int16 and (5, 7) float32 viewed as
+   * [:, c0:c0+w] (a row stride of 14 or 28 bytes), each filled with a value of period 2:
+   * a backend that memsets row by row must check every row's alignment, not the first's. */
+  gw_dtype dts2[2] = {GW_INT16, GW_FLOAT32};
+  for (int k = 0; k < 4; k++)
+    for (int t = 0; t < 2; t++)
+      for (int64_t c0 = 0; c0 < 3; c0++) {
+        size_t e = gw_dtype_size(dts2[t]);
+        int64_t shape2[2] = {5, 7}, start2[2] = {0, c0}, vshape[2] = {5, 4};
+        gw_array *a = NULL, *v = NULL;
+        gw_status s = gw_alloc(ctx, kinds[k], dts2[t], 2, shape2, &a);
+        if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
+          continue;
+        ASSERT_OK(s);
+        unsigned char orig[5 * 7 * 4], out[5 * 7 * 4], word[2], val[4];
+        tst_random_fill(word, sizeof word);
+        for (size_t i = 0; i < e; i++)
+          val[i] = word[i % 2];
+        tst_random_fill(orig, 35 * e);
+        tst_write(a, orig);
+        ASSERT_OK(gw_view(a, start2, vshape, NULL, &v));
+        ASSERT_OK(gw_fill(v, val));
+        for (int64_t i = 0; i < 5; i++)
+          for (int64_t j = c0; j < c0 + 4; j++)
+            memcpy(orig + (size_t)(i * 7 + j) * e, val, e);
+        tst_read(a, out);
+        ASSERT_ELEMS_EQ(out, orig, 35, e);
+        gw_release(v);
+        gw_release(a);
+        ASSERT_NO_LEAK(before);
+      }
   gw_context_destroy(ctx);
   return 0;
 }

@@ -478,20 +478,22 @@ static rows_t fill_rows(const gw__fillspec *f) {
 
 typedef enum { ROW_MEMSET, ROW_D16, ROW_D32, ROW_PATTERN } row_how;
 
-/* How a row can be filled by the runtime's memsets: the value must repeat every 1, 2 or 4
- * bytes (a float32 or int32 of any value, a float64 0.0, bytes alike) and the row be
- * contiguous and aligned to the word. Only where memsets are documented to work: device-
- * side allocations, and the 16-/32-bit ones on device memory only (as they always were
- * here). Else ROW_PATTERN. Shared by the kernel-less fill and the kernel path, which takes
+/* How the rows of a fill can be written by the runtime's memsets: the value must repeat
+ * every 1, 2 or 4 bytes (a float32 or int32 of any value, a float64 0.0, bytes alike), the
+ * rows be contiguous, and every row (the first one's address and each outer stride) aligned
+ * to the word. Only where memsets are documented to work: device-side allocations, and the
+ * 16-/32-bit ones on device memory only (as they always were here); and only memory the
+ * executing device owns (`exec`), or managed memory, which every device reaches: a memset
+ * on another device's memory would run in the wrong context. Else ROW_PATTERN. Shared by the kernel-less fill and the kernel path, which takes
  * a memset for a single contiguous row: on the device the memset is as fast as a 16-byte-
  * store kernel (H200, 2026-12-01, launch and sync, medians of 200: cuMemsetD32Async 11.0 /
  * 14.9 / 26.2 / 69.7 us at 4 / 16 / 64 / 256 MiB, the kernel 11.1 / 14.8 / 26.5 / 71.4),
  * and one driver call costs the host less than gwk_fill's runtime launch: `gpuwrap bench`
  * measured gw_fill of float32 device memory at 0.96-0.98x the raw fill kernel from 4 MiB
  * with it, 0.91-0.94x before (docs/BENCHMARKS.md). */
-static row_how memset_how(const gw__fillspec *f, const rows_t *r) {
+static row_how memset_how(const gw__fillspec *f, const rows_t *r, int exec) {
   int devside = f->kind == GW_MEM_DEVICE || f->kind == GW_MEM_MANAGED;
-  if (!r->contiguous || !devside)
+  if (!r->contiguous || !devside || (f->kind == GW_MEM_DEVICE && f->device != exec))
     return ROW_PATTERN;
   size_t period = 0;
   for (size_t p = 1; p <= 4 && !period; p *= 2) {
@@ -506,11 +508,14 @@ static row_how memset_how(const gw__fillspec *f, const rows_t *r) {
   if (period == 1)
     return ROW_MEMSET;
 #if GWV_HAVE_MEMSET_D16_D32
-  uintptr_t a = (uintptr_t)f->dst;
+  /* the low bits of every row's address: the first row's, or-ed with each outer stride */
+  uint64_t bits = (uint64_t)(uintptr_t)f->dst;
+  for (int k = 0; k < r->outer; k++)
+    bits |= (uint64_t)f->stride[k];
   size_t bytes = (size_t)r->n * f->elem;
-  if (f->kind == GW_MEM_DEVICE && a % 4 == 0 && bytes % 4 == 0)
+  if (f->kind == GW_MEM_DEVICE && bits % 4 == 0 && bytes % 4 == 0)
     return ROW_D32; /* period 2 or 4 */
-  if (f->kind == GW_MEM_DEVICE && period == 2 && a % 2 == 0)
+  if (f->kind == GW_MEM_DEVICE && period == 2 && bits % 2 == 0)
     return ROW_D16;
 #endif
   return ROW_PATTERN;
@@ -577,7 +582,7 @@ static gw_status fill_row(const gwg_ctx *c, const gw__fillspec *f, const rows_t 
  * pattern buffer (built once on the host, at most GWG_PATTERN_BYTES). Synchronous. */
 static gw_status fill_dma(const gwg_ctx *c, const gw__fillspec *f, const exec_t *ex) {
   rows_t r = fill_rows(f);
-  row_how how = memset_how(f, &r);
+  row_how how = memset_how(f, &r, ex->device);
 
   char *pattern = NULL;
   size_t pattern_bytes = 0;
@@ -669,7 +674,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
     /* One contiguous row of the executing device's memory whose value a memset can write:
      * the runtime's memset (memset_how says why); anything else: one kernel launch. */
     rows_t r = fill_rows(&f);
-    row_how how = r.outer == 0 && f.device == ex.device ? memset_how(&f, &r) : ROW_PATTERN;
+    row_how how = r.outer == 0 ? memset_how(&f, &r, ex.device) : ROW_PATTERN;
     if (how != ROW_PATTERN) {
       s = fill_row(c, &f, &r, how, f.dst, NULL, 0, ex.s);
     } else {
