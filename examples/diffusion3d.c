@@ -134,6 +134,23 @@ static void usage(FILE *f, const char *argv0) {
           argv0, HAVE_KERNEL ? "built" : "not built", weak_note);
 }
 
+static int g_rank; /* this rank in the grid's communicator (MPI_COMM_WORLD's until the grid exists) */
+
+/* A bad command line: which argument and why (rank 0 says it), then the usage. */
+static int bad(const char *opt, const char *val, const char *why) {
+  if (g_rank == 0) fprintf(stderr, "diffusion3d: %s%s%s: %s\n", opt, val ? " " : "", val ? val : "", why);
+  return -1;
+}
+
+/* A whole decimal integer in [lo, hi], or 0. */
+static int int_arg(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) return 0;
+  *out = v;
+  return 1;
+}
+
 static int parse(int argc, char **argv, options *o) {
   *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO,
                  .shell_k = -1};
@@ -146,16 +163,22 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(a, "--overlap")) o->overlap = 1;
     else if (!strcmp(a, "--halo-only")) o->halo_only = 1;
     else if (!strcmp(a, "--halo-bench")) o->halo_bench = 1;
-    else if (val && !strcmp(a, "-n")) o->n = atoll(argv[++i]);
-    else if (val && !strcmp(a, "-s")) o->steps = atoi(argv[++i]);
-    else if (val && !strcmp(a, "--shell-k")) {
-      char *end;
-      long k = strtol(argv[++i], &end, 10);
-      if (end == argv[i] || *end || k < 0 || k > INT_MAX) return -1;
-      o->shell_k = (int)k;
+    else if (val && !strcmp(a, "-n")) {
+      long long v;
+      if (!int_arg(argv[++i], 3, 1LL << 20, &v)) return bad(a, val, "cells per dim must be an integer >= 3");
+      o->n = v;
+    } else if (val && !strcmp(a, "-s")) {
+      long long v;
+      if (!int_arg(argv[++i], 0, INT_MAX, &v)) return bad(a, val, "steps must be an integer >= 0");
+      o->steps = (int)v;
+    } else if (val && !strcmp(a, "--shell-k")) {
+      long long v;
+      if (!int_arg(argv[++i], 0, INT_MAX, &v)) return bad(a, val, "a cell count >= 0 (0: no slabs along dim 2)");
+      o->shell_k = (int)v;
     } else if (val && !strcmp(a, "--t1")) {
-      o->t1_ms = atof(argv[++i]);
-      if (!(o->t1_ms > 0)) return -1;
+      char *end;
+      o->t1_ms = strtod(argv[++i], &end);
+      if (end == val || *end || !(o->t1_ms > 0)) return bad(a, val, "a time in ms > 0");
     }
     else if (val && !strcmp(a, "--mem")) {
       static const char *names[] = {"", "host", "pinned", "device", "managed"};
@@ -163,26 +186,32 @@ static int parse(int argc, char **argv, options *o) {
       for (int k = 1; k <= 4; k++)
         if (!strcmp(val, names[k])) o->mem = (gw_memkind)k;
       i++;
-      if ((int)o->mem < 0) return -1;
+      if ((int)o->mem < 0) return bad(a, val, "one of host, pinned, device, managed");
     } else if (val && !strcmp(a, "--path")) {
       o->path = !strcmp(val, "host") ? GW_HALO_PATH_HOST : !strcmp(val, "device") ? GW_HALO_PATH_DEVICE
               : !strcmp(val, "nccl") ? GW_HALO_PATH_NCCL
               : !strcmp(val, "auto") ? GW_HALO_PATH_AUTO : (gw_halo_path)-1;
       i++;
-      if ((int)o->path < 0) return -1;
+      if ((int)o->path < 0) return bad(a, val, "one of auto, host, device, nccl");
     } else if (val && !strcmp(a, "--stencil")) {
       o->stencil = !strcmp(val, "auto") ? STENCIL_AUTO : !strcmp(val, "host") ? STENCIL_HOST
                  : !strcmp(val, "gpu") ? STENCIL_GPU : -1;
       i++;
-      if (o->stencil < 0) return -1;
-    } else return -1;
+      if (o->stencil < 0) return bad(a, val, "one of auto, host, gpu");
+    } else {
+      static const char *with_value[] = {"-n", "-s", "--shell-k", "--t1", "--mem", "--path", "--stencil"};
+      for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+        if (!strcmp(a, with_value[k])) return bad(a, NULL, "needs a value");
+      return bad(a, NULL, "unknown option (--help lists them)");
+    }
   }
   if (2 * (int64_t)o->shell_k > o->n) {
-    fprintf(stderr, "diffusion3d: --shell-k %d: the two slabs along dim 2 would overlap (at most n/2 = %lld)\n",
-            o->shell_k, (long long)(o->n / 2));
+    if (g_rank == 0)
+      fprintf(stderr, "diffusion3d: --shell-k %d: the two slabs along dim 2 would overlap (at most n/2 = %lld)\n",
+              o->shell_k, (long long)(o->n / 2));
     return -1;
   }
-  return o->n >= 3 && o->steps >= 0 ? 0 : -1;
+  return 0;
 }
 
 /* ---- the numerics: shared by the distributed run and the reference --------------------- */
@@ -269,8 +298,6 @@ static double *reference(const int64_t N[3], int steps, int periodic) {
 }
 
 /* ---- the distributed run -------------------------------------------------------------- */
-
-static int g_rank;
 
 #define CHECK(expr)                                                                         \
   do {                                                                                      \
