@@ -683,7 +683,7 @@ int main(int argc, char **argv) {
     gw_halo *h = s % 2 ? hv : hu, *hb = s % 2 ? hu : hv;
     gw_halo *hb01 = s % 2 ? hu01 : hv01, *hb2 = s % 2 ? hu2 : hv2;
     gw_array *a = s % 2 ? v : u, *b = s % 2 ? u : v;
-    if (split_dim2) {
+    if (overlap && gpu && split_dim2) {
       /* The interior (all of dim 2) after everything queued on the main stream so far: the
        * previous step's slabs and its dim-2 exchange, which wrote cells it reads. This
        * step's slabs (dims 0 and 1) and their exchange run beside it on the main stream;
@@ -693,50 +693,43 @@ int main(int argc, char **argv) {
        * docs/BENCHMARKS.md): dim 2's exchange on the interior stream instead, between one
        * interior and the next, so no join between streams is on the critical path: no
        * faster (1.14-1.15 against 1.13-1.14x); the latency of that one copy is the cost. */
-      if (gpu) {
 #ifdef D3D_HAVE_CUDA
-        CUDA_CHECK(d3d_cuda_interior_wait_main());
-        CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
-        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
-        CHECK(gw_halo_start_on(hb01, main_s));
-        CHECK(gw_halo_finish_on(hb01, main_s));
-        CUDA_CHECK(d3d_cuda_main_after_interior());
-        CHECK(gw_halo_start_on(hb2, main_s));
-        CHECK(gw_halo_finish_on(hb2, main_s));
+      CUDA_CHECK(d3d_cuda_interior_wait_main());
+      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+      CHECK(gw_halo_start_on(hb01, main_s));
+      CHECK(gw_halo_finish_on(hb01, main_s));
+      CUDA_CHECK(d3d_cuda_main_after_interior());
+      CHECK(gw_halo_start_on(hb2, main_s));
+      CHECK(gw_halo_finish_on(hb2, main_s));
 #endif
-      } else {
-        stencil_shell(gw_host_data(a), gw_host_data(b), n, bw);
-        CHECK(gw_halo_start(hb01));
-        stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
-        CHECK(gw_halo_finish(hb01));
-        CHECK(gw_halo_update(hb2));
-      }
-    } else if (overlap) {
+    } else if (overlap && gpu) {
       /* ParallelStencil's @hide_communication: the shell of b (the cells its faces hold)
        * on the main stream, the interior of b (which neither feeds the faces nor reads the
        * halo) on another stream, and the exchange of b's halo ordered after the shell on
        * the device (start_on); finish_on makes the main stream wait for the unpacks. The
        * host waits only for packs MPI must send (none on one rank). */
-      if (gpu) {
 #ifdef D3D_HAVE_CUDA
-        CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
-                                                       and overwrite what it read */
-        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
-        CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
-        /* the interior is queued before start_on: start_on waits on the host for the first
-         * packs to land (MPI needs them), and the GPU should not idle meanwhile */
-        CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
-        CHECK(gw_halo_start_on(hb, main_s));
-        CHECK(gw_halo_finish_on(hb, main_s));
+      CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
+                                                     and overwrite what it read */
+      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
+      CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
+      /* the interior is queued before start_on: start_on waits on the host for the first
+       * packs to land (MPI needs them), and the GPU should not idle meanwhile */
+      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+      CHECK(gw_halo_start_on(hb, main_s));
+      CHECK(gw_halo_finish_on(hb, main_s));
 #endif
-      } else {
-        /* The host computes: the host orders the work, so the host-ordered split phase is
-         * the one to use (a stream would only add hand-offs to the backend's threads). */
-        stencil_shell(gw_host_data(a), gw_host_data(b), n, bw);
-        CHECK(gw_halo_start(hb));
-        stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
-        CHECK(gw_halo_finish(hb));
-      }
+    } else if (overlap) {
+      /* The host computes: the host orders the work, so the host-ordered split phase is
+       * the one to use (a stream would only add hand-offs to the backend's threads). With
+       * --shell-k 0 the exchange behind the interior is dims 0 and 1's, dim 2's follows. */
+      gw_halo *hidden = split_dim2 ? hb01 : hb;
+      stencil_shell(gw_host_data(a), gw_host_data(b), n, bw);
+      CHECK(gw_halo_start(hidden));
+      stencil(gw_host_data(a), gw_host_data(b), n, ilo, ihi);
+      CHECK(gw_halo_finish(hidden));
+      if (split_dim2) CHECK(gw_halo_update(hb2));
     } else {
       t0 = MPI_Wtime();
       CHECK(gw_halo_update(h));
