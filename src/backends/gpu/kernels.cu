@@ -364,8 +364,9 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     memcpy(&body, rot, 16);
     // The grid of the raw kernel: one thread per 16 bytes up to the blocks that fit (at
     // most SMs x 8 of 256, full occupancy on sm_90), at least one block. Measured against
-    // 2 and 4 blocks per SM (H200, 2026-12-01, docs/BENCHMARKS.md): no better anywhere
-    // from 1 MiB to 256 MiB, 2 per SM worse at 1-16 MiB in the bench.
+    // 2 and 4 blocks per SM (H200, 2026-12-01, docs/BENCHMARKS.md): within the spread in a
+    // probe from 1 to 256 MiB (4 MiB 10.9 against 11.1 us, 256 MiB 72.8 / 71.6 against
+    // 71.4), and 2 per SM lower in the bench at 1-16 MiB (0.92-0.95x against 0.93-0.97x).
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
     static int per_sm;
     unsigned grid = grid_for(work, resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
