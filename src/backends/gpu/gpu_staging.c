@@ -46,6 +46,10 @@
  *   GPUWRAP_STAGING_THREADS  host threads copying, the calling thread included
  *   GPUWRAP_STAGING_BUFFERS  bounce buffers (pipeline depth), 2..16 (default 6 flow, 3 barrier)
  *   GPUWRAP_STAGING_SPLIT    chunks a copy below SPLIT x CHUNK is cut into, 1..64 (default 4)
+ *   GPUWRAP_STAGING_SMALL    flow pipeline: copies up to this size go in the smallest
+ *                            chunks (256 KiB), bytes (K/M/G suffixes; default 4M; 0: none)
+ *   GPUWRAP_STAGING_PIECE    flow pipeline: smallest piece a thread copies, bytes (K/M
+ *                            suffixes, whole pages; default 16K)
  *   GPUWRAP_STAGING_WC       1: host-to-device bounces through write-combined buffers
  *   GPUWRAP_STAGING_PIPELINE "flow" (default) or "barrier" (the earlier pipeline), see above
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
@@ -75,9 +79,9 @@
  * at 1 MiB at 5.99 GB/s host-to-device and 9.01 device-to-host, i.e. below the staged rate
  * of the earlier run, and the target (docs/BENCHMARKS.md) is 2x the plain copy from 1 MiB,
  * which the plain path cannot reach by construction. At 1 MiB a copy is 4 chunks of
- * CHUNK_MIN, each split over up to 4 threads. Measured with it (H200, 2026-12-01, two
- * full benches): 1 MiB host-to-device 12.4 / 12.6 GB/s staged vs 5.7 / 5.9 plain (2.19x /
- * 2.13x), device-to-host 13.4 / 13.5 vs 9.4 / 9.4 (1.42x / 1.44x). */
+ * CHUNK_MIN, each of 16 pieces (FLOW_PIECE_MIN). Measured with it (H200, 2026-12-01, the
+ * final runs of the closing session, docs/BENCHMARKS.md): 1 MiB host-to-device 20.1-20.4
+ * GB/s staged, 3.01-3.19x the plain copy; device-to-host 18.4-18.9, 1.95-2.02x. */
 #define GWG_STAGING_MIN_DEFAULT ((size_t)1 << 20)
 /* Bounce buffer size, the largest chunk: large enough that a DMA (~75 us at 55 GB/s)
  * dwarfs the per-chunk cost (launch, event, thread hand-off); small enough that the
@@ -93,7 +97,7 @@
  * from the pipeline's structure, not yet measured on the H200 (A/B: GPUWRAP_STAGING_BUFFERS). */
 #define GWG_STAGING_FLOW_BUFFERS_DEFAULT 6
 #define GWG_STAGING_BUFFERS_MAX 16
-/* Flow pipeline: pieces per chunk = this x threads (no piece below PIECE_MIN), so each
+/* Flow pipeline: pieces per chunk = this x threads (no piece below FLOW_PIECE_MIN), so each
  * thread takes about two pieces of a chunk and the last piece of a chunk is short next to
  * the chunk (4 MiB chunk, 8 threads: 256 KiB pieces, ~35 us each at ~7 GB/s per thread). */
 #define GWG_STAGING_FLOW_PIECES_PER_THREAD 2
@@ -107,11 +111,35 @@
 #define GWG_STAGING_THREADS_DEFAULT_MAX 12
 #define GWG_STAGING_THREADS_MAX 64
 /* A copy smaller than SPLIT x chunk is cut into SPLIT chunks (so it still pipelines), but
- * no chunk below CHUNK_MIN. */
+ * no chunk below CHUNK_MIN; in the flow pipeline a copy of at most SMALL bytes goes in
+ * CHUNK_MIN chunks (the barrier pipeline stays as it was, for A/B). A
+ * small chunk is in or out sooner, so its DMA (host->device) or its copy out
+ * (device->host) starts sooner; a large one costs less per byte in DMAs and hand-offs.
+ * Measured on the H200 (2026-12-01, with the 16 KiB flow pieces, bench --only copy, rounds
+ * interleaved in one start), the ratio to the plain pageable copy:
+ *   4 MiB in 256 KiB chunks (SPLIT 16) / 512 KiB (8) / 1 MiB (4, the rule before): device->host
+ *     2.14-2.31x / 2.05-2.26x / 1.55-1.70x; host->device 3.77-4.38x / 3.30-3.80x / 2.71-3.64x;
+ *   16 MiB in 1 MiB chunks (SPLIT 16) / 4 MiB (4): device->host 1.77-1.98x / 2.42-2.76x,
+ *     host->device 3.30-4.09x / 2.89-3.09x;
+ *   1 MiB: 256 KiB chunks either way; 64 MiB: 4 MiB chunks either way.
+ * So up to 4 MiB the smallest chunks, above it SPLIT 4. */
 #define GWG_STAGING_SPLIT 4
+#define GWG_STAGING_SMALL_DEFAULT ((size_t)4 << 20)
 #define GWG_STAGING_CHUNK_MIN ((size_t)256 << 10)
-/* No thread gets less than this much of a chunk (hand-off costs a few microseconds). */
+/* Barrier pipeline: no thread gets less than this much of a chunk (a hand-off to a posted
+ * worker costs a few microseconds). */
 #define GWG_STAGING_PIECE_MIN ((size_t)64 << 10)
+/* Flow pipeline: the smallest piece (a hand-off there is one atomic on a shared counter).
+ * It sets how soon a small chunk is in (host-to-device: its DMA can go) or out
+ * (device-to-host): a 256 KiB chunk (copies up to 4 MiB are cut into them, SMALL) was 4 pieces of
+ * 64 KiB at one thread's ~6 GB/s on the H200 test machine, ~11 us with 4 of the 12 threads
+ * on it while the rest waited for the next chunk (a trace of the pipeline, 2026-12-01:
+ * chunk 0's DMA of a 1 MiB host-to-device copy went out at 18-22 us). Measured (three
+ * interleaved rounds in one start, bench --only copy): at 1 MiB host->device 19.4-20.1 GB/s
+ * with 16 KiB against 10.9-11.3 with 64 KiB (3.40-3.90x the plain copy against
+ * 1.84-1.94x), device->host 19.1-19.3 against 14.0-15.9 (2.00-2.20x against 1.51-1.57x);
+ * 8 KiB alike, 32 KiB in between. */
+#define GWG_STAGING_FLOW_PIECE_MIN_DEFAULT ((size_t)16 << 10)
 /* Idle spins (pause instructions, ~40 ns each on x86) of a worker during a copy before it
  * starts yielding its CPU, and after a copy before it goes to sleep. */
 #define GWG_STAGING_SPINS 4096
@@ -389,7 +417,9 @@ typedef struct {
   int enabled; /* 0: never stage (off, host page tables, or setup failed) */
   size_t min, chunk;
   size_t split;  /* a copy below split x chunk is cut into this many chunks (GPUWRAP_STAGING_SPLIT) */
+  size_t small;  /* a copy of at most this many bytes goes in CHUNK_MIN chunks (GPUWRAP_STAGING_SMALL) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
+  size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
   int nbuf, nthreads;
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
@@ -460,6 +490,12 @@ static void read_config(gwg_staging *st) {
     st->chunk = (size_t)1 << 30;
   st->chunk = (st->chunk + 4095) & ~(size_t)4095;
   st->split = (size_t)env_int("GPUWRAP_STAGING_SPLIT", GWG_STAGING_SPLIT, 1, 64);
+  st->small = GWG_STAGING_SMALL_DEFAULT;
+  if (parse_size(getenv("GPUWRAP_STAGING_SMALL"), &v))
+    st->small = v;
+  st->piece_min = GWG_STAGING_FLOW_PIECE_MIN_DEFAULT;
+  if (parse_size(getenv("GPUWRAP_STAGING_PIECE"), &v))
+    st->piece_min = v < 4096 ? 4096 : (v + 4095) & ~(size_t)4095; /* whole pages */
   const char *nt = getenv("GPUWRAP_STAGING_NT_MIN");
   st->nt_min = GWG_STAGING_NT_MIN_DEFAULT;
   if (nt && (!strcmp(nt, "off") || !strcmp(nt, "OFF") || !strcmp(nt, "never")))
@@ -578,9 +614,10 @@ void gwg_staging_fini(void *state) {
 
 /* ---- the pipelines ---------------------------------------------------------------------------- */
 
-/* Chunk length for a copy of n bytes: the buffer size, or n / SPLIT for smaller copies. */
+/* Chunk length for a copy of n bytes: the buffer size, or n / SPLIT for smaller copies, or
+ * (flow pipeline) CHUNK_MIN up to SMALL. */
 static size_t pick_chunk(const gwg_staging *st, size_t n) {
-  size_t c = (n / st->split + 4095) & ~(size_t)4095;
+  size_t c = st->flow && n <= st->small ? GWG_STAGING_CHUNK_MIN : (n / st->split + 4095) & ~(size_t)4095;
   if (c < GWG_STAGING_CHUNK_MIN)
     c = GWG_STAGING_CHUNK_MIN;
   return c < st->chunk ? c : st->chunk;
@@ -669,8 +706,8 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->nchunks = (n + j->chunk - 1) / j->chunk;
   size_t parts = (size_t)st->nthreads * GWG_STAGING_FLOW_PIECES_PER_THREAD;
   size_t piece = (j->chunk / parts + 4095) & ~(size_t)4095; /* pieces page aligned */
-  if (piece < GWG_STAGING_PIECE_MIN)
-    piece = GWG_STAGING_PIECE_MIN;
+  if (piece < st->piece_min)
+    piece = st->piece_min;
   if (piece > j->chunk)
     piece = j->chunk;
   j->piece = piece;
