@@ -66,14 +66,6 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
     double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
     gw_array **views = calloc((size_t)reps + 2, sizeof *views);
     int failed = !vr || !vg || !views;
-    for (int rr = -2; rr < reps && !failed; rr++) {
-      size_t off = ((size_t)(rr + 2) % nslot) * s;
-      b->raw.timer_begin();
-      failed = (var == FILL_F32_VS_MEMSET ? b->raw.memset32 : b->raw.fill32)((char *)dp + off, s, word ^ 1u);
-      double t = b->raw.timer_end();
-      if (rr >= 0) vr[rr] = t;
-    }
-    if (failed) gw_bench_error(b, "%s raw: %s", path, b->raw.last_error());
     for (int k = 0; k < reps + 2 && !failed; k++) {
       /* Slots after the raw side's, so neither side finds the other's data in cache. */
       int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / esz)}, vshape[1] = {(int64_t)(s / esz)};
@@ -82,15 +74,35 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
         failed = 1;
       }
     }
+    /* The two sides take turns, one rep each, which one goes first alternating. A fill of
+     * 4-16 MiB is mostly the launch + synchronize round trip (~10 us), whose cost drifts;
+     * with the sides run as two blocks, the medians moved 4-5% between runs on the H200
+     * (2026-12-01), as much as the gap being measured. Taking turns puts any drift on both. */
     for (int rr = -2; rr < reps && !failed; rr++) {
-      b->raw.timer_begin();
-      gw_status st = gw_fill(views[rr + 2], value);
-      double t = b->raw.timer_end();
-      if (st != GW_OK) {
-        gw_bench_error(b, "%s gw_fill: %s: %s", path, gw_err_name(st), gw_last_error());
-        failed = 1;
+      for (int side = 0; side < 2 && !failed; side++) {
+        int raw_side = (side == 0) == ((rr & 1) == 0);
+        double t;
+        if (raw_side) {
+          size_t off = ((size_t)(rr + 2) % nslot) * s;
+          b->raw.timer_begin();
+          int bad = (var == FILL_F32_VS_MEMSET ? b->raw.memset32 : b->raw.fill32)((char *)dp + off, s, word ^ 1u);
+          t = b->raw.timer_end();
+          if (bad) {
+            gw_bench_error(b, "%s raw: %s", path, b->raw.last_error());
+            failed = 1;
+          }
+          if (rr >= 0) vr[rr] = t;
+        } else {
+          b->raw.timer_begin();
+          gw_status st = gw_fill(views[rr + 2], value);
+          t = b->raw.timer_end();
+          if (st != GW_OK) {
+            gw_bench_error(b, "%s gw_fill: %s: %s", path, gw_err_name(st), gw_last_error());
+            failed = 1;
+          }
+          if (rr >= 0) vg[rr] = t;
+        }
       }
-      if (rr >= 0) vg[rr] = t;
     }
     if (!failed) {
       r->raw = gw_stat_of(vr, reps);

@@ -60,7 +60,9 @@ typedef struct {
  * first, dims of extent 1 dropped, adjacent dims merged where both sides allow, so ndim 1
  * with strides == elem is a contiguous copy. Strides in BYTES. Addresses are those the
  * copying backend should use: the device address where the side is device-accessible,
- * the host address otherwise (pageable memory).
+ * the host address otherwise (pageable memory). Only the first ndim entries of shape and
+ * the strides are defined (the planner writes no more, see gw__plan_fill); so is only the
+ * first elem bytes of a gw__fillspec's value.
  */
 typedef struct {
   int ndim;

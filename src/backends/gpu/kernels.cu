@@ -378,6 +378,11 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
 #else
     // cudaLaunchKernel directly: what <<<>>> ends in, without its push/pop of the launch
     // configuration. Its own status, then the sticky error as <<<>>> callers read it.
+    // The driver's cuLaunchKernel (the bench's raw launch) was tried twice, on
+    // cudaGetFuncBySymbol and on cudaGetKernel handles, for every kernel here: no gain in
+    // `gpuwrap bench` beyond its spread (H200, 2026-12-01: f64 fill at 4 MiB 0.92-0.93x with
+    // it, 0.91-0.93x without, in one start; tools/probes/fill_gap.cu puts launch + sync 0.1-0.3
+    // us apart, of a gap of ~1 us). Not kept.
     void *args[] = {&dst, &h32, &n16, &t32, &body};
     cudaError_t e = cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0, s);
     return e != cudaSuccess ? (int)e : gwkGetLastError();
