@@ -48,7 +48,8 @@
  *   CUDA              kDLCUDA, kDLCUDAHost, kDLCUDAManaged
  *   HIP               kDLROCM, kDLROCMHost
  *
- * NULL strides (allowed in legacy tensors) mean C-contiguous. A versioned tensor with the
+ * NULL strides (allowed in legacy tensors and in versioned ones before DLPack 1.2) mean
+ * C-contiguous. A versioned tensor with the
  * READ_ONLY flag becomes a read-only array (GW_WRAP_READONLY).
  *
  * Streams: gpuwrap's synchronous calls complete before they return, so an exported tensor
@@ -176,7 +177,8 @@ typedef struct {
   DLDataType dtype;
   /** ndim extents. */
   int64_t *shape;
-  /** ndim strides in elements; NULL (legacy tensors only) means C-contiguous. */
+  /** ndim strides in elements; NULL (legacy tensors, versioned ones before 1.2) means
+   *  C-contiguous. */
   int64_t *strides;
   uint64_t byte_offset;
 } DLTensor;
@@ -271,8 +273,8 @@ GW_API gw_status gw_to_dlpack_as(gw_array *a, DLDevice want, DLManagedTensorVers
  * @param out  receives the array (one reference), read-only if t has READ_ONLY.
  * @return GW_OK;
  *   GW_EINVAL  ctx, t or out NULL; dl_tensor malformed: ndim < 0 or > GW_MAX_DIMS, shape
- *              NULL with ndim > 0, strides NULL with ndim > 0 (versioned tensors must set
- *              them), a negative extent, dtype gpuwrap has no type for (code, bits, or lanes
+ *              NULL with ndim > 0, strides NULL with ndim > 0 in a tensor of version 1.2
+ *              or later (earlier ones may leave them NULL: C-contiguous), a negative extent, dtype gpuwrap has no type for (code, bits, or lanes
  *              != 1), data NULL with elements, data + byte_offset overflowing or misaligned
  *              for the dtype (gw_last_error() names the field); and gw_wrap()'s own checks;
  *   GW_ENOTSUP version.major is not 1 (no other field is read);

@@ -347,7 +347,8 @@ static gw_status validate(const gw_context *ctx, const DLTensor *t, bool need_st
     return gw__fail(GW_EINVAL, "dl_tensor.shape: NULL with ndim %" PRId32, t->ndim);
   if (t->ndim > 0 && !t->strides && need_strides)
     return gw__fail(GW_EINVAL, "dl_tensor.strides: NULL with ndim %" PRId32
-                    " (DLPack 1.x requires strides; only legacy tensors may omit them)",
+                    " (DLPack 1.2 and later require strides; only earlier tensors may omit "
+                    "them)",
                     t->ndim);
   bool empty = false;
   for (int i = 0; i < t->ndim; i++) {
@@ -451,7 +452,11 @@ gw_status gw_from_dlpack(gw_context *ctx, DLManagedTensorVersioned *t, gw_array 
     import_args x;
     bool taken = false;
     unsigned flags = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? GW_WRAP_READONLY : 0u;
-    s = validate(ctx, &t->dl_tensor, true, &x);
+    /* dlpack.h: "Before DLPack v1.2, strides can be NULL to indicate contiguous data. This
+     * is not allowed in DLPack v1.2 and later." So a 1.0 or 1.1 producer may leave them
+     * NULL for a compact tensor. */
+    bool need_strides = t->version.minor >= 2;
+    s = validate(ctx, &t->dl_tensor, need_strides, &x);
     if (s == GW_OK)
       s = import_wrap(ctx, &t->dl_tensor, &x, flags, import_deleter_versioned, t, out, &taken);
     if (s == GW_OK || taken) return s;

@@ -691,7 +691,10 @@ TEST_IMPL(malformed_fields) {
   CASE(p.mt.dl_tensor.shape = NULL, GW_EINVAL, "shape");
   CASE(p.shape[0] = -4, GW_EINVAL, "shape[0]");
   CASE((p.mt.dl_tensor.ndim = 2, p.shape[1] = -1, p.strides[1] = 1), GW_EINVAL, "shape[1]");
-  CASE(p.mt.dl_tensor.strides = NULL, GW_EINVAL, "strides");
+  /* NULL strides: refused from DLPack 1.2 on (before, they mean C-contiguous: see
+   * null_strides_before_1_2) */
+  CASE((p.mt.version.minor = 2, p.mt.dl_tensor.strides = NULL), GW_EINVAL, "strides");
+  CASE((p.mt.version.minor = 3, p.mt.dl_tensor.strides = NULL), GW_EINVAL, "strides");
   CASE(p.mt.dl_tensor.dtype.lanes = 4, GW_EINVAL, "lanes");
   CASE(p.mt.dl_tensor.dtype.lanes = 0, GW_EINVAL, "lanes");
   CASE(p.mt.dl_tensor.dtype.code = kDLFloat8_e4m3fn, GW_EINVAL, "dtype");
@@ -828,6 +831,41 @@ TEST_IMPL(legacy_both_ways) {
   gw_release(back);
   ASSERT_EQ_INT(p.legacy_calls, 1);
   ASSERT_EQ_INT(p.calls, 0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* dlpack.h: "Before DLPack v1.2, strides can be NULL to indicate contiguous data." A 1.0 or
+ * 1.1 tensor of shape {3, 4} with NULL strides is C-contiguous: strides {4, 1}, every
+ * element where C order puts it, the deleter run once at the release. */
+TEST_IMPL(null_strides_before_1_2) {
+  gw_context *ctx = tst_open(0);
+  int32_t buf[12];
+  tst_random_fill(buf, sizeof buf);
+  for (uint32_t minor = 0; minor < 2; minor++) {
+    producer p;
+    producer_init(&p, buf, 12);
+    p.mt.version.minor = minor;
+    p.shape[0] = 3;
+    p.shape[1] = 4;
+    p.mt.dl_tensor.ndim = 2;
+    p.mt.dl_tensor.dtype = (DLDataType){kDLInt, 32, 1};
+    p.mt.dl_tensor.strides = NULL;
+    gw_array *a = NULL;
+    ASSERT_OK(gw_from_dlpack(ctx, &p.mt, &a));
+    ASSERT_EQ_INT(gw_ndim(a), 2);
+    ASSERT_EQ_INT(gw_shape(a)[0], 3);
+    ASSERT_EQ_INT(gw_shape(a)[1], 4);
+    ASSERT_EQ_INT(gw_strides(a)[0], 4);
+    ASSERT_EQ_INT(gw_strides(a)[1], 1);
+    int32_t got[12];
+    memset(got, 0xa5, sizeof got);
+    tst_read(a, got);
+    ASSERT_ELEMS_EQ(got, buf, 12, sizeof(int32_t));
+    ASSERT_EQ_INT(p.calls, 0);
+    gw_release(a);
+    ASSERT_EQ_INT(p.calls, 1);
+  }
   gw_context_destroy(ctx);
   return 0;
 }
