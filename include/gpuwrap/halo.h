@@ -18,13 +18,14 @@
  * -------------------
  * Dims are exchanged one after another, 0 then 1 then 2. Along dim d a rank sends its
  * interior cells [w, 2w) to the low neighbour and [n-2w, n-w) to the high one, and receives
- * into [0, w) and [n-w, n). Along the dims already exchanged (< d) the faces span the whole
- * extent, halo cells included; along the later dims (> d) only the interior. So edge and
- * corner halo cells get their diagonal neighbours' values in three steps, and a halo cell
- * on a non-periodic global boundary (no neighbour, MPI_PROC_NULL) is never written by the
- * exchange of that dim: it keeps whatever boundary value the program put there (a corner
- * of it that lies in another dim's halo receives the neighbour's copy of that boundary
- * value).
+ * into [0, w) and [n-w, n). Along every other dim the faces span the whole extent, halo
+ * cells included (as ImplicitGlobalGrid's). So edge and corner halo cells get their
+ * diagonal neighbours' values in three steps (a later dim's halo cells go out before that
+ * dim is exchanged, and are overwritten when it is), and a halo cell on a non-periodic
+ * global boundary (no neighbour, MPI_PROC_NULL) is never written by the exchange of that
+ * dim: it keeps whatever boundary value the program put there (a corner of it that lies in
+ * another dim's halo receives the neighbour's copy of that boundary value, whichever of
+ * the two dims comes first).
  *
  * Two data paths, chosen once, when the plan is made:
  *   GW_HALO_PATH_HOST    faces are packed by gw_copy from a view of the field (the face

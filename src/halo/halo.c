@@ -209,24 +209,21 @@ static gw_status gw_failed(gw_status st, const char *what, int d) {
   return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st), gw_last_error());
 }
 
-/* Face view of field f along dim d: extent w at `at` along d; along dims before d the
- * whole extent (their halos are filled by then), along dims after d the interior only
- * (the whole extent where that dim's width is 0: it has no halo). */
+/* Face view of field f along dim d: extent w at `at` along d, the whole extent along every
+ * other dim, halo cells included (ImplicitGlobalGrid's sendranges). Along the dims before
+ * d their halos are filled by then, so edges and corners get their diagonal neighbours'
+ * values; along the dims after d the halo cells go out stale and are overwritten when that
+ * dim is exchanged, unless it has no neighbour on that side: then the cell is a boundary
+ * value, and the neighbour's copy of it is what the corner should get. Faces that spanned
+ * only the interior of the later dims left such corners stale when the boundary dim came
+ * after the exchanged one, and gave them the neighbour's value when it came before. */
 static gw_status make_face(gw_halo *h, int f, int d, int64_t at, gw_array **out) {
   const int64_t *n = gw_shape(h->field[f]);
   const int *w = h->width[f];
   int64_t start[3], shape[3];
   for (int e = 0; e < h->ndim; e++) {
-    if (e == d) {
-      start[e] = at;
-      shape[e] = w[e];
-    } else if (e < d) {
-      start[e] = 0;
-      shape[e] = n[e];
-    } else {
-      start[e] = w[e];
-      shape[e] = n[e] - 2 * w[e];
-    }
+    start[e] = e == d ? at : 0;
+    shape[e] = e == d ? w[e] : n[e];
   }
   gw_status st = gw_view(h->field[f], start, shape, NULL, out);
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_view of a face", d);
@@ -594,7 +591,15 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
     if (st == GW_OK) st = w;
     st = gw__halo_agree(h->comm, st, "gw_halo_create");
   }
-  if (st != GW_OK || total == 0) return st;
+  if (st != GW_OK) return st;
+  if (total == 0) {
+    /* Every face is empty (a field of extent 0 along a dim that is not exchanged): nothing
+     * to send. The messages were counted but never laid out, so posted they would all name
+     * side 0 (calloc), every rank sending to one neighbour only and waiting for the other:
+     * a hang. The neighbours of a face see its size alike, so both drop theirs. */
+    for (int d = 0; d < h->ndim; d++) h->dim[d].nmsg = h->dim[d].nseg = 0;
+    return GW_OK;
+  }
 
   if (h->shm_win != MPI_WIN_NULL) {
     /* the block is this rank's window segment, pinned by shm_block */
@@ -761,8 +766,8 @@ static gw_status make_dims(gw_halo *h) {
  * dims' halos, make_face), the copies write every cell of the run's halo shell once and
  * give it the value of the cell that wraps each of its halo coordinates around its dim:
  * along a run dim of width w and extent n, the low halo [0, w) reads [n - 2w, n - w), the
- * high halo [n - w, n) reads [w, 2w), the rest [w, n - w) reads itself; dims before the run
- * span their whole extent, dims after it their interior (the faces' extents). So the shell
+ * high halo [n - w, n) reads [w, 2w), the rest [w, n - w) reads itself; dims outside the run
+ * span their whole extent (the faces' extents, make_face). So the shell
  * is cut into boxes, one per combination of those classes that touches a halo (up to 26
  * per field in 3-D), each a plain copy from an interior box: no box reads what another
  * writes, so the batch is independent and runs as one launch, whose result equals the dim
@@ -792,7 +797,7 @@ static gw_status make_self(gw_halo *h) {
             cls = code % 3;
             code /= 3;
           }
-          if (e < d0 || w[e] == 0) { /* the whole extent: before the run, or no halo */
+          if (e < d0 || e > d1 || w[e] == 0) { /* the whole extent: outside the run, or no halo */
             skip |= cls != 1;          /* (a halo class of a dim without one: no box) */
             dlo[e] = slo[e] = 0;
             len[e] = ext[e];

@@ -826,6 +826,119 @@ static void test_reuse(void) {
   if (g_rank == 0) printf("buffer reuse (stream-ordered updates in a row): ok\n");
 }
 
+/* Corners of a non-periodic boundary: 2-D, one dim split over the ranks (periodic), the
+ * other whole on every rank and non-periodic, so its halo cells are boundary values,
+ * different on every rank. Along the split dim the halo must hold the neighbour's cells
+ * along the other dim's whole extent, its boundary cells included, whichever dim is split
+ * (the faces spanned only the interior of the dims after the exchanged one: with dim 0
+ * split the corners kept their own values, with dim 1 split they got the neighbour's).
+ * Every cell is checked, for both paths, blocking, split and stream-ordered. */
+static double corner_value(int rank, const int64_t c[2]) { return 1000.0 * rank + 10.0 * (double)c[0] + (double)c[1]; }
+
+static void test_boundary_corners(gw_context *ctx) {
+  for (int d = 0; d < 2; d++) { /* the split dim */
+    int dims[2] = {1, 1}, periods[2] = {0, 0};
+    dims[d] = g_size;
+    periods[d] = 1;
+    MPI_Comm cart;
+    if (MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    int me, lo, hi;
+    MPI_Comm_rank(cart, &me);
+    MPI_Cart_shift(cart, d, 1, &lo, &hi);
+    int64_t n[2] = {5, 6};
+    enum { CELLS = 30 };
+    double init[CELLS], got[CELLS];
+    for (int64_t i = 0; i < n[0]; i++)
+      for (int64_t j = 0; j < n[1]; j++) init[i * n[1] + j] = corner_value(me, (int64_t[2]){i, j});
+    gw_array *a, *hw, *gwr;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 2, n, &a));
+    ASSERT_OK(gw_wrap(ctx, init, GW_FLOAT64, 2, n, NULL, GW_WRAP_NO_REGISTER, &hw));
+    ASSERT_OK(gw_wrap(ctx, got, GW_FLOAT64, 2, n, NULL, GW_WRAP_NO_REGISTER, &gwr));
+    gw_halo_field f = {a, {1, 1, 0}};
+    for (int path = 0; path < 2; path++)
+      for (int mode = 0; mode < 3; mode++) {
+        gw_halo *h;
+        ASSERT_OK(gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
+        ASSERT_OK(gw_copy(a, hw));
+        if (mode == 0) {
+          ASSERT_OK(gw_halo_update(h));
+        } else if (mode == 1) {
+          ASSERT_OK(gw_halo_start(h));
+          ASSERT_OK(gw_halo_finish(h));
+        } else {
+          gw_stream *s;
+          ASSERT_OK(gw_stream_create(ctx, &s));
+          ASSERT_OK(gw_halo_update_on(h, s));
+          ASSERT_OK(gw_stream_synchronize(s));
+          gw_stream_destroy(s);
+        }
+        for (int k = 0; k < CELLS; k++) got[k] = -1.0;
+        ASSERT_OK(gw_copy(gwr, a));
+        for (int64_t i = 0; i < n[0]; i++)
+          for (int64_t j = 0; j < n[1]; j++) {
+            int64_t c[2] = {i, j};
+            int from = me;
+            if (c[d] == 0) { /* low halo: the low neighbour's last interior layer */
+              from = lo;
+              c[d] = n[d] - 2;
+            } else if (c[d] == n[d] - 1) { /* high halo: the high neighbour's first */
+              from = hi;
+              c[d] = 1;
+            }
+            double want = corner_value(from, c);
+            g_checks++;
+            if (got[i * n[1] + j] != want)
+              FAIL_("boundary corners, dim %d split, %s path, mode %d: cell (%lld, %lld) = %.0f, want %.0f", d,
+                    path ? "device" : "host", mode, (long long)i, (long long)j, got[i * n[1] + j], want);
+          }
+        gw_halo_destroy(h);
+      }
+    gw_release(gwr);
+    gw_release(hw);
+    gw_release(a);
+    MPI_Comm_free(&cart);
+  }
+  if (g_rank == 0) printf("boundary corners: ok\n");
+}
+
+/* Fields of extent 0 along a dim that is not exchanged: every face is empty. Each way of
+ * updating returns GW_OK at once on every rank count (it hung with 2 and 4 ranks: the
+ * empty messages were posted without their neighbours, all to one side). */
+static void test_empty_faces(gw_context *ctx) {
+  for (int nd = 2; nd <= 3; nd++) {
+    int dims[3] = {g_size, 1, 1}, periods[3] = {1, 0, 1};
+    MPI_Comm cart;
+    if (MPI_Cart_create(MPI_COMM_WORLD, nd, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    int64_t n[3] = {4, nd == 2 ? 0 : 3, 0};
+    gw_array *a;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, nd, n, &a));
+    gw_halo_field f = {a, {1, nd == 2 ? 0 : 1, 0}};
+    for (int path = 0; path < 2; path++) {
+      gw_halo *h;
+      ASSERT_OK(gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
+      gw_halo_info info;
+      ASSERT_OK(gw_halo_query(h, &info));
+      g_checks++;
+      if (info.buffer_bytes != 0) FAIL_("%d-D empty faces: %zu bytes of buffers", nd, (size_t)info.buffer_bytes);
+      ASSERT_OK(gw_halo_update(h));
+      ASSERT_OK(gw_halo_start(h));
+      ASSERT_OK(gw_halo_finish(h));
+      gw_stream *s;
+      ASSERT_OK(gw_stream_create(ctx, &s));
+      ASSERT_OK(gw_halo_update_on(h, s));
+      ASSERT_OK(gw_halo_start_on(h, s));
+      ASSERT_OK(gw_halo_finish_on(h, s));
+      ASSERT_OK(gw_stream_synchronize(s));
+      gw_stream_destroy(s);
+      gw_halo_destroy(h);
+      g_checks++;
+    }
+    gw_release(a);
+    MPI_Comm_free(&cart);
+  }
+  if (g_rank == 0) printf("empty faces: ok\n");
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -847,6 +960,8 @@ int main(int argc, char **argv) {
   test_local_batch(ctx);
   test_local_order();
   test_reuse();
+  test_empty_faces(ctx);
+  test_boundary_corners(ctx);
   long total = 0;
   MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (g_rank == 0) printf("test_halo_fields: %ld checks passed\n", total);

@@ -288,8 +288,9 @@ static void test_counts(gw_context *ctx) {
   ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_ALLOC), alloc);
   ASSERT_EQ_LONG(gw_cpu_op_calls(GW_CPU_OP_QUERY), query);
 
-  /* info adds up: faces of w*(interior or full) cells per neighbour */
-  int64_t face[3] = {(int64_t)geo.w[0] * geo.m[1] * geo.m[2], (int64_t)geo.n[0] * geo.w[1] * geo.m[2],
+  /* info adds up: faces of w cells along their dim times the whole extent of the others
+   * (halo cells included, as ImplicitGlobalGrid's) per neighbour */
+  int64_t face[3] = {(int64_t)geo.w[0] * geo.n[1] * geo.n[2], (int64_t)geo.n[0] * geo.w[1] * geo.n[2],
                      (int64_t)geo.n[0] * geo.n[1] * geo.w[2]};
   size_t sent = 0, local = 0;
   int msgs = 0;
