@@ -191,7 +191,8 @@ GW_API gw_status gw_halo_update(gw_halo *h);
  * dim that has a remote neighbour (dims before it, copied locally, are done). Between
  * start and finish the program may compute on the interior away from the faces (cells at
  * least width[d] from the halo along every dim it depends on); it must not write the
- * interior faces nor read the halo cells.
+ * interior faces nor the halo cells (boundary values included: the faces carry them to
+ * the neighbours' corners), nor read the halo cells.
  * @return as gw_halo_update; GW_EINVAL if a start is already in flight.
  */
 GW_API gw_status gw_halo_start(gw_halo *h);
@@ -221,8 +222,8 @@ GW_API gw_status gw_halo_finish(gw_halo *h);
  * the remaining dims the same way, and makes s wait for the last unpack: it returns without
  * waiting for the unpacks. The halo cells are valid for work queued on s after finish_on
  * (or on streams that wait for s); on the host only after s is synchronized.
- * Between start_on and finish_on the caller must not write the interior faces nor read
- * the halo cells (as for gw_halo_start). `s` may be a gpuwrap stream or a borrowed one
+ * Between start_on and finish_on the caller must not write the interior faces nor the
+ * halo cells, nor read the halo cells (as for gw_halo_start). `s` may be a gpuwrap stream or a borrowed one
  * (gw_stream_wrap); it must be of the fields' backend and device, and the two calls may
  * be given different streams (finish orders its own).
  * gw_halo_update_on(h, s) is start_on + finish_on: a whole update ordered on s.
