@@ -662,22 +662,26 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfi
   int ndim = 0;
   for (int f = 0; f < nfields; f++) {
     gw_array *a = fields[f].field;
-    if (!a) return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field is NULL", fn, f);
+    /* the argument as the caller wrote it: gw_halo_create's `field`, or fields[f].field */
+    char who[40];
+    if (strict) snprintf(who, sizeof who, "field");
+    else snprintf(who, sizeof who, "fields[%d].field", f);
+    if (!a) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, who);
     int nd = gw_ndim(a);
     if (strict && nd != 3)
       return gw__halo_fail(GW_EINVAL, "%s: field has %d dims, a halo plan needs 3", fn, nd);
     if (nd < 1 || nd > 3)
-      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field has %d dims, a halo plan takes 1, 2 or 3", fn, f, nd);
+      return gw__halo_fail(GW_EINVAL, "%s: %s has %d dims, a halo plan takes 1, 2 or 3", fn, who, nd);
     if (f == 0) ndim = nd;
     else if (nd != ndim)
-      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field has %d dims, fields[0].field %d: all fields of a "
-                                      "plan have the communicator's dims", fn, f, nd, ndim);
+      return gw__halo_fail(GW_EINVAL, "%s: %s has %d dims, fields[0].field %d: all fields of a "
+                                      "plan have the communicator's dims", fn, who, nd, ndim);
     if (gw_is_readonly(a))
-      return gw__halo_fail(GW_EREADONLY, "%s: fields[%d].field is read-only, its halo cannot be written", fn, f);
+      return gw__halo_fail(GW_EREADONLY, "%s: %s is read-only, its halo cannot be written", fn, who);
     gw_context *c0 = gw_array_context(fields[0].field), *c = gw_array_context(a);
     if (gw_context_backend(c) != gw_context_backend(c0) || gw_context_device(c) != gw_context_device(c0))
-      return gw__halo_fail(GW_EINVAL, "%s: fields[%d].field belongs to %s device %d, fields[0].field to %s "
-                                      "device %d: one plan, one device", fn, f, gw_backend_name(gw_context_backend(c)),
+      return gw__halo_fail(GW_EINVAL, "%s: %s belongs to %s device %d, fields[0].field to %s "
+                                      "device %d: one plan, one device", fn, who, gw_backend_name(gw_context_backend(c)),
                            gw_context_device(c), gw_backend_name(gw_context_backend(c0)), gw_context_device(c0));
     const int64_t *n = gw_shape(a);
     for (int d = 0; d < nd; d++) {
@@ -689,12 +693,11 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfi
       if (n[d] < 3 * (int64_t)w)
         return gw__halo_fail(GW_EINVAL,
                              "%s: %s extent %lld along dim %d is less than 3*width (%d): the interior "
-                             "cannot hold the faces it sends", fn, strict ? "field" : "fields[i].field",
-                             (long long)n[d], d, 3 * w);
+                             "cannot hold the faces it sends", fn, who, (long long)n[d], d, 3 * w);
     }
     if (path == GW_HALO_PATH_DEVICE && !gw_data(a))
-      return gw__halo_fail(GW_EINVAL, "%s: path DEVICE for a field the device cannot address (fields[%d]: %s "
-                                      "memory)", fn, f, gw_memkind_name(gw_kind(a)));
+      return gw__halo_fail(GW_EINVAL, "%s: path DEVICE for a field the device cannot address (%s: %s "
+                                      "memory)", fn, who, gw_memkind_name(gw_kind(a)));
   }
   return check_cart(fn, cart, ndim);
 }

@@ -468,6 +468,7 @@ static void test_errors(gw_context *ctx) {
   gw_halo_field big[1] = {{a, {1, 3, 1}}};
   ASSERT_STATUS(gw_halo_create_multi(big, 1, c3, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
   ASSERT_MSG("3*width");
+  ASSERT_MSG("fields[0].field extent"); /* the field's index, not a literal "i" */
   gw_halo_field mixed[2] = {{a, {1, 1, 1}}, {two, {1, 1, 0}}};
   ASSERT_STATUS(gw_halo_create_multi(mixed, 2, c3, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
   ASSERT_MSG("fields[1].field has 2 dims");
@@ -489,9 +490,13 @@ static void test_errors(gw_context *ctx) {
   ASSERT_OK(gw_halo_create_multi(th, 1, c3, GW_HALO_PATH_AUTO, &h));
   ASSERT_OK(gw_halo_update(h));
   gw_halo_destroy(h);
-  /* the legacy call keeps its contract */
-  int w0[3] = {1, 0, 1};
+  /* the legacy call keeps its contract, and its messages name its own argument, `field` */
+  int w0[3] = {1, 0, 1}, w1[3] = {1, 1, 1}, w3[3] = {1, 3, 1};
   ASSERT_STATUS(gw_halo_create(a, c3, w0, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
+  ASSERT_STATUS(gw_halo_create(ro, c3, w1, GW_HALO_PATH_AUTO, &h), GW_EREADONLY);
+  ASSERT_MSG("gw_halo_create: field is read-only");
+  ASSERT_STATUS(gw_halo_create(a, c3, w3, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
+  ASSERT_MSG("gw_halo_create: field extent");
   /* a 2-D plan */
   gw_halo_field tw[1] = {{two, {1, 1, 0}}};
   ASSERT_OK(gw_halo_create_multi(tw, 1, gw_grid_comm(g2), GW_HALO_PATH_AUTO, &h));
