@@ -57,6 +57,17 @@ static void count_free(void *p, void *user) {
   free(p);
   deleted++;
 }
+/* frees the block `user` that the array's ptr lies in */
+static void count_free_inner(void *p, void *user) {
+  (void)p;
+  free(user);
+  deleted++;
+}
+static void count_only(void *p, void *user) {
+  (void)p;
+  (void)user;
+  deleted++;
+}
 
 /* Item 6: a zero-element owning wrap owns: the matching free runs (LSan reports p leaked
  * otherwise), gw_owns says so, and a second owner is GW_EOWNED. */
@@ -138,6 +149,73 @@ TEST_IMPL(own_of_foreign_registration_one_status) {
   ASSERT_OK(gw_cpu_runtime_unregister(buf));
   ASSERT_NO_LEAK(before);
   free(buf);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* An array with a deleter owns what it spans (gw_owns() is 1): an owning wrap of any byte
+ * of it is GW_EOWNED (it was accepted, and the deleter and gpuwrap both freed the block),
+ * for every kind; two deleter arrays over one span, and a deleter array over memory a
+ * gw_alloc'd array owns (an export imported back), stay legal. Each deleter runs once. */
+TEST_IMPL(own_over_deleter_array) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  deleted = 0;
+  char *p = malloc(256);
+  tst_random_fill(p, 256);
+  gw_array *d1 = NULL, *d2 = NULL, *w = NULL;
+  int64_t shape[1] = {64};
+  ASSERT_OK(gw_wrap_with_deleter(ctx, p + 64, GW_UINT8, 1, shape, NULL, 0, count_free_inner, p, &d1));
+  ASSERT_EQ_INT(gw_owns(d1), 1);
+  /* its first byte, a byte inside, one whose span only reaches into it */
+  ASSERT_STATUS(wrap1(ctx, p + 64, 16, GW_WRAP_OWN, &w), GW_EOWNED);
+  ASSERT_ERROR_MENTIONS("deleter");
+  ASSERT_STATUS(wrap1(ctx, p + 100, 1, GW_WRAP_OWN | GW_WRAP_NO_REGISTER, &w), GW_EOWNED);
+  ASSERT_NULL(w);
+  /* a second deleter array over the same bytes, and borrowing them: fine */
+  ASSERT_OK(gw_wrap_with_deleter(ctx, p + 64, GW_UINT8, 1, shape, NULL, 0, count_only, NULL, &d2));
+  ASSERT_OK(wrap1(ctx, p + 64, 64, 0, &w));
+  unsigned char got[64];
+  memset(got, 0xa5, sizeof got);
+  tst_read(w, got);
+  ASSERT_ELEMS_EQ(got, p + 64, 64, 1);
+  gw_release(w);
+  gw_release(d1); /* frees p (count_free_inner) */
+  ASSERT_EQ_INT(deleted, 1);
+  gw_release(d2);
+  ASSERT_EQ_INT(deleted, 2);
+  /* released, the bytes may be owned again (fresh memory at any address) */
+  char *q = malloc(64);
+  ASSERT_OK(wrap1(ctx, q, 64, GW_WRAP_OWN, &w));
+  gw_release(w);
+
+  /* backend memory of every kind: a gw_alloc'd array imported back with a deleter (a
+   * deleter over an owned span) is legal */
+  const gw_memkind kinds[] = {GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    gw_array *a = NULL, *back = NULL;
+    ASSERT_OK(gw_alloc(ctx, kinds[k], GW_FLOAT32, 1, shape, &a));
+    deleted = 0;
+    ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(a), GW_FLOAT32, 1, shape, NULL, 0, count_only, NULL, &back));
+    gw_release(back);
+    ASSERT_EQ_INT(deleted, 1);
+    gw_release(a);
+  }
+  if (tst_is_cpu()) { /* device memory gpuwrap does not own, held by a deleter array: the
+                       * owning wrap of its base would be accepted but for that array */
+    void *d = NULL;
+    ASSERT_OK(gw_cpu_runtime_alloc(GW_MEM_DEVICE, 0, 256, &d));
+    gw_array *back = NULL;
+    ASSERT_OK(gw_wrap_with_deleter(ctx, d, GW_FLOAT32, 1, shape, NULL, 0, count_only, NULL, &back));
+    w = NULL;
+    ASSERT_STATUS(wrap1(ctx, d, 256, GW_WRAP_OWN, &w), GW_EOWNED);
+    ASSERT_ERROR_MENTIONS("deleter");
+    ASSERT_NULL(w);
+    gw_release(back);
+    ASSERT_OK(wrap1(ctx, d, 256, GW_WRAP_OWN, &w)); /* the deleter array gone: it may be owned */
+    gw_release(w);                                   /* frees d through the backend */
+  }
+  ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;
 }

@@ -74,6 +74,7 @@ static void destroy_root(gw_array *a) {
   gw__pending_fini(a);
   gw__registry_release(ctx, &a->hold);
   if (a->in_owned_table) gw__owned_drop(a->free_ptr);
+  if (a->in_deleter_table) gw__owned_forget_deleter(&a->deleter_slot);
   switch (a->freeway) {
   case GW__FREE_BACKEND:
     (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr);

@@ -98,6 +98,8 @@ struct gw_array {
   void *deleter_user;
   gw__reghold hold; /* the registry references this wrap took (n == 0: none) */
   bool in_owned_table;
+  bool in_deleter_table; /* deleter_slot is its entry among the deleter spans (owned.c) */
+  size_t deleter_slot;
   int ctx_ref; /* the token of the array's reference on ctx (gw__context_retain) */
   /* the pending-work event of the last asynchronous operation on this memory (stream.c) */
   atomic_flag pend_lock;
@@ -197,6 +199,11 @@ gw_status gw__owned_claim(void *p, size_t bytes, bool libc);
  * owner hears it is one, whatever else is wrong with the wrap). */
 gw_status gw__owned_check(void *p);
 void gw__owned_drop(void *p);
+/* An array with a deleter spans [lo, hi): owning wraps of any byte of it are GW_EOWNED until
+ * gw__owned_forget_deleter(slot). *slot (the array's deleter_slot) is the entry's place,
+ * which the table keeps up to date. GW_ENOMEM only. */
+gw_status gw__owned_note_deleter(void *lo, void *hi, size_t *slot);
+void gw__owned_forget_deleter(size_t *slot);
 
 /* ---- copy planning (copy_plan.c) ---- */
 gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x);

@@ -4,6 +4,13 @@
  * with GW_EOWNED: the table knows spans [lo, hi), not only the pointers that will be freed.
  * Only owning wraps and gw_alloc touch this table, so the borrowing fast path never takes
  * its lock.
+ *
+ * Arrays with a deleter (gw_wrap_with_deleter, DLPack imports) own their memory too (the
+ * deleter decides its fate: gw_owns() says 1), so an owning wrap of any byte they span is
+ * refused as well. Their spans are kept apart, a multiset in no order: they may overlap
+ * each other and the owned spans (two imports of one tensor; a gw_alloc'd array exported
+ * and imported back, whose deleter drops a reference, not the memory), and only owning
+ * wraps and gw_alloc search them.
  */
 #include "internal.h"
 
@@ -22,6 +29,27 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 void gw__owned_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
 static span *spans; /* sorted by lo, disjoint */
 static size_t n, cap;
+
+typedef struct {
+  uintptr_t lo, hi;
+  size_t *slot; /* the array's gw_array.deleter_slot: where this entry is, kept up to date */
+} dspan;
+static dspan *dspans; /* the deleter arrays' spans, in no order */
+static size_t dn, dcap;
+
+/* Index of a deleter span sharing a byte with [lo, hi), or dn. */
+static size_t deleter_overlap(uintptr_t lo, uintptr_t hi) {
+  for (size_t i = 0; i < dn; i++)
+    if (dspans[i].lo < hi && lo < dspans[i].hi) return i;
+  return dn;
+}
+
+static gw_status refuse_deleter(void *ptr, uintptr_t hi, size_t i) {
+  return gw__fail(GW_EOWNED,
+                  "ptr: [%p, %p) overlaps [%p, %p), memory a live array with a deleter owns "
+                  "(its deleter decides when it goes: an owning wrap would free it as well)",
+                  ptr, (void *)hi, (void *)dspans[i].lo, (void *)dspans[i].hi);
+}
 
 /* Index of the first span with hi > p. */
 static size_t first_after(uintptr_t p) {
@@ -49,8 +77,10 @@ static gw_status refuse(void *ptr, uintptr_t hi, size_t i) {
 gw_status gw__owned_check(void *ptr) {
   uintptr_t p = (uintptr_t)ptr;
   pthread_mutex_lock(&lock);
-  size_t i = first_after(p);
-  gw_status s = (i < n && spans[i].lo <= p) ? refuse(ptr, p + 1, i) : GW_OK;
+  size_t i = first_after(p), k;
+  gw_status s = (i < n && spans[i].lo <= p)                  ? refuse(ptr, p + 1, i)
+                : (k = deleter_overlap(p, p + 1)) < dn ? refuse_deleter(ptr, p + 1, k)
+                                                             : GW_OK;
   pthread_mutex_unlock(&lock);
   return s;
 }
@@ -71,8 +101,11 @@ gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc) {
 #else
   (void)libc;
 #endif
+  size_t k;
   if (i < n && spans[i].lo < hi) {
     s = refuse(ptr, hi, i);
+  } else if ((k = deleter_overlap(lo, hi)) < dn) {
+    s = refuse_deleter(ptr, hi, k);
   } else if (n == cap) {
     size_t c = cap ? cap * 2 : 64;
     span *a = realloc(spans, c * sizeof *a);
@@ -98,6 +131,36 @@ void gw__owned_drop(void *ptr) {
   if (i < n && spans[i].lo == p) {
     memmove(&spans[i], &spans[i + 1], (n - i - 1) * sizeof *spans);
     n--;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+gw_status gw__owned_note_deleter(void *lo, void *hi, size_t *slot) {
+  gw_status s = GW_OK;
+  pthread_mutex_lock(&lock);
+  if (dn == dcap) {
+    size_t c = dcap ? dcap * 2 : 64;
+    dspan *a = realloc(dspans, c * sizeof *a);
+    if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
+    else {
+      dspans = a;
+      dcap = c;
+    }
+  }
+  if (s == GW_OK) {
+    dspans[dn] = (dspan){(uintptr_t)lo, (uintptr_t)hi, slot};
+    *slot = dn++;
+  }
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+void gw__owned_forget_deleter(size_t *slot) {
+  pthread_mutex_lock(&lock);
+  size_t i = *slot;
+  if (i < dn && dspans[i].slot == slot) { /* the last entry moves into its place */
+    dspans[i] = dspans[--dn];
+    *dspans[i].slot = i;
   }
   pthread_mutex_unlock(&lock);
 }

@@ -88,6 +88,7 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   a->deleter_user = NULL;
   a->hold = (gw__reghold){0};
   a->in_owned_table = false;
+  a->in_deleter_table = false;
   /* Relaxed: no other thread can see the array yet, and the default (sequentially
    * consistent) clear is a full barrier (xchg) on every wrap. */
   atomic_flag_clear_explicit(&a->pend_lock, memory_order_relaxed);
@@ -264,6 +265,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   char *p = ptr;
   bool own = flags & GW_WRAP_OWN;
   size_t own_bytes = 0; /* the span the ownership table records for an owning wrap */
+  char *lo = NULL, *hi = NULL; /* the elements' bytes, [lo, hi) (none while numel is 0) */
   if (own && p && (s = gw__owned_check(p)) != GW_OK) return s;
   gw_array *a = new_root(ctx, dtype, ndim, shape, cstrides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
@@ -292,7 +294,6 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     goto fail;
   }
 
-  char *lo = NULL, *hi = NULL;
   s = span_bounds(p, &g, &lo, &hi);
   if (s != GW_OK) goto fail;
   own_bytes = hi > p ? (size_t)(hi - p) : 1;
@@ -373,6 +374,10 @@ owned:
     if (s != GW_OK) goto fail;
     a->in_owned_table = true;
     a->free_ptr = ptr;
+  } else if (deleter) { /* the bytes it spans: an owning wrap of them is refused (owned.c) */
+    s = gw__owned_note_deleter(lo, hi, &a->deleter_slot);
+    if (s != GW_OK) goto fail;
+    a->in_deleter_table = true;
   }
 
 done:
