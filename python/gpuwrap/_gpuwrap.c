@@ -1379,6 +1379,11 @@ static PyObject *Array_get_ai(ArrayObject *a, void *u) {
     if (!(h = arr_get(a))) return NULL;
   }
   if (!a->kept) a->kept = gw_retain(h);
+  /* NumPy refuses a data address of 0 even with no elements (1.24: a TypeError from
+   * np.asarray of an empty wrap(0, ...)), so an array without elements and without an
+   * address points at a dummy that is never read nor written. */
+  static _Alignas(16) unsigned char no_elements[16];
+  if (!hp) hp = no_elements;
   return interface_dict(h, hp, 0, NULL);
 }
 

@@ -233,7 +233,10 @@ def test_strided_and_zero_size_dlpack(ctx, counter):
     z = ctx.wrap(0, "int32", (0, 4))  # NULL is fine without elements
     nz = np.from_dlpack(z)
     assert nz.shape == (0, 4) and nz.dtype == np.int32
-    del nv, nz
+    # and through __array_interface__ (NumPy refuses a data address of 0, even empty)
+    na = np.asarray(z)
+    assert na.shape == (0, 4) and na.dtype == np.int32 and na.size == 0
+    del nv, nz, na
     v.release()
     z.release()
     a.release()
