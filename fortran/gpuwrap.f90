@@ -1,4 +1,6 @@
-! Fortran module `gpuwrap`: the C API of include/gpuwrap.h through iso_c_binding.
+! Fortran module `gpuwrap_core`: the C API of include/gpuwrap.h through iso_c_binding.
+! Programs write `use gpuwrap` (gpuwrap_module*.f90), which gives this and, where the halo
+! is built, module gpuwrap_halo's names too.
 !
 ! * Every C function has an interface of the same name taking the same arguments (handles
 !   are type(c_ptr); enums, flags and statuses integer(c_int); int64_t arrays
@@ -19,7 +21,7 @@
 !   the array is wrapped (an allocatable must not be reallocated or deallocated first).
 ! * gw_fill_scalar(a, x) / gw_fill_async_scalar(a, x, s): gw_fill / gw_fill_async with a
 !   Fortran scalar of those kinds (no c_loc of a TARGET variable needed).
-module gpuwrap
+module gpuwrap_core
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int8, int16, int32, int64, real32, real64
   implicit none
@@ -438,4 +440,4 @@ contains
 
   include 'gpuwrap_procedures.inc'
 
-end module gpuwrap
+end module gpuwrap_core

@@ -18,7 +18,7 @@
 ! bindings with mpi_f08 are found.
 module gpuwrap_halo
   use, intrinsic :: iso_c_binding
-  use gpuwrap, only: gw_c_string
+  use gpuwrap_core, only: gw_c_string
   use mpi_f08, only: MPI_Comm
   implicit none
   private

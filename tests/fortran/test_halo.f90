@@ -3,12 +3,13 @@
 ! periodic in all dims, so after an update every cell, halo included, holds the value of
 ! the global cell it stands for; every cell is checked, and the cells between the section's
 ! elements must be left alone. Also split-phase, gw_halo_query and an error's message.
+! `use gpuwrap` alone gives the halo's names (DESIGN.md's Fortran face); test_grid.f90 also
+! uses gpuwrap_halo beside it.
 program test_halo
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int64, real64, error_unit
   use mpi_f08
   use gpuwrap
-  use gpuwrap_halo
   implicit none
   integer, parameter :: n(3) = [6, 5, 4] ! local extents, halo of one included
   integer :: rank, nprocs, dims(3), coords(3), nfail, kind_, i, j, k

@@ -1,11 +1,11 @@
 ! The halo from Fortran (mpi_f08): a periodic exchange on 1 or more ranks; every halo
-! cell must hold its neighbour's value afterwards.
+! cell must hold its neighbour's value afterwards. `use gpuwrap` alone: it has the halo's
+! names in an install with the Fortran halo.
 program consumer_fortran_halo
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: real64
   use mpi_f08
   use gpuwrap
-  use gpuwrap_halo
   implicit none
   real(real64), allocatable, target :: u(:,:,:)
   type(c_ptr) :: ctx, arr, h
