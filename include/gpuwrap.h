@@ -346,7 +346,12 @@ GW_API gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes);
  *
  * Pending work. The last asynchronous operation on an array's memory (as source or
  * destination) records an event; gw_array_wait() makes another stream wait for it on the
- * device, without a host synchronisation. The DLPack and CUDA Array Interface exports of
+ * device, without a host synchronisation. The record is kept per array: an array and its
+ * views (gw_view, gw_reshape) share one, but another wrap of the same memory, or a DLPack
+ * import of an exported array, is another array with a record of its own. And it holds the
+ * last operation only: to write an array that two streams are still reading, make the
+ * writer's stream wait after each read is queued (gw_array_wait once per read), or
+ * synchronize the readers. The DLPack and CUDA Array Interface exports of
  * the Python module use it for the consumer's stream; a C program hands an array to
  * another library's stream the same way.
  *
@@ -388,8 +393,9 @@ GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
  * Make s wait, on the device, for the asynchronous gpuwrap work pending on a's memory (the
  * last gw_copy_async / gw_fill_async that wrote or read it); no host synchronisation.
  * Nothing to wait for is GW_OK. Use it before handing a to another library's stream.
- * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (s is of another backend or
- *         device than the pending work); GW_EBACKEND.
+ * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (s is of another backend than the
+ *         pending work; a stream of another device of the same backend does wait, as
+ *         cudaStreamWaitEvent allows); GW_EBACKEND.
  */
 GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
 /** 1 when asynchronous gpuwrap work on a's memory may not have completed yet, else 0. */
