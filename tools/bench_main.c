@@ -2,6 +2,8 @@
 #include "alloc_count.h"
 #include "bench.h"
 
+#include <limits.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,44 +73,61 @@ int gw_tool_bench(int argc, char **argv) {
   size_t max_size = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    const char *why = NULL; /* a bad value: what is wrong with it */
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       bench_usage(stdout);
       return 0;
     } else if (strcmp(a, "--quick") == 0) {
       b.quick = 1;
+      continue;
     } else if (strcmp(a, "--strict") == 0) {
       strict = 1;
-    } else if (v && strcmp(a, "--backend") == 0 && gw_tool_parse_backend(v, &b.backend) == 0) {
-      i++;
-    } else if (v && strcmp(a, "--device") == 0) {
-      b.device = atoi(v);
-      i++;
-    } else if (v && strcmp(a, "--threads") == 0 && atoi(v) > 0 && atoi(v) <= 256) {
-      b.threads = atoi(v);
-      i++;
-    } else if (v && strcmp(a, "--scale") == 0 && atof(v) > 0) {
-      b.time_scale = atof(v);
-      i++;
-    } else if (v && strcmp(a, "--max-size") == 0 && (max_size = gw_tool_parse_size(v)) >= 4096) {
-      i++;
-    } else if (v && strcmp(a, "--only") == 0) {
+      continue;
+    }
+    static const char *const with_value[] = {"--backend", "--device", "--threads", "--scale", "--max-size",
+                                             "--only",    "--json",   "--csv",     "--svg"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+    if (!known) {
+      fprintf(stderr, "gpuwrap bench: unknown option '%s'\n\n", a);
+      bench_usage(stderr);
+      return GW_TOOL_EXIT_USAGE;
+    }
+    if (!v) {
+      fprintf(stderr, "gpuwrap bench: %s needs a value\n\n", a);
+      bench_usage(stderr);
+      return GW_TOOL_EXIT_USAGE;
+    }
+    i++;
+    if (strcmp(a, "--backend") == 0) {
+      if (gw_tool_parse_backend(v, &b.backend) != 0) why = "not one of auto, cpu, cuda, hip";
+    } else if (strcmp(a, "--device") == 0) {
+      if (gw_tool_parse_int(v, 0, INT_MAX, &b.device) != 0) why = "not a device number (0, 1, ...)";
+    } else if (strcmp(a, "--threads") == 0) {
+      if (gw_tool_parse_int(v, 1, 256, &b.threads) != 0) why = "not a whole number from 1 to 256";
+    } else if (strcmp(a, "--scale") == 0) {
+      char *end = NULL;
+      double x = strtod(v, &end);
+      if (end == v || *end != '\0' || !(x > 0) || x > 1e6) why = "not a number above 0 (and at most 1e6)";
+      else b.time_scale = x;
+    } else if (strcmp(a, "--max-size") == 0) {
+      max_size = gw_tool_parse_size(v);
+      if (max_size < 4096 || max_size > ((size_t)1 << 40))
+        why = "not a size from 4K to 1T (bytes, or with a K, M, G suffix)";
+    } else if (strcmp(a, "--only") == 0) {
       only = v;
-      i++;
-      int known = 0;
-      for (int s = 0; s < NSECTIONS; s++) known += in_list(only, sections[s].name);
-      if (!known) {
-        fprintf(stderr, "gpuwrap bench: --only %s names no section\n\n", only);
-        bench_usage(stderr);
-        return GW_TOOL_EXIT_USAGE;
-      }
-    } else if (v && strcmp(a, "--json") == 0) {
-      json = argv[++i];
-    } else if (v && strcmp(a, "--csv") == 0) {
-      csv = argv[++i];
-    } else if (v && strcmp(a, "--svg") == 0) {
-      svg = argv[++i];
+      int any = 0;
+      for (int s = 0; s < NSECTIONS; s++) any += in_list(only, sections[s].name);
+      if (!any) why = "names no section";
+    } else if (strcmp(a, "--json") == 0) {
+      json = v;
+    } else if (strcmp(a, "--csv") == 0) {
+      csv = v;
     } else {
-      fprintf(stderr, "gpuwrap bench: bad option '%s'%s\n\n", a, v || a[0] != '-' ? "" : " (missing value?)");
+      svg = v;
+    }
+    if (why) {
+      fprintf(stderr, "gpuwrap bench: %s '%s': %s\n\n", a, v, why);
       bench_usage(stderr);
       return GW_TOOL_EXIT_USAGE;
     }

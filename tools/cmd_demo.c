@@ -7,6 +7,7 @@
 #include "gpuwrap/cpu.h"
 #include "tool.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,12 +438,18 @@ int gw_tool_demo(int argc, char **argv) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       demo_usage(stdout);
       return 0;
-    } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc && gw_tool_parse_backend(argv[i + 1], &backend) == 0) {
-      i++;
-    } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--backend") == 0 || strcmp(argv[i], "--device") == 0) {
+      const char *opt = argv[i], *v = i + 1 < argc ? argv[++i] : NULL, *why = NULL;
+      if (!v) why = "needs a value";
+      else if (opt[2] == 'b' && gw_tool_parse_backend(v, &backend) != 0) why = "not one of auto, cpu, cuda, hip";
+      else if (opt[2] == 'd' && gw_tool_parse_int(v, 0, INT_MAX, &device) != 0) why = "not a device number (0, 1, ...)";
+      if (why) {
+        fprintf(stderr, "gpuwrap demo: %s%s%s%s: %s\n\n", opt, v ? " '" : "", v ? v : "", v ? "'" : "", why);
+        demo_usage(stderr);
+        return GW_TOOL_EXIT_USAGE;
+      }
     } else {
-      fprintf(stderr, "gpuwrap demo: bad option '%s'\n\n", argv[i]);
+      fprintf(stderr, "gpuwrap demo: unknown option '%s'\n\n", argv[i]);
       demo_usage(stderr);
       return GW_TOOL_EXIT_USAGE;
     }
@@ -451,8 +458,8 @@ int gw_tool_demo(int argc, char **argv) {
   memset(&d, 0, sizeof d);
   gw_status s = gw_context_create(backend, device, &d.ctx);
   if (s != GW_OK) {
-    printf("gpuwrap demo: no %s context on device %d: %s: %s\n", gw_backend_name(backend), device, gw_err_name(s),
-           gw_last_error());
+    fprintf(stderr, "gpuwrap demo: no %s context on device %d: %s: %s\n", gw_backend_name(backend), device,
+            gw_err_name(s), gw_last_error());
     return DEMO_EXIT_SKIP;
   }
   gw_backend b = gw_context_backend(d.ctx);

@@ -20,6 +20,8 @@ int gw_tool_bench(int argc, char **argv);
 int gw_tool_parse_backend(const char *s, gw_backend *out);
 /* Parse a size with optional K/M/G suffix (binary); 0 on failure. */
 size_t gw_tool_parse_size(const char *s);
+/* A whole decimal integer in [lo, hi] (no trailing characters): 0, else -1. */
+int gw_tool_parse_int(const char *s, long lo, long hi, int *out);
 /* "4 KiB", "1 GiB", ... into buf. */
 const char *gw_tool_fmt_size(size_t bytes, char *buf, size_t n);
 /* One line describing a gw_ptrinfo ("kind=pinned device=0 base=... extent=... flags=..."). */

@@ -1,6 +1,8 @@
 /* Small helpers shared by the tool's commands. */
 #include "tool.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,8 +22,11 @@ int gw_tool_parse_backend(const char *s, gw_backend *out) {
 
 size_t gw_tool_parse_size(const char *s) {
   char *end = NULL;
+  /* digits first: strtoull would take "-1" (as ULLONG_MAX) and leading blanks */
+  if (*s < '0' || *s > '9') return 0;
+  errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return 0;
+  if (end == s || errno == ERANGE) return 0;
   unsigned shift = 0;
   switch (*end) {
   case '\0': break;
@@ -33,7 +38,17 @@ size_t gw_tool_parse_size(const char *s) {
   if (*end == 'i') end++;
   if (*end == 'B' || *end == 'b') end++;
   if (*end != '\0') return 0;
+  if (v > (unsigned long long)(SIZE_MAX >> shift)) return 0; /* would wrap */
   return (size_t)(v << shift);
+}
+
+int gw_tool_parse_int(const char *s, long lo, long hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
 }
 
 const char *gw_tool_fmt_size(size_t bytes, char *buf, size_t n) {
