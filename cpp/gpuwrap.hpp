@@ -89,14 +89,18 @@ template <class T> struct dtype_of;
     static constexpr gw_dtype value = dt;                                                                              \
   }
 GW_CPP_DTYPE_(bool, GW_BOOL);
-GW_CPP_DTYPE_(std::int8_t, GW_INT8);
-GW_CPP_DTYPE_(std::int16_t, GW_INT16);
-GW_CPP_DTYPE_(std::int32_t, GW_INT32);
-GW_CPP_DTYPE_(std::int64_t, GW_INT64);
-GW_CPP_DTYPE_(std::uint8_t, GW_UINT8);
-GW_CPP_DTYPE_(std::uint16_t, GW_UINT16);
-GW_CPP_DTYPE_(std::uint32_t, GW_UINT32);
-GW_CPP_DTYPE_(std::uint64_t, GW_UINT64);
+/* Every fundamental integer type by its size (std::int64_t is long on some platforms, long
+ * long on others: both are covered, and so is each intN_t, an alias of one of them). */
+#define GW_CPP_DTYPE_INT_(type, s, u)                                                                                  \
+  GW_CPP_DTYPE_(type, sizeof(type) == 1 ? s##8 : sizeof(type) == 2 ? s##16 : sizeof(type) == 4 ? s##32 : s##64);      \
+  GW_CPP_DTYPE_(unsigned type, sizeof(type) == 1 ? u##8 : sizeof(type) == 2 ? u##16 : sizeof(type) == 4 ? u##32 : u##64)
+GW_CPP_DTYPE_(signed char, GW_INT8);
+GW_CPP_DTYPE_(unsigned char, GW_UINT8);
+GW_CPP_DTYPE_INT_(short, GW_INT, GW_UINT);
+GW_CPP_DTYPE_INT_(int, GW_INT, GW_UINT);
+GW_CPP_DTYPE_INT_(long, GW_INT, GW_UINT);
+GW_CPP_DTYPE_INT_(long long, GW_INT, GW_UINT);
+#undef GW_CPP_DTYPE_INT_
 GW_CPP_DTYPE_(float, GW_FLOAT32);
 GW_CPP_DTYPE_(double, GW_FLOAT64);
 GW_CPP_DTYPE_(std::complex<float>, GW_COMPLEX64);
@@ -104,6 +108,18 @@ GW_CPP_DTYPE_(std::complex<double>, GW_COMPLEX128);
 #undef GW_CPP_DTYPE_
 
 using dims = std::vector<std::int64_t>;
+
+namespace detail {
+/* Whether T has a gw_dtype (dtype_of<T> defined). */
+template <class T, class = void> struct has_dtype : std::false_type {};
+template <class T> struct has_dtype<T, std::void_t<decltype(dtype_of<T>::value)>> : std::true_type {};
+/* A per-dim argument of the C call holds ndim entries: the C library reads that many. */
+inline void check_dims(const char *what, const dims &v, std::size_t ndim) {
+  if (v.size() != ndim)
+    throw error(GW_EINVAL, std::string(what) + ": " + std::to_string(v.size()) + " entries for " +
+                               std::to_string(ndim) + " dims");
+}
+} // namespace detail
 
 /** gw_context: one (backend, device). Arrays keep their context alive in C, so a context
  *  may be destroyed before the arrays made through it. */
@@ -202,6 +218,7 @@ public:
   static array wrap(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape, const dims &strides = {},
                     unsigned flags = 0) {
     gw_array *a = nullptr;
+    if (!strides.empty()) detail::check_dims("strides", strides, shape.size());
     check(gw_wrap(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
                   strides.empty() ? nullptr : strides.data(), flags, &a));
     return array(a);
@@ -216,6 +233,7 @@ public:
   static array wrap_with_deleter(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape,
                                  const dims &strides, unsigned flags, gw_deleter deleter, void *user) {
     gw_array *a = nullptr;
+    if (!strides.empty()) detail::check_dims("strides", strides, shape.size());
     check(gw_wrap_with_deleter(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
                                strides.empty() ? nullptr : strides.data(), flags, deleter, user, &a));
     return array(a);
@@ -264,6 +282,10 @@ public:
   /** gw_view; step empty = all 1. */
   array view(const dims &start, const dims &shape, const dims &step = {}) const {
     gw_array *v = nullptr;
+    const std::size_t n = p_ ? static_cast<std::size_t>(ndim()) : start.size();
+    detail::check_dims("start", start, n);
+    detail::check_dims("shape", shape, n);
+    if (!step.empty()) detail::check_dims("step", step, n);
     check(gw_view(p_, start.data(), shape.data(), step.empty() ? nullptr : step.data(), &v));
     return array(v);
   }
@@ -275,9 +297,15 @@ public:
   /** gw_copy(this, src). */
   void copy_from(const array &src) const { check(gw_copy(p_, src.p_)); }
   void copy_from(const array &src, const stream &s) const { check(gw_copy_async(p_, src.p_, s.get())); }
-  /** gw_fill with a value of the array's element type (the caller's T must be it). */
-  template <class T> void fill(const T &value) const { check(gw_fill(p_, &value)); }
+  /** gw_fill with a value of the array's element type: T must be it (fill(1.0) of a float32
+   *  array is GW_EINVAL, not a fill with the first 4 bytes of a double; write fill(1.0f)).
+   *  A T without a dtype (a struct) must have the element's size. */
+  template <class T> void fill(const T &value) const {
+    check_fill_type<T>();
+    check(gw_fill(p_, &value));
+  }
   template <class T> void fill(const T &value, const stream &s) const {
+    check_fill_type<T>();
     check(gw_fill_async(p_, &value, s.get()));
   }
   /** gw_array_wait: s waits, on the device, for the work pending on this array. */
@@ -285,6 +313,16 @@ public:
 
 private:
   explicit array(gw_array *raw) noexcept : p_(raw) {}
+  template <class T> void check_fill_type() const {
+    if (!p_) return; /* gw_fill names the NULL array */
+    const gw_dtype dt = dtype();
+    bool ok;
+    if constexpr (detail::has_dtype<T>::value) ok = dtype_of<T>::value == dt;
+    else ok = sizeof(T) == gw_dtype_size(dt);
+    if (!ok)
+      throw error(GW_EINVAL, std::string("value: a ") + std::to_string(sizeof(T)) + "-byte value of another type "
+                             "than the array's " + gw_dtype_name(dt) + " (fill takes the element type)");
+  }
   gw_array *p_ = nullptr;
 };
 

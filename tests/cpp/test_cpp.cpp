@@ -130,6 +130,37 @@ int main() {
     EXPECT(thrown([&] { a.view({9}, {1}); }) == GW_EINVAL);
     EXPECT(thrown([&] { a.copy_from(gw::array::alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, {8})); }) == GW_EINVAL);
     EXPECT(thrown([&] { ctx.unpin(f.data(), 40); }) == GW_ENOTREG);
+    // fill's value must be the element type: a double into float32 wrote its first 4 bytes
+    // (0 for 1.0), a float into float64 read 8 bytes of a 4-byte value
+    // (memory of its own: f's pages are registered read-only by `ro`, so `a` is read-only too)
+    std::vector<float> h(10, 7.0f);
+    gw::array w = gw::array::wrap(ctx, h.data() + 1, {9});
+    EXPECT(thrown([&] { w.fill(1.0); }, &what) == GW_EINVAL);
+    EXPECT(what.find("float32") != std::string::npos);
+    EXPECT(thrown([&] { w.fill(1); }) == GW_EINVAL);
+    bool untouched = true;
+    for (float x : h) untouched = untouched && x == 7.0f;
+    EXPECT(untouched);
+    w.fill(2.5f);
+    bool filled = h[0] == 7.0f;
+    for (std::size_t i = 1; i < h.size(); i++) filled = filled && h[i] == 2.5f;
+    EXPECT(filled);
+    // per-dim vectors hold ndim entries (the C call reads that many)
+    std::vector<double> g(12);
+    gw::array m = gw::array::wrap(ctx, g.data(), {3, 4});
+    EXPECT(thrown([&] { m.view({1}, {2}); }, &what) == GW_EINVAL);
+    EXPECT(what.find("start: 1 entries for 2 dims") != std::string::npos);
+    EXPECT(thrown([&] { m.view({0, 0}, {3, 4}, {1}); }) == GW_EINVAL);
+    EXPECT(thrown([&] { m.view({0, 0, 0}, {1, 1}); }) == GW_EINVAL);
+    EXPECT(thrown([&] { gw::array::wrap(ctx, g.data(), {3, 4}, {4}); }, &what) == GW_EINVAL);
+    EXPECT(what.find("strides") != std::string::npos);
+    // every integer spelling has its dtype (int64_t is long here, long long is another type)
+    std::vector<long long> ll(4);
+    std::vector<unsigned long long> ull(4);
+    EXPECT(gw::array::wrap(ctx, ll.data(), {4}).dtype() == GW_INT64);
+    EXPECT(gw::array::wrap(ctx, ull.data(), {4}).dtype() == GW_UINT64);
+    EXPECT(gw::dtype_of<int>::value == GW_INT32 && gw::dtype_of<std::int64_t>::value == GW_INT64 &&
+           gw::dtype_of<unsigned short>::value == GW_UINT16 && gw::dtype_of<std::uint8_t>::value == GW_UINT8);
     try {
       gw::check(GW_ENODEV);
     } catch (const gw::error &e) {
