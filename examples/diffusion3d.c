@@ -178,7 +178,7 @@ static int parse(int argc, char **argv, options *o) {
     } else if (val && !strcmp(a, "--t1")) {
       char *end;
       o->t1_ms = strtod(argv[++i], &end);
-      if (end == val || *end || !(o->t1_ms > 0)) return bad(a, val, "a time in ms > 0");
+      if (end == val || *end || !(o->t1_ms > 0) || !isfinite(o->t1_ms)) return bad(a, val, "a finite time in ms > 0");
     }
     else if (val && !strcmp(a, "--mem")) {
       static const char *names[] = {"", "host", "pinned", "device", "managed"};

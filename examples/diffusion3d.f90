@@ -35,6 +35,8 @@ program diffusion3d_f
   integer(c_int) :: ndev, backend, path
   logical :: periodic, overlap, periods(3)
   character(len=256) :: arg, val
+  character(len=64) :: why
+  integer :: ios
   character(len=:), allocatable :: dump
   real(real64), allocatable, target :: u(:,:,:), v(:,:,:)
   type(c_ptr) :: ctx, au, av, hu, hv
@@ -55,6 +57,7 @@ program diffusion3d_f
   path = GW_HALO_PATH_AUTO
   dump = ''
   narg = command_argument_count()
+  why = ''
   i = 1
   do while (i <= narg)
     call get_command_argument(i, arg)
@@ -62,37 +65,47 @@ program diffusion3d_f
     if (i < narg) call get_command_argument(i + 1, val)
     select case (trim(arg))
     case ('-h', '--help')
-      if (rank == 0) call usage()
+      if (rank == 0) call usage(output_unit)
       call MPI_Finalize()
       stop
     case ('--periodic')
       periodic = .true.
     case ('--overlap')
       overlap = .true.
-    case ('-n')
-      read (val, *, err=90) m
-      i = i + 1
-    case ('-s')
-      read (val, *, err=90) steps
-      i = i + 1
-    case ('--path')
-      select case (trim(val))
-      case ('auto'); path = GW_HALO_PATH_AUTO
-      case ('host'); path = GW_HALO_PATH_HOST
-      case ('device'); path = GW_HALO_PATH_DEVICE
-      case default; goto 90
+    case ('-n', '-s', '--path', '--dump')
+      if (i >= narg) then
+        why = 'needs a value'
+        val = ''
+        goto 90
+      end if
+      select case (trim(arg))
+      case ('-n')
+        read (val, *, iostat=ios) m
+        if (ios /= 0) why = 'not a whole number'
+        if (ios == 0 .and. m < 3) why = 'must be at least 3'
+      case ('-s')
+        read (val, *, iostat=ios) steps
+        if (ios /= 0) why = 'not a whole number'
+        if (ios == 0 .and. steps < 0) why = 'must be 0 or more'
+      case ('--path')
+        select case (trim(val))
+        case ('auto'); path = GW_HALO_PATH_AUTO
+        case ('host'); path = GW_HALO_PATH_HOST
+        case ('device'); path = GW_HALO_PATH_DEVICE
+        case default; why = 'not one of auto, host, device'
+        end select
+      case default
+        dump = trim(val)
       end select
-      i = i + 1
-    case ('--dump')
-      if (i >= narg) goto 90
-      dump = trim(val)
+      if (why /= '') goto 90
       i = i + 1
     case default
+      why = 'unknown option'
+      val = ''
       goto 90
     end select
     i = i + 1
   end do
-  if (m < 3 .or. steps < 0) goto 90
 
   ! ---- context: AUTO (or GPUWRAP_BACKEND), one device per node-local rank -----------------
   call MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, node)
@@ -192,14 +205,23 @@ program diffusion3d_f
   call MPI_Finalize()
   stop
 
-90 if (rank == 0) call usage()
+  ! a bad argument: which, and why (exit status 2, as diffusion3d's)
+90 if (rank == 0) then
+    if (val /= '') then
+      write (error_unit, '(a)') 'diffusion3d_f: '//trim(arg)//" '"//trim(val)//"': "//trim(why)
+    else
+      write (error_unit, '(a)') 'diffusion3d_f: '//trim(arg)//': '//trim(why)
+    end if
+    call usage(error_unit)
+  end if
   call MPI_Finalize()
-  error stop 2
+  stop 2
 
 contains
 
-  subroutine usage()
-    write (error_unit, '(a)') 'usage: diffusion3d_f [-n N] [-s S] [--periodic] [--overlap] [--path auto|host|device]', &
+  subroutine usage(unit)
+    integer, intent(in) :: unit
+    write (unit, '(a)') 'usage: diffusion3d_f [-n N] [-s S] [--periodic] [--overlap] [--path auto|host|device]', &
       '                    [--dump FILE]', &
       '  the options of diffusion3d (C), same defaults (-n 64 -s 100, Dirichlet);', &
       '  --dump FILE: rank 0 writes the global interior as raw real64 in C order (x slowest)'

@@ -21,6 +21,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK(call)                                                                        \
   do {                                                                                     \
@@ -95,7 +96,17 @@ static DLManagedTensorVersioned *library_make_tensor(void) {
   return &l->mt;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+    if (!help) fprintf(stderr, "dlpack_share: unknown argument '%s' (it takes none)\n", argv[1]);
+    fprintf(help ? stdout : stderr,
+            "usage: dlpack_share   (GPUWRAP_BACKEND=cpu|cuda|hip picks the backend)\n"
+            "  shares one buffer between the program, gpuwrap and a DLPack consumer, both ways,\n"
+            "  with no copies; each deleter runs exactly once. Exit status: 0 ok, 1 a failed\n"
+            "  call, 2 bad usage, 77 the backend asked for has no device.\n");
+    return help ? 0 : 2;
+  }
   gw_context *ctx;
   gw_status cs = gw_context_create(GW_BACKEND_AUTO, 0, &ctx);
   if (cs == GW_ENODEV) { /* the backend asked for (GPUWRAP_BACKEND) has no device here */

@@ -2,7 +2,7 @@
 ! init_global_grid, update_halo!(A, B) and gather!): 2-D periodic diffusion of two
 ! quantities on a global box of nx x ny cells split over the MPI ranks.
 !
-!   mpirun -np 4 ./grid_halo_f [nx ny steps]
+!   mpirun -np 4 ./grid_halo_f [nx ny steps]      (default 64 48 50; --help: this usage)
 !
 ! gw_grid_create splits the box (MPI_Dims_create picks the ranks per dim), gives this rank's
 ! block (gw_grid_query: local, offset) and its device (gw_grid_context_create); the two
@@ -25,10 +25,23 @@ program grid_halo_f
   real(real64) :: total0(2), total(2)
 
   call MPI_Init()
-  if (command_argument_count() >= 3) then
-    call get_command_argument(1, arg); read (arg, *) nx
-    call get_command_argument(2, arg); read (arg, *) ny
-    call get_command_argument(3, arg); read (arg, *) steps
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  if (command_argument_count() > 0) then
+    call get_command_argument(1, arg)
+    if (arg == '-h' .or. arg == '--help') then
+      if (rank == 0) write (*, '(a)') 'usage: grid_halo_f [nx ny steps]   (default 64 48 50)', &
+        '  2-D periodic diffusion of two fields on a global nx x ny box split over the MPI ranks;', &
+        '  checks that both totals are conserved'
+      call MPI_Finalize()
+      stop
+    end if
+    if (command_argument_count() /= 3) call bad_usage('give all three of nx ny steps, or none')
+    call get_command_argument(1, arg); read (arg, *, iostat=s) nx
+    if (s /= 0 .or. nx < 3) call bad_usage("nx '"//trim(arg)//"': a whole number >= 3")
+    call get_command_argument(2, arg); read (arg, *, iostat=s) ny
+    if (s /= 0 .or. ny < 3) call bad_usage("ny '"//trim(arg)//"': a whole number >= 3")
+    call get_command_argument(3, arg); read (arg, *, iostat=s) steps
+    if (s /= 0 .or. steps < 0) call bad_usage("steps '"//trim(arg)//"': a whole number >= 0")
   end if
   call check(gw_grid_create(MPI_COMM_WORLD, 2, [int(nx, c_int64_t), int(ny, c_int64_t)], [1, 1], [0, 0], g), 'grid')
   call check(gw_grid_query(g, info), 'grid query')
@@ -91,6 +104,16 @@ program grid_halo_f
   call MPI_Finalize()
 
 contains
+
+  ! A bad argument: which and why, then exit status 2.
+  subroutine bad_usage(why)
+    character(len=*), intent(in) :: why
+    integer :: r
+    call MPI_Comm_rank(MPI_COMM_WORLD, r)
+    if (r == 0) write (error_unit, '(a)') 'grid_halo_f: '//why, 'usage: grid_halo_f [nx ny steps]   (--help)'
+    call MPI_Finalize()
+    stop 2
+  end subroutine
 
   subroutine check(st, what)
     integer(c_int), intent(in) :: st
