@@ -412,8 +412,13 @@ def _take_capsule(obj, native=None):
         # work to order, so its capsule is then taken without one.
         try:
             return _call_dlpack(obj, stream)
-        except (AssertionError, BufferError, ValueError, RuntimeError, NotImplementedError):
-            return _call_dlpack(obj, None)
+        except BufferError:  # the protocol's refusal (gpuwrap's DLPackBufferError too)
+            pass
+        except GpuwrapError:  # a gpuwrap producer failed (e.g. its wait for pending work):
+            raise             # not a refusal of the stream, so not retried without one
+        except (AssertionError, ValueError, RuntimeError, NotImplementedError):
+            pass
+        return _call_dlpack(obj, None)
     return _call_dlpack(obj, stream)
 
 

@@ -291,6 +291,20 @@ def test_from_dlpack_passes_stream(ctx):
     with pytest.raises(BufferError, match="stream should be None"):
         gpuwrap.from_dlpack(p, ctx)
     assert p.streams == [1]
+    # A pinned producer whose export fails with a GpuwrapError (a gpuwrap producer whose wait
+    # for pending work failed, GW_EBACKEND = -9) is raised: not a refusal of the stream, so
+    # not retried without one (it was: RuntimeError was in the retry's list).
+    def backend_failure(msg):
+        return gpuwrap.GpuwrapError("__dlpack__", -9, msg)
+    p = FakeProducer(gpuwrap.kDLCUDAHost, refuse_stream=backend_failure)
+    with pytest.raises(gpuwrap.GpuwrapError, match="stream should be None") as e:
+        gpuwrap.from_dlpack(p, ctx)
+    assert e.value.name == "GW_EBACKEND" and not isinstance(e.value, BufferError)
+    assert p.streams == [1]
+    # ... while gpuwrap's own refusal (DLPackBufferError, a BufferError) is still retried
+    p = FakeProducer(gpuwrap.kDLCUDAHost, refuse_stream=lambda m: gpuwrap.DLPackBufferError("__dlpack__", -4, m))
+    check_import(ctx, p)
+    assert p.streams == [1, ABSENT]
 
 
 def test_from_dlpack_consumer_stream(ctx):
