@@ -1,4 +1,4 @@
-// Probe (not part of the build): where a synchronous gw_fill's extra half microsecond over
+// Probe (not part of the build): where a synchronous gw_fill's extra ~1 us over
 // the bench's raw fill goes. One process, every variant interleaved rep by rep, wall clock
 // (host) medians [p10..p90] of launch + synchronize:
 //   A  the bench's raw fill: the PTX kernel of tools/raw_cuda.c, cuLaunchKernel + cuStreamSynchronize
