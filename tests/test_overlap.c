@@ -541,3 +541,77 @@ TEST_IMPL(interleaved_faces_copied_directly) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* Layouts the quick rules leave undecided (a stride reaching into the inner dims' span
+ * without a multiple of theirs; three dims meeting) are decided exactly: random small
+ * layouts (1-3 dims, extents 1-4, strides -7..7) over a poisoned buffer, each judged here by
+ * brute force (two indices at one offset); gw_fill must refuse exactly the overlapping ones
+ * with GW_EINVAL (naming two elements at one place: accepted before for {4, 4} / {2, -3}),
+ * and write exactly the others' elements, nothing else. */
+TEST_IMPL(undecided_layouts_exact) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  enum { M = 256, BASE = 128 };
+  int64_t *buf = malloc(M * sizeof *buf);
+  int refused = 0, written = 0;
+  for (int iter = 0; iter < 3000; iter++) {
+    int nd = 1 + (int)tst_rand_below(3);
+    int64_t shape[3], strides[3];
+    for (int d = 0; d < nd; d++) {
+      shape[d] = 1 + (int64_t)tst_rand_below(4);
+      strides[d] = (int64_t)tst_rand_below(15) - 7;
+      if (strides[d] == 0) strides[d] = 1; /* zero strides: the quick rule's, tested above */
+    }
+    /* brute force: the offsets, and whether two indices share one */
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    int64_t off[64];
+    int overlap = 0;
+    for (int64_t lin = 0; lin < n; lin++) {
+      int64_t rem = lin, o = 0;
+      for (int d = nd - 1; d >= 0; d--) {
+        o += (rem % shape[d]) * strides[d];
+        rem /= shape[d];
+      }
+      off[lin] = o;
+      for (int64_t k = 0; k < lin; k++) overlap |= off[k] == o;
+    }
+    for (int i = 0; i < M; i++) buf[i] = -1 - i; /* poison */
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, buf + BASE, GW_INT64, nd, shape, strides, GW_WRAP_NO_REGISTER, &a));
+    int64_t v = (int64_t)tst_rand64() & 0x7fffffffffff;
+    gw_status s = gw_fill(a, &v);
+    if (overlap) {
+      ASSERT_STATUS(s, GW_EINVAL);
+      ASSERT_ERROR_MENTIONS("overlap");
+      refused++;
+      for (int i = 0; i < M; i++) ASSERT_EQ_INT(buf[i], -1 - i); /* nothing written */
+    } else {
+      ASSERT_OK(s);
+      written++;
+      for (int i = 0; i < M; i++) {
+        int mine = 0;
+        for (int64_t k = 0; k < n; k++) mine |= BASE + off[k] == i;
+        ASSERT_EQ_INT(buf[i], mine ? v : -1 - i);
+      }
+    }
+    gw_release(a);
+  }
+  /* the case of the review: {4, 4} with strides {2, -3}: elements (0, 1) and (3, 3) meet */
+  int64_t sh[2] = {4, 4}, st[2] = {2, -3};
+  gw_array *a = NULL, *src = NULL;
+  ASSERT_OK(gw_wrap(ctx, buf + BASE, GW_INT64, 2, sh, st, GW_WRAP_NO_REGISTER, &a));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_INT64, 2, sh, &src));
+  gw_stream *gs = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &gs));
+  refuses_writes(a, src, gs, "elements (0, 1) and (3, 3)");
+  ASSERT_OK(gw_stream_synchronize(gs));
+  gw_stream_destroy(gs);
+  gw_release(src);
+  gw_release(a);
+  ASSERT_TRUE(refused > 100 && written > 100); /* both kinds were drawn */
+  free(buf);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}

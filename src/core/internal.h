@@ -85,6 +85,7 @@ struct gw_array {
   gw_dtype dtype;
   int ndim;
   bool readonly;
+  atomic_bool apart; /* its elements were found apart by transfer.c's exact test (once) */
   char *dev0;  /* device-usable address of element 0, or NULL */
   char *host0; /* host-usable address of element 0, or NULL */
   int64_t shape[GW_MAX_DIMS];
@@ -121,6 +122,8 @@ struct gw_stream {
 void gw__pending_note(const gw_array *a, gw_stream *st);
 /* Root teardown: the event goes with the memory. */
 void gw__pending_fini(gw_array *root);
+/* Wait on the host until the root's pending work is complete (before its memory is freed). */
+void gw__pending_drain(gw_array *root);
 /* Whether native is a live stream handle of the CPU backend (cpu_streams.c): a GPU
  * runtime cannot tell a foreign pointer from its own stream without reading through it. */
 bool gw__cpu_stream_is_native(const void *native);
