@@ -382,8 +382,11 @@ GW_API void *gw_stream_native(const gw_stream *s);
  *  the handle only. NULL is ok. */
 GW_API void gw_stream_destroy(gw_stream *s);
 GW_API gw_status gw_stream_synchronize(gw_stream *s);
-/** As gw_copy/gw_fill (the same rules and errors) but ordered on s; the arrays must stay
- *  alive until s is synchronized. Copies that involve pageable host memory, and copies
+/** As gw_copy/gw_fill (the same rules and errors) but ordered on s. Releasing an array
+ *  before s has run its work waits (on the host) for that work when the release gives up
+ *  what the work needs: memory the array frees (owned, or its deleter's) or a registration
+ *  gpuwrap made for it; borrowed memory gpuwrap holds nothing of (device memory, memory
+ *  pinned by someone else) must stay valid until s is synchronized. Copies that involve pageable host memory, and copies
  *  between arrays that share memory (staged through a temporary, which is released only
  *  after s has run both halves: s is synchronized), complete before returning. Each
  *  records the array's pending-work event (gw_array_wait). */

@@ -20,6 +20,7 @@
 /* ctest-env: pending GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 /* ctest-env: dlpack_handover GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 /* ctest-env: fork_child GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: release_waits GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 #include "test.h"
 
 #include <sys/wait.h>
@@ -497,6 +498,76 @@ TEST_IMPL(fork_child) {
   gw_release(in);
   gw_release(out);
   gw_stream_destroy(s);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (9) Releasing an array while a stream still writes its memory: when the release gives
+ * something up that the work needs (memory it frees: a deleter's, a DLPack producer's
+ * buffer, an owning wrap's; a registration gpuwrap made), it waits for that work first (the
+ * buffer was handed back at once: the producer freed it under the queued fill, a crash from
+ * Python). The deleter checks that every element holds the fill's value when it runs, and
+ * the registration is still there when the fill runs (the CPU model fails a copy into
+ * memory no longer pinned). A borrowing wrap that holds nothing does not wait. */
+typedef struct {
+  int32_t want;
+  int calls, complete;
+} owner;
+static void owner_free(void *p, void *user) {
+  owner *o = user;
+  o->calls++;
+  o->complete = 1;
+  for (int i = 0; i < N; i++) o->complete &= ((int32_t *)p)[i] == o->want;
+  free(p);
+}
+TEST_IMPL(release_waits) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  int64_t n = N;
+  /* malloc'd memory, registered by the wrap (so the fill is queued on s), owned by a
+   * deleter / by GW_WRAP_OWN / borrowed (the registration alone) */
+  for (int how = 0; how < 3; how++) {
+    owner o = {other_than(POISON), 0, 0};
+    int32_t *buf = malloc(N * sizeof(int32_t));
+    for (int i = 0; i < N; i++) buf[i] = POISON;
+    gw_array *a = NULL;
+    if (how == 0) ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, owner_free, &o, &a));
+    else ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED);
+    /* the CPU model's streams start each item 150 ms late: the fill is still queued */
+    ASSERT_OK(gw_fill_async(a, &o.want, s));
+    ASSERT_EQ_INT(gw_array_pending(a), 1);
+    gw_release(a); /* waits for the fill: then unregisters, frees or hands to the deleter */
+    if (how == 0) {
+      ASSERT_EQ_INT(o.calls, 1);
+      ASSERT_EQ_INT(o.complete, 1);
+    }
+    if (how == 2) { /* borrowed: still ours, and filled by the time the release returned */
+      ASSERT_ALL_EQ(buf, &o.want, N, 4);
+      free(buf);
+    }
+    ASSERT_EQ_SIZE(gw_cpu_live_registrations(), 0);
+    ASSERT_OK(gw_stream_synchronize(s)); /* nothing failed on the stream */
+  }
+  /* memory pinned by someone else, borrowed: gpuwrap holds nothing, the release does not wait */
+  void *pin = NULL;
+  ASSERT_OK(gw_cpu_runtime_alloc(GW_MEM_PINNED, 0, N * sizeof(int32_t), &pin));
+  int32_t *mine = pin;
+  for (int i = 0; i < N; i++) mine[i] = POISON;
+  gw_array *b = NULL;
+  ASSERT_OK(gw_wrap(ctx, mine, GW_INT32, 1, &n, NULL, 0, &b));
+  int32_t v = other_than(POISON);
+  ASSERT_OK(gw_fill_async(b, &v, s));
+  gw_release(b);
+  ASSERT_EQ_INT(mine[N - 1], POISON); /* still queued: the release did not wait */
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ALL_EQ(mine, &v, N, 4);
+  ASSERT_OK(gw_cpu_runtime_free(pin));
+  gw_stream_destroy(s);
+  ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;
 }

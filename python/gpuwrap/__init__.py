@@ -34,8 +34,11 @@ Streams: Context.stream() makes a gpuwrap stream (blocking, as cudaStreamCreate 
 ExternalStream(handle, ctx) borrows someone else's (an int cudaStream_t / hipStream_t, 0 or
 None = the legacy default stream, a torch.cuda.Stream or CuPy stream, any object with the
 cuda.core __cuda_stream__ protocol), and closing it never destroys the native stream.
-fill(value, stream=S) and copy_from(src, stream=S) queue the work on S and return; the
-arrays must stay alive until S is synchronized. Synchronous calls (no stream) are ordered
+fill(value, stream=S) and copy_from(src, stream=S) queue the work on S and return. An
+array released before S has run that work waits for it when the release frees memory (an
+allocation, an imported tensor's buffer) or a registration gpuwrap made; memory wrapped
+from a raw address that gpuwrap holds nothing of must stay valid until S is synchronized.
+Synchronous calls (no stream) are ordered
 on the legacy default stream and complete on return.
 
 Streams across libraries (the Python array API and the CUDA Array Interface v3):
@@ -155,9 +158,20 @@ def _resolve_dtype(dtype):
     """A dtype spelling the cache has not seen: a NumPy dtype or type, torch dtype, or
     anything with .dtype or .name; cached (when hashable) for the next call."""
     name = None
+    if isinstance(dtype, (bool, float)):  # True == 1 and 1.0 == 1 would find int8's index
+        raise TypeError(f"dtype {dtype!r}: a {type(dtype).__name__} is not a dtype (a name such as "
+                        "'float64', a NumPy dtype or type, or a gpuwrap dtype index)")
     if isinstance(dtype, str):
         name = dtype
     else:
+        # A NumPy dtype of the other byte order has this host's name ('float32' for '>f4'):
+        # gpuwrap has no byte-swapped types, so it is refused, as the string '>f4' is.
+        for holder in (dtype, getattr(dtype, "dtype", None)):  # a dtype, or what has one
+            bo = getattr(holder, "byteorder", None)
+            if isinstance(bo, str) and bo in ("<", ">") and bo != _BO:
+                raise ValueError(f"dtype {dtype!r}: byte order '{bo}', not this host's ('{_BO}'): "
+                                 "gpuwrap has no byte-swapped types (convert with "
+                                 "x.astype(x.dtype.newbyteorder('=')))")
         d = getattr(dtype, "dtype", None)  # numpy.float32 (a type) -> its .dtype attribute...
         if d is not None and not isinstance(d, type) and hasattr(d, "name"):
             name = d.name

@@ -207,7 +207,8 @@ static PyObject *enter_self(PyObject *self, PyObject *unused) { return Py_NewRef
 
 /* Any spelling of a dtype -> gw_dtype: a cache hit for every spelling seen before. */
 static int dtype_index(PyObject *o) {
-  PyObject *v = PyDict_GetItemWithError(DtypeCache, o); /* unhashable: TypeError, then fallback */
+  /* True and 1.0 hash as 1, the index of int8, in the cache: ResolveDtype refuses them */
+  PyObject *v = PyBool_Check(o) || PyFloat_Check(o) ? NULL : PyDict_GetItemWithError(DtypeCache, o);
   if (!v) {
     if (PyErr_Occurred()) {
       if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;

@@ -71,6 +71,12 @@ bool gw__is_c_contiguous(const gw_array *a) {
  * first (the pages must still be mapped), then the ownership record, then the free. */
 static void destroy_root(gw_array *a) {
   gw_context *ctx = a->ctx;
+  /* What this release gives up may still be in use by queued work on a stream: the
+   * registration gpuwrap made (unregistered under a queued copy or kernel), memory it frees
+   * (owned, or handed to a deleter: a DLPack producer that frees its buffer). Wait for that
+   * work first. Borrowed memory gpuwrap holds nothing of is the caller's to keep until the
+   * streams are synchronized, as before. */
+  if (a->freeway != GW__FREE_NONE || a->hold.n > 0) gw__pending_drain(a);
   gw__pending_fini(a);
   gw__registry_release(ctx, &a->hold);
   if (a->in_owned_table) gw__owned_drop(a->free_ptr);

@@ -13,6 +13,8 @@
  */
 #include "internal.h"
 
+#include <sched.h>
+
 #include <stdlib.h>
 
 static gw_array *root_of(const gw_array *a) { return (gw_array *)(a->root ? a->root : a); }
@@ -63,6 +65,15 @@ void gw__pending_note(const gw_array *a, gw_stream *st) {
 }
 
 void gw__pending_fini(gw_array *root) { drop_event(root); }
+
+void gw__pending_drain(gw_array *root) {
+  /* Nobody else holds the root (its last reference is going), so no lock. There is no
+   * event wait among the backend calls: poll the query, yielding the CPU meanwhile. A
+   * failed query cannot be waited on: the memory goes as it did before. */
+  if (!root->pend_event) return;
+  gw_context *c = root->pend_ctx;
+  while (c->ops->event_query(c->state, root->pend_event) == GW_EBUSY) sched_yield();
+}
 
 gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");

@@ -87,3 +87,24 @@ def test_fill_values(ctx):
     with pytest.raises(TypeError, match="gpuwrap.Array"):
         c2 = ctx.alloc("host", "float32", (2,))
         c2.copy_from(np.zeros(2, dtype=np.float32))
+
+
+def test_dtype_spellings_refused(ctx):
+    # True and 1.0 hash as 1 (int8's index): they were taken as int8
+    for bad in (True, False, 1.0, 0.0):
+        with pytest.raises(TypeError, match="is not a dtype"):
+            ctx.alloc("host", bad, (2,))
+    # a NumPy dtype of the other byte order has this host's name ('float32' for '>f4'): it was
+    # taken as native float32 and read byte-swapped
+    other = ">" if np.little_endian else "<"
+    x = np.arange(4, dtype=other + "f4")
+    for spelling in (x.dtype, x):
+        with pytest.raises(ValueError, match="byte order"):
+            ctx.wrap(x.ctypes.data, spelling, x.shape)
+    # this host's order, and a byte order that does not apply, are fine
+    y = np.arange(4, dtype="=f4")
+    a = ctx.wrap(y.ctypes.data, y.dtype, y.shape)
+    assert a.dtype == "float32" and np.array_equal(np.asarray(a), y)
+    a.release()
+    assert ctx.alloc("host", np.dtype(other + "i1"), (2,)).dtype == "int8"
+    assert ctx.alloc("host", 1, (2,)).dtype == "int8"  # a gpuwrap dtype index still works
