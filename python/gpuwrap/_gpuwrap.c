@@ -223,11 +223,35 @@ static int dtype_index(PyObject *o) {
   return (int)PyLong_AsLong(v);
 }
 
+/* One int of a shape or strides (anything with __index__: int, numpy.int64, not bool) into
+ *out; the error names it (`what`, and its position when i >= 0). */
+static int int64_item(PyObject *o, int64_t *out, const char *what, Py_ssize_t i) {
+  char at[32] = "";
+  if (i >= 0) snprintf(at, sizeof at, "[%zd]", i);
+  if (PyBool_Check(o) || !PyIndex_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s%s: %s %R is not an int", what, at, Py_TYPE(o)->tp_name, o);
+    return -1;
+  }
+  PyObject *n = PyNumber_Index(o);
+  if (!n) return -1;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+  Py_DECREF(n);
+  if (overflow) {
+    PyErr_Format(PyExc_OverflowError, "%s%s: %R does not fit in 64 bits (int64)", what, at, o);
+    return -1;
+  }
+  if (v == -1 && PyErr_Occurred()) return -1;
+  *out = v;
+  return 0;
+}
+
 /* A shape or strides sequence (or one int) into out[GW_MAX_DIMS]; the count, or -1. */
 static int int64_seq(PyObject *o, int64_t *out, const char *what) {
-  if (PyLong_Check(o)) {
-    out[0] = PyLong_AsLongLong(o);
-    return out[0] == -1 && PyErr_Occurred() ? -1 : 1;
+  if (PyIndex_Check(o) || PyBool_Check(o)) return int64_item(o, out, what, -1) ? -1 : 1;
+  if (!PyTuple_Check(o) && !PyList_Check(o) && !PySequence_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "%s: %s is not a sequence of ints (nor an int)", what, Py_TYPE(o)->tp_name);
+    return -1;
   }
   PyObject *seq = PySequence_Fast(o, what);
   if (!seq) return -1;
@@ -239,12 +263,10 @@ static int int64_seq(PyObject *o, int64_t *out, const char *what) {
   }
   PyObject **items = PySequence_Fast_ITEMS(seq);
   for (Py_ssize_t i = 0; i < n; i++) {
-    long long v = PyLong_AsLongLong(items[i]);
-    if (v == -1 && PyErr_Occurred()) {
+    if (int64_item(items[i], &out[i], what, i) != 0) {
       Py_DECREF(seq);
       return -1;
     }
-    out[i] = v;
   }
   Py_DECREF(seq);
   return (int)n;

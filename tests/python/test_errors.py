@@ -108,3 +108,17 @@ def test_dtype_spellings_refused(ctx):
     a.release()
     assert ctx.alloc("host", np.dtype(other + "i1"), (2,)).dtype == "int8"
     assert ctx.alloc("host", 1, (2,)).dtype == "int8"  # a gpuwrap dtype index still works
+
+
+def test_shape_arguments(ctx):
+    # any __index__ int (numpy's too) is a dim, alone or in a sequence
+    assert ctx.alloc("host", "f8", np.int64(3)).shape == (3,)
+    assert ctx.alloc("host", "f8", [np.int32(2), 3]).shape == (2, 3)
+    # the rest is refused, saying which argument (and which entry) and why
+    for bad, exc, says in [(None, TypeError, "shape: NoneType is not a sequence"),
+                           (True, TypeError, "shape: bool True is not an int"),
+                           ((2, 1.5), TypeError, r"shape\[1\]: float 1.5 is not an int"),
+                           ((1 << 63,), OverflowError, r"shape\[0\]: 9223372036854775808 does not fit"),
+                           ((2, False), TypeError, r"shape\[1\]: bool")]:
+        with pytest.raises(exc, match=says):
+            ctx.alloc("host", "f8", bad)
