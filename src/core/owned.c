@@ -37,6 +37,16 @@ typedef struct {
 static dspan *dspans; /* the deleter arrays' spans, in no order */
 static size_t dn, dcap;
 
+/* `table` (`used` entries of `size` bytes, capacity *room) with room for one more: itself,
+ * or a doubled copy. NULL (the table as it was) when that fails. */
+static void *room_for_one(void *table, size_t used, size_t *room, size_t size) {
+  if (used < *room) return table;
+  size_t c = *room ? *room * 2 : 64;
+  void *a = realloc(table, c * size);
+  if (a) *room = c;
+  return a;
+}
+
 /* Index of a deleter span sharing a byte with [lo, hi), or dn. */
 static size_t deleter_overlap(uintptr_t lo, uintptr_t hi) {
   for (size_t i = 0; i < dn; i++)
@@ -106,14 +116,10 @@ gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc) {
     s = refuse(ptr, hi, i);
   } else if ((k = deleter_overlap(lo, hi)) < dn) {
     s = refuse_deleter(ptr, hi, k);
-  } else if (n == cap) {
-    size_t c = cap ? cap * 2 : 64;
-    span *a = realloc(spans, c * sizeof *a);
+  } else {
+    span *a = room_for_one(spans, n, &cap, sizeof *spans);
     if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
-    else {
-      spans = a;
-      cap = c;
-    }
+    else spans = a;
   }
   if (s == GW_OK) {
     memmove(&spans[i + 1], &spans[i], (n - i) * sizeof *spans);
@@ -136,17 +142,11 @@ void gw__owned_drop(void *ptr) {
 }
 
 gw_status gw__owned_note_deleter(void *lo, void *hi, size_t *slot) {
-  gw_status s = GW_OK;
   pthread_mutex_lock(&lock);
-  if (dn == dcap) {
-    size_t c = dcap ? dcap * 2 : 64;
-    dspan *a = realloc(dspans, c * sizeof *a);
-    if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
-    else {
-      dspans = a;
-      dcap = c;
-    }
-  }
+  gw_status s = GW_OK;
+  dspan *a = room_for_one(dspans, dn, &dcap, sizeof *dspans);
+  if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
+  else dspans = a;
   if (s == GW_OK) {
     dspans[dn] = (dspan){(uintptr_t)lo, (uintptr_t)hi, slot};
     *slot = dn++;
