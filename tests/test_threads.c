@@ -386,3 +386,41 @@ TEST_IMPL(context_destroyed_while_threads_wrap) {
   ASSERT_NO_LEAK(before);
   return 0;
 }
+
+/* The native handle of a borrowed legacy stream, read from one thread while another fills
+ * synchronously (each synchronous call goes through the legacy stream): the CPU backend
+ * rewrote the legacy queue's fields on every call, a data race with that read (TSan, which
+ * CI runs this suite under, reported it). Checked here: the handle stays NULL, the fills
+ * land. */
+static atomic_int g_native_stop;
+static void *native_reader(void *p) {
+  gw_stream *legacy = p;
+  int bad = 0;
+  while (!atomic_load(&g_native_stop)) bad |= gw_stream_native(legacy) != NULL;
+  return (void *)(intptr_t)bad;
+}
+TEST_IMPL(legacy_native_while_filling) {
+  gw_context *ctx = tst_open(0);
+  gw_stream *legacy = NULL;
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &legacy));
+  int64_t n = 1024;
+  gw_array *a = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_INT32, 1, &n, &a));
+  atomic_store(&g_native_stop, 0);
+  pthread_t t;
+  ASSERT_EQ_INT(pthread_create(&t, NULL, native_reader, legacy), 0);
+  int32_t *h = gw_host_data(a);
+  for (int i = 0; i < 2000; i++) {
+    int32_t v = i * 7 + 1;
+    ASSERT_OK(gw_fill(a, &v));
+    ASSERT_EQ_INT(h[i % n], v);
+  }
+  atomic_store(&g_native_stop, 1);
+  void *bad = NULL;
+  ASSERT_EQ_INT(pthread_join(t, &bad), 0);
+  ASSERT_EQ_INT((intptr_t)bad, 0);
+  gw_release(a);
+  gw_stream_destroy(legacy);
+  gw_context_destroy(ctx);
+  return 0;
+}

@@ -42,6 +42,7 @@
 typedef enum { IT_COPY, IT_FILL, IT_WAIT, IT_CALLER, IT_NOP, IT_BATCH } item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
+_Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0, "the static legacy slots are legacy queues as zeroed");
 
 typedef struct queue queue;
 
@@ -101,9 +102,10 @@ static bool forked_child;                              /* lock: workers must be 
 
 static queue *legacy_of(int device) {
   queue *q = &legacy[device];
-  q->device = device; /* idempotent: the static slots need no other initialisation */
-  q->kind = Q_LEGACY;
-  q->owner = BY_LEGACY;
+  /* The static slots are zero: kind Q_LEGACY, owner BY_LEGACY already. Only the device is
+   * set, once: rewriting the fields on every call raced (TSan) with the readers that take
+   * no lock (gw__cpu_stream_native reads kind), harmless as the values never changed. */
+  if (q->device != device) q->device = device;
   return q;
 }
 
