@@ -5,6 +5,7 @@
 
 /* ctest-env: device_other_2dev GPUWRAP_CPU_DEVICES=2 */
 /* ctest-env: pageable_hmm GPUWRAP_CPU_PAGEABLE_ACCESS=1 */
+/* ctest-env: pageable_hmm GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 
 static void check_meta(const gw_array *a, gw_dtype t, int ndim, const int64_t *shape) {
   int64_t cs[GW_MAX_DIMS];
@@ -422,6 +423,17 @@ TEST_IMPL(pageable_hmm) {
   ASSERT_OK(gw_fill(w, &v));
   ASSERT_OK(gw_synchronize(ctx));
   ASSERT_ALL_EQ(buf, &v, 4096, 4);
+  /* an asynchronous fill of pageable memory is queued, as a GPU that reads pageable memory
+   * queues a kernel (it completed on return: a missing synchronize went unseen) */
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  uint32_t v2 = v ^ 0x5a5a5a5au;
+  ASSERT_OK(gw_fill_async(w, &v2, s));
+  ASSERT_EQ_INT(gw_array_pending(w), 1);
+  ASSERT_EQ_INT(buf[4095], v); /* still queued: the stream starts each item 150 ms late */
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_ALL_EQ(buf, &v2, 4096, 4);
+  gw_stream_destroy(s);
   gw_release(d);
   gw_release(w);
   ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER), regs);

@@ -14,7 +14,6 @@
 #include "internal.h"
 
 #include <sched.h>
-
 #include <stdlib.h>
 
 static gw_array *root_of(const gw_array *a) { return (gw_array *)(a->root ? a->root : a); }

@@ -390,7 +390,11 @@ gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
   if (st != GW_OK)
     return st;
   queue *q = target_queue(device, stream);
-  if (!stream || f->kind == GW_MEM_HOST) {
+  /* Pageable memory is filled here, complete on return, as the GPU backend fills it when
+   * the device cannot reach it; a device that reads pageable memory (HMM/ATS) has the GPU
+   * backend queue a kernel on the stream instead, so the model queues it too (filled here,
+   * a program that forgets the stream's synchronize would pass without a GPU). */
+  if (!stream || (f->kind == GW_MEM_HOST && !gw__cpu_config_get()->pageable_access)) {
     item it = {.u.f = *f};
     st = run_here(q, &it);
     if (st != GW_OK)
