@@ -26,8 +26,7 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
     while (want > 4096 && want > b->raw.device_free_mem() / 2) want /= 2;
   void *p = NULL, *dp = NULL;
   if (b->raw.alloc(kind, want, &p)) {
-    gw_bench_progress("fill: no %s memory (%s), skipped", gw_memkind_name(kind), b->raw.last_error());
-    gw_bench_progress_done();
+    gw_bench_error(b, "fill: no %s memory (%s): not measured", gw_memkind_name(kind), b->raw.last_error());
     return;
   }
   if (kind == GW_MEM_PINNED) {

@@ -85,8 +85,7 @@ void gw_bench_query(gw_bench *b) {
     if (k == GW_MEM_HOST) {
       p = gw_bench_host_alloc(bytes, 1);
     } else if (b->raw.alloc(k, bytes, &p) != 0) {
-      gw_bench_progress("query: no %s memory (%s), skipped", gw_memkind_name(k), b->raw.last_error());
-      gw_bench_progress_done();
+      gw_bench_error(b, "query: no %s memory (%s): not measured", gw_memkind_name(k), b->raw.last_error());
       continue;
     }
     if (!p) continue;

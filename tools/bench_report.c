@@ -91,7 +91,9 @@ static int add_info(target_row *rows, int n, const char *what, const char *targe
  */
 #define T_QUERY_MAX 1.10       /* gw_pointer_query / raw cuPointerGetAttributes, every kind */
 #define T_WRAP_MAX_S 150e-9    /* gw_wrap + gw_release of device/pinned/managed memory */
-#define T_WARM_MAX_S 1e-6      /* warm wrap + release of a gw_pin'ned range */
+#define T_WARM_MAX_S 150e-9   /* warm wrap + release of a gw_pin'ned range (DESIGN.md; the
+                                  table said 1 us until 2026-12-01, looser than the contract) */
+#define T_WRAP_ALLOCS_MAX 1.0  /* heap allocations per gw_wrap (+ release) of device memory */
 #define T_WARM_THREADS_MAX 1.3 /* warm wraps vs device wraps, both from N threads */
 #define T_FILL_MIN 0.97        /* gw_fill of device memory / raw fill kernel ... */
 #define T_FILL_FROM ((size_t)4 << 20) /* ... at every size from 4 MiB (to 1 GiB) */
@@ -197,9 +199,23 @@ static int targets(const gw_bench *b, target_row *rows) {
     int ok = r && r->gw.n;
     n = add_row(rows, n, what, tg, ok ? r->gw.med <= T_WRAP_MAX_S : -1, "%.0f ns", ok ? r->gw.med * 1e9 : 0);
   }
+  {
+    /* "one heap allocation" (DESIGN.md): the most any of the three kinds took */
+    double most = -1;
+    for (int i = 0; i < 3; i++) {
+      char path[64];
+      snprintf(path, sizeof path, "wrap %s", wk[i]);
+      const gw_result *w = find(b, "wrap", path);
+      if (w && w->allocs_per_op >= 0 && w->allocs_per_op > most) most = w->allocs_per_op;
+    }
+    snprintf(tg, sizeof tg, "<= %.0f", T_WRAP_ALLOCS_MAX);
+    n = add_row(rows, n, "heap allocations per gw_wrap + gw_release (device/pinned/managed)", tg,
+                most < 0 ? -1 : most <= T_WRAP_ALLOCS_MAX, "%.1f", most);
+  }
   const gw_result *r = find(b, "wrap", "wrap pageable warm");
   int ok = r && r->gw.n;
-  n = add_row(rows, n, "warm wrap + release of a gw_pin'ned range", "<= 1 us", ok ? r->gw.med <= T_WARM_MAX_S : -1,
+  snprintf(tg, sizeof tg, "<= %.0f ns", T_WARM_MAX_S * 1e9);
+  n = add_row(rows, n, "warm wrap + release of a gw_pin'ned range", tg, ok ? r->gw.med <= T_WARM_MAX_S : -1,
               "%.0f ns", ok ? r->gw.med * 1e9 : 0);
   n = threaded_wraps(b, rows, n);
   static const struct { const char *path, *what; double min; } cp[] = {
@@ -271,7 +287,9 @@ static int targets(const gw_bench *b, target_row *rows) {
   snprintf(tg, sizeof tg, ">= %.2fx link", T_ZEROCOPY_MIN);
   n = add_row(rows, n, "gw_fill of wrapped pinned memory vs link (raw device->pinned copy)", tg,
               lbw > 0 && zbw > 0 ? zbw / lbw >= T_ZEROCOPY_MIN : -1, "%.2fx", lbw > 0 ? zbw / lbw : 0);
-  n = add_row(rows, n, "halo update of a 3-D field", "<= 1.3x transfer time", -1, "%g", 0);
+  /* The halo's targets (DESIGN.md: <= 0.02 ms one-rank periodic, <= 0.8x the raw stages
+   * on two ranks) need MPI ranks: diffusion3d --halo-bench measures them (docs/HALO.md). */
+  n = add_info(rows, n, "halo update (diffusion3d --halo-bench measures it)", "(docs/HALO.md)", 0, -1, "%g", 0);
   return n;
 }
 
@@ -290,8 +308,7 @@ int gw_bench_print_targets(const gw_bench *b, FILE *f) {
   if (cpus > 0 && b->threads > cpus)
     fprintf(f, "(%d threads on %ld CPUs: the threaded rows include time slicing, read them with care)\n", b->threads,
             cpus);
-  if (b->backend != GW_BACKEND_CUDA)
-    fprintf(f, "(the halo update is measured by the halo exchange's own benchmark, not here)\n");
+  fprintf(f, "(the halo update is measured by the halo exchange's own benchmark, diffusion3d --halo-bench, not here)\n");
   return missed;
 }
 

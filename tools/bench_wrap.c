@@ -115,7 +115,10 @@ void gw_bench_wrap(gw_bench *b) {
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     void *p = NULL;
-    if (b->raw.alloc(kinds[i], bytes, &p) != 0) continue;
+    if (b->raw.alloc(kinds[i], bytes, &p) != 0) {
+      gw_bench_error(b, "wrap: no %s memory (%s): not measured", gw_memkind_name(kinds[i]), b->raw.last_error());
+      continue;
+    }
     gw_bench_progress("wrap+release %s", gw_memkind_name(kinds[i]));
     char path[64];
     snprintf(path, sizeof path, "wrap %s", gw_memkind_name(kinds[i]));
