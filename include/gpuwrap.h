@@ -287,8 +287,9 @@ GW_API gw_context *gw_array_context(const gw_array *a); /**< borrowed */
  * @param shape  the view's extents (>= 0).
  * @param step   non-zero steps (may be negative), NULL = all 1.
  * The view shares a's memory and keeps it alive. GW_EINVAL when out of bounds. A view with
- * no elements (some shape[d] == 0) reaches nothing: it is accepted for any start and step,
- * and its strides (a's times step, saturated at the int64 limits) are never used. A view of
+ * no elements (some shape[d] == 0) reaches nothing: it is accepted for any start and any
+ * non-zero step, and its strides (a's times step, saturated at the int64 limits) are never
+ * used. A view of
  * an array with a stride 0 (broadcast) has stride 0 there too: it can be read, not written.
  */
 GW_API gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape,
@@ -316,7 +317,8 @@ GW_API gw_status gw_copy(gw_array *dst, const gw_array *src);
  * the memory is (on the GPU for device-accessible memory). Complete when it returns.
  * @return GW_OK; GW_EINVAL (value NULL; dst's elements overlap in memory, as a stride 0 over
  *         an extent > 1: such an array can be read, never written, and its element count
- *         never bounds any work); GW_EREADONLY; GW_EBACKEND.
+ *         never bounds any work); GW_EREADONLY (a read-only array, or host-only memory whose
+ *         pages the process cannot write, found at the first write); GW_EBACKEND.
  */
 GW_API gw_status gw_fill(gw_array *dst, const void *value);
 
@@ -326,7 +328,9 @@ GW_API gw_status gw_fill(gw_array *dst, const void *value);
  * registered yet (memory pinned by someone else is left alone).
  * A buffer wrapped and released in a loop after gw_pin is registered only once.
  * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory); GW_ENOMEM;
- *         GW_EBACKEND.
+ *         GW_ENOTSUP (memory that cannot be page-locked: a read-only private file mapping,
+ *         read-only pages where the device has no read-only registration; nothing is
+ *         pinned, and gw_last_error() says which); GW_EBACKEND.
  */
 GW_API gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes);
 /** Drop the reference gw_pin took (same ptr and bytes). GW_ENOTREG if none was taken. */

@@ -582,3 +582,52 @@ RO_PENDING(wrap_readonly_private_writable)
 RO_PENDING(wrap_readonly_without_device_support)
 
 #endif /* GW_TEST_READONLY_WRAP */
+
+/* Host-only wraps register nothing (GW_WRAP_NO_REGISTER; a device that reads pageable
+ * memory, ctest-env below), so nothing looked at their pages, and a write into read-only
+ * ones crashed the process (SIGSEGV in the host fill or copy). The first write now finds
+ * them and is GW_EREADONLY, with the mapping in the message; the pages are unchanged, and
+ * reads still work. Every backend: the host writes such memory on all of them. */
+/* ctest-env: write_into_readonly_host_only_hmm GPUWRAP_CPU_PAGEABLE_ACCESS=1 */
+static void write_into_readonly_host_only(unsigned flags) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  const mkind kinds[] = {M_ANON, M_SHARED, M_PRIVATE};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    mapping m = map_make(kinds[k], RO_ELEMS * 4);
+    gw_array *a = wrap_u32(ctx, m.p, RO_ELEMS, flags);
+    uint32_t v = (uint32_t)tst_rand64();
+    ASSERT_STATUS(gw_fill(a, &v), GW_EREADONLY);
+    ASSERT_ERROR_MENTIONS("not writable");
+    gw_array *src = NULL;
+    int64_t n = RO_ELEMS;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_UINT32, 1, &n, &src));
+    ASSERT_STATUS(gw_copy(a, src), GW_EREADONLY);
+    ASSERT_EQ_INT(memcmp(m.p, m.want, RO_ELEMS * 4), 0); /* nothing written */
+    check_copies(a, &m); /* reads still work */
+    gw_release(src);
+    gw_release(a);
+    map_free(&m);
+  }
+  /* writable host-only memory is written as before, and only the first write looks */
+  uint32_t *w = malloc(RO_ELEMS * 4);
+  gw_array *a = wrap_u32(ctx, w, RO_ELEMS, flags);
+  for (int rep = 0; rep < 3; rep++) {
+    uint32_t v = (uint32_t)tst_rand64();
+    ASSERT_OK(gw_fill(a, &v));
+    ASSERT_ALL_EQ(w, &v, RO_ELEMS, 4);
+  }
+  gw_release(a);
+  free(w);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+}
+TEST_IMPL(write_into_readonly_host_only) {
+  write_into_readonly_host_only(GW_WRAP_NO_REGISTER);
+  return 0;
+}
+TEST_IMPL(write_into_readonly_host_only_hmm) {
+  TEST_REQUIRE_CPU(); /* the environment models a device that reads pageable memory */
+  write_into_readonly_host_only(0);
+  return 0;
+}

@@ -292,3 +292,25 @@ TEST_IMPL(column_major_to_row_major) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* A reshape to 0 dims of a one-element array, with shape NULL (allowed for ndim 0): the
+ * scalar view reads and writes that element (make_view passed NULL to memcpy: UBSan). */
+TEST_IMPL(reshape_to_scalar_null_shape) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  int64_t one = 1;
+  gw_array *a = NULL, *s = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 1, &one, &a));
+  ASSERT_OK(gw_reshape(a, 0, NULL, &s));
+  ASSERT_EQ_INT(gw_ndim(s), 0);
+  ASSERT_EQ_INT(gw_numel(s), 1);
+  double v = (double)(tst_rand64() % 1000) + 0.5, got = -1;
+  ASSERT_OK(gw_fill(s, &v));
+  tst_read(a, &got);
+  ASSERT_TRUE(got == v);
+  gw_release(s);
+  gw_release(a);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}

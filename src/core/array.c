@@ -149,8 +149,10 @@ static gw_status make_view(gw_array *a, int ndim, const int64_t *shape, const in
   int64_t bytes = offset * (int64_t)gw_dtype_size(a->dtype);
   v->dev0 = a->dev0 ? a->dev0 + bytes : NULL;
   v->host0 = a->host0 ? a->host0 + bytes : NULL;
-  memcpy(v->shape, shape, (size_t)ndim * sizeof *shape);
-  memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  if (ndim > 0) { /* shape may be NULL for a 0-d view (gw_reshape(a, 0, NULL, ...)) */
+    memcpy(v->shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(v->strides, strides, (size_t)ndim * sizeof *strides);
+  }
   *out = v;
   return GW_OK;
 }

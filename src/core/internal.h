@@ -86,6 +86,7 @@ struct gw_array {
   int ndim;
   bool readonly;
   atomic_bool apart; /* its elements were found apart by transfer.c's exact test (once) */
+  atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
   char *dev0;  /* device-usable address of element 0, or NULL */
   char *host0; /* host-usable address of element 0, or NULL */
   int64_t shape[GW_MAX_DIMS];

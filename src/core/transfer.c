@@ -114,9 +114,38 @@ static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
   return s;
 }
 
+/*
+ * Host-only memory (pageable, not registered: GW_WRAP_NO_REGISTER, a device that reads
+ * pageable memory, or pages the runtime would not lock) is written by the host, so pages
+ * the process cannot write would crash it (SIGSEGV): the registering wrap finds read-only
+ * pages when the runtime refuses them, these wraps register nothing and so never looked.
+ * Asked of /proc/self/maps at the first write (a wrap would pay it on every pageable wrap
+ * of a device that reads pageable memory), for the root's whole span, and remembered.
+ */
+static gw_status check_host_pages(const gw_array *a, const char *who) {
+  gw_array *r = (gw_array *)(a->root ? a->root : a);
+  if (r->kind != GW_MEM_HOST || !r->host0 || atomic_load_explicit(&r->pages_ok, memory_order_relaxed))
+    return GW_OK;
+  int64_t lo, hi, n;
+  if (gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK || n == 0)
+    return GW_OK; /* the write's own checks say what is wrong */
+  uintptr_t b = (uintptr_t)r->host0 + (uintptr_t)lo, e = (uintptr_t)r->host0 + (uintptr_t)hi;
+  gw__hostmap m;
+  if (gw__host_mapping(b, e, &m) != GW_OK) return GW_OK; /* no map to read: as before */
+  if (!m.writable)
+    return gw__fail(GW_EREADONLY,
+                    "%s: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
+                    (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
+                    m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
+  atomic_store_explicit(&r->pages_ok, true, memory_order_relaxed);
+  return GW_OK;
+}
+
 static gw_status check_writable(const gw_array *a, const char *who) {
   if (a->readonly) return gw__fail(GW_EREADONLY, "%s: read-only array", who);
   if (elements(a) == 0) return GW_OK; /* no elements, none share memory */
+  gw_status hs = check_host_pages(a, who);
+  if (hs != GW_OK) return hs;
   for (int i = 0; i < a->ndim; i++) {
     if (a->shape[i] < 2) continue;
     uint64_t si = mag64(a->strides[i]);

@@ -427,6 +427,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
     }
     a->freeway = GW__FREE_LIBC;
     a->host0 = p;
+    atomic_store_explicit(&a->pages_ok, true, memory_order_relaxed); /* our own: writable */
     if (ctx->caps.pageable_access) a->dev0 = p;
   } else {
     s = ctx->ops->alloc(ctx->state, kind, bytes, &p);
