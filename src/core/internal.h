@@ -197,8 +197,9 @@ void gw__registry_forget_all(void);
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
 /* Record [p, p + bytes) (bytes 0 counts as 1) as owned; GW_EOWNED if any byte of it is
  * inside a span a live array owns. `libc`: p will be free()d, so its whole malloc block
- * is owned. */
-gw_status gw__owned_claim(void *p, size_t bytes, bool libc);
+ * is owned. `fresh`: gw_alloc's memory, just allocated, which no live array can hold, so
+ * the deleter arrays' spans (a list searched end to end) are not searched. */
+gw_status gw__owned_claim(void *p, size_t bytes, bool libc, bool fresh);
 /* GW_EOWNED if p lies inside a span a live array owns (checked first, so that a second
  * owner hears it is one, whatever else is wrong with the wrap). */
 gw_status gw__owned_check(void *p);

@@ -95,7 +95,7 @@ gw_status gw__owned_check(void *ptr) {
   return s;
 }
 
-gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc) {
+gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc, bool fresh) {
   uintptr_t lo = (uintptr_t)ptr, hi = end_of(lo, bytes);
   gw_status s = GW_OK;
   pthread_mutex_lock(&lock);
@@ -114,7 +114,7 @@ gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc) {
   size_t k;
   if (i < n && spans[i].lo < hi) {
     s = refuse(ptr, hi, i);
-  } else if ((k = deleter_overlap(lo, hi)) < dn) {
+  } else if (!fresh && (k = deleter_overlap(lo, hi)) < dn) {
     s = refuse_deleter(ptr, hi, k);
   } else {
     span *a = room_for_one(spans, n, &cap, sizeof *spans);

@@ -370,7 +370,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   }
 owned:
   if (own) {
-    s = gw__owned_claim(ptr, own_bytes, a->freeway == GW__FREE_LIBC);
+    s = gw__owned_claim(ptr, own_bytes, a->freeway == GW__FREE_LIBC, false);
     if (s != GW_OK) goto fail;
     a->in_owned_table = true;
     a->free_ptr = ptr;
@@ -453,7 +453,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
   a->kind = kind;
   a->free_ptr = p;
   /* Recorded as owned, so an owning wrap of gw_data() is refused rather than a double free. */
-  s = gw__owned_claim(p, bytes, false);
+  s = gw__owned_claim(p, bytes, false, true);
   if (s != GW_OK) {
     if (kind == GW_MEM_HOST) free(p);
     else (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
