@@ -85,7 +85,7 @@ struct gw_array {
   gw_dtype dtype;
   int ndim;
   bool readonly;
-  atomic_bool apart; /* its elements were found apart by transfer.c's exact test (once) */
+  atomic_bool write_ok; /* passed transfer.c's write checks (once): elements apart, pages writable */
   atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
   char *dev0;  /* device-usable address of element 0, or NULL */
   char *host0; /* host-usable address of element 0, or NULL */

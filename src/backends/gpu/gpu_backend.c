@@ -53,7 +53,18 @@ gw_status gwg_fail_as(gw_status st, gwv_err e, const char *fmt, ...) {
 
 /* ---- current device ------------------------------------------------------------------ */
 
+/* Per device, the vendor's token for its primary context (gwv_primary_token), set when a
+ * gpuwrap context opens the device; devices past the table take the runtime's answer. */
+#define GWG_TOKEN_DEVICES 64
+static gwv_ctxtok primary_token[GWG_TOKEN_DEVICES];
+
 gw_status gwg_enter(int device, int *prev) {
+  /* Already in the device's primary context (nearly every call): nothing to switch. */
+  if ((unsigned)device < GWG_TOKEN_DEVICES &&
+      gwv_current_is(__atomic_load_n(&primary_token[device], __ATOMIC_RELAXED))) {
+    *prev = device;
+    return GW_OK;
+  }
   gwv_err e = gwv_GetDevice(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("GetDevice"));
@@ -111,6 +122,8 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
     return gwg_fail(e, "initialising %s device %d", GWV_NAME, device);
   }
   c->device = device;
+  if ((unsigned)device < GWG_TOKEN_DEVICES)
+    __atomic_store_n(&primary_token[device], gwv_primary_token(device), __ATOMIC_RELAXED);
   c->caps.pageable_access = gwv_device_attr(GWV_ATTR_PAGEABLE_ACCESS, device) != 0;
   c->caps.host_ptr_for_registered = gwv_device_attr(GWV_ATTR_HOST_PTR_FOR_REGISTERED, device) != 0;
   c->caps.tells_registered = 0; /* pinned allocations and registrations look the same */

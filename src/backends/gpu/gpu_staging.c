@@ -54,6 +54,7 @@
  *   GPUWRAP_STAGING_PIPELINE "flow" (default) or "barrier" (the earlier pipeline), see above
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
  *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
+ *   GPUWRAP_STAGING_LINGER_US how long the threads spin after a copy before they sleep
  */
 #define _POSIX_C_SOURCE 200809L /* pthreads, sysconf, sched_yield */
 
@@ -68,6 +69,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- tunables: the one place ------------------------------------------------------------ */
@@ -143,7 +145,12 @@
 /* Idle spins (pause instructions, ~40 ns each on x86) of a worker during a copy before it
  * starts yielding its CPU, and after a copy before it goes to sleep. */
 #define GWG_STAGING_SPINS 4096
-#define GWG_STAGING_LINGER_SPINS 2048
+/* How long a worker keeps spinning after a copy before it sleeps, microseconds
+ * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
+ * (a futex wake, then each thread's turn on a CPU) before its first chunk fills, which a
+ * 64 MiB copy (1.2 ms at the link's speed) feels. 100 us: about what the spin count of the
+ * earlier pipeline (2048 pauses) lasted. */
+#define GWG_STAGING_LINGER_US_DEFAULT 100
 /* Device-to-host copies from this size would write the caller's (pageable) memory with
  * non-temporal stores: SIZE_MAX, never by default. The argument for them: a plain store to
  * a line that is not cached first reads it (read for ownership), 3 memory transfers per
@@ -222,6 +229,7 @@ typedef struct gwg_flow {
 } gwg_flow;
 
 typedef struct gwg_pool {
+  unsigned linger_us; /* spin this long after a copy before sleeping (read_config) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int state; /* 0 idle (workers sleep), 1 copying (workers spin), -1 quit */
@@ -231,6 +239,12 @@ typedef struct gwg_pool {
   char pad[64];
   gwg_worker w[GWG_STAGING_THREADS_MAX - 1];
 } gwg_pool;
+
+static uint64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -308,6 +322,7 @@ static void *worker_main(void *arg) {
     /* Copies are running: take pieces as they come; after the last one, linger a little
      * (back-to-back copies then skip the wake-up), then sleep. */
     unsigned idle = 0, linger = 0;
+    uint64_t idle_since = 0;
     for (;;) {
       if (__atomic_load_n(&w->go, __ATOMIC_ACQUIRE) == 1) {
         take_piece(w);
@@ -327,10 +342,15 @@ static void *worker_main(void *arg) {
         continue;
       }
       st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-      if (st < 0 || (st == 0 && ++linger > GWG_STAGING_LINGER_SPINS))
+      if (st < 0)
         break;
-      if (st == 1)
+      if (st == 1) {
         linger = 0;
+      } else if (linger++ == 0) {
+        idle_since = now_us();
+      } else if (linger % 64 == 0 && now_us() - idle_since >= p->linger_us) {
+        break;
+      }
       if (++idle < GWG_STAGING_SPINS)
         cpu_relax();
       else
@@ -514,6 +534,7 @@ static void read_config(gwg_staging *st) {
   if (def > GWG_STAGING_THREADS_DEFAULT_MAX)
     def = GWG_STAGING_THREADS_DEFAULT_MAX;
   st->nthreads = (int)env_int("GPUWRAP_STAGING_THREADS", def, 1, GWG_STAGING_THREADS_MAX);
+  st->pool.linger_us = (unsigned)env_int("GPUWRAP_STAGING_LINGER_US", GWG_STAGING_LINGER_US_DEFAULT, 0, 1000000);
 }
 
 /* Serialises creation of the (cheap) per-context objects across threads. */

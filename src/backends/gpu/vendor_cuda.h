@@ -35,6 +35,27 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_ATTACH_GLOBAL cudaMemAttachGlobal
 #define GWV_EVENT_FLAGS cudaEventDisableTiming
 
+/* Is the thread already in a device's primary context (the one its runtime calls use)?
+ * One driver call, cuCtxGetCurrent (9-15 ns on the H200 test machine, 2026-12-01,
+ * tools/probes/fill_gap.cu), compared with the device's primary context, instead of
+ * cudaGetDevice (39-57 ns there from a program, ~80 ns from this plugin's static runtime,
+ * a TSC trace of gw_fill): every operation asks it first (gwg_enter). The token is the
+ * primary context's handle, taken once per device; the runtime holds its own reference,
+ * so the handle outlives ours. NULL: no fast answer, ask the runtime. */
+typedef void *gwv_ctxtok;
+static inline gwv_ctxtok gwv_primary_token(int device) {
+  CUdevice d;
+  CUcontext c = NULL;
+  if (cuDeviceGet(&d, device) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS)
+    return NULL;
+  (void)cuDevicePrimaryCtxRelease(d);
+  return c;
+}
+static inline int gwv_current_is(gwv_ctxtok t) {
+  CUcontext cur = NULL;
+  return t && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == (CUcontext)t;
+}
+
 #define gwv_GetDeviceCount cudaGetDeviceCount
 #define gwv_GetDevice cudaGetDevice
 #define gwv_SetDevice cudaSetDevice
