@@ -14,6 +14,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 
+#include "tls_fast.h"
+
 #define BR_STRIPES 64
 
 typedef struct {
@@ -30,7 +32,7 @@ typedef struct {
 #define BR_LOCK_INITIALIZER {.writers = PTHREAD_MUTEX_INITIALIZER}
 
 static inline int br_stripe_of_thread(br_lock *l) {
-  static _Thread_local int mine = -1;
+  static _Thread_local int mine GW__TLS_FAST = -1;
   if (mine < 0) mine = (int)(atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed) % BR_STRIPES);
   return mine;
 }

@@ -1,5 +1,6 @@
 /* Contexts: a (backend, device) pair carrying its backend's operations table. */
 #include "internal.h"
+#include "tls_fast.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +113,7 @@ gw_status gw_context_create(gw_backend backend, int device, gw_context **out) {
 
 static int slot_of_thread(void) {
   static atomic_uint next;
-  static _Thread_local int mine = -1;
+  static _Thread_local int mine GW__TLS_FAST = -1;
   if (mine < 0)
     mine = (int)(atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % GW__CTX_SLOTS);
   return mine;

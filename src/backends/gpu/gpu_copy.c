@@ -643,7 +643,19 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
     return gwg_host->fail(GW_EINVAL, "fill: %d dims of %zu-byte elements", fin->ndim, fin->elem);
   if (numel(fin->ndim, fin->shape) == 0)
     return GW_OK;
-  gw__fillspec f = *fin;
+  /* The header and the ndim entries the planner wrote (backend.h), not the whole struct
+   * (~300 bytes, most of it the unused dims). */
+  gw__fillspec f;
+  f.ndim = fin->ndim;
+  f.elem = fin->elem;
+  f.dst = fin->dst;
+  f.kind = fin->kind;
+  f.device = fin->device;
+  for (int d = 0; d < fin->ndim; d++) {
+    f.shape[d] = fin->shape[d];
+    f.stride[d] = fin->stride[d];
+  }
+  memcpy(f.value, fin->value, fin->elem);
   flip_negative(&f);
 
   if (f.kind == GW_MEM_HOST && !c->caps.pageable_access) {

@@ -893,7 +893,6 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
                                  : d2h_flow(st, x->dst, x->src, n, s, &unrecorded))
                           : (up ? h2d(st, x->dst, x->src, n, s, &unrecorded)
                                 : d2h(st, x->dst, x->src, n, s, &unrecorded));
-  pool_set_state(&st->pool, 0);
   /* Every DMA finished before returning: the caller's memory and our buffers are free. */
   for (int b = 0; b < st->nbuf; b++) {
     gw_status r = wait_buf(st, b);
@@ -904,6 +903,15 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
     if (gwv_StreamSynchronize(s) != GWV_SUCCESS)
       (void)gwv_GetLastError();
   }
+  /* The workers' linger starts now, when the call returns, not when the host side of the
+   * copy ended: a host-to-device copy still has its last DMAs to wait for then (one to
+   * `nbuf` chunks, 76 us each at 4 MiB), about as long as the linger lasted, so the next
+   * copy of a loop found the workers asleep in some calls and not in others, and paid
+   * their wake-ups (a futex wake, then each vCPU's turn) before its first chunk filled.
+   * gpuwrap bench on the H200 (2026-12-01 21:04 UTC start): host-to-device 64 MiB 41.3
+   * GB/s median, 27.0-42.1 over the repetitions, against device-to-host 48.5 (which ends
+   * with the host's own last copy, no DMA to wait for). */
+  pool_set_state(&st->pool, 0);
   pthread_mutex_unlock(&st->lock);
   *out = rc;
   return 1;

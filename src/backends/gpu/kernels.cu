@@ -334,8 +334,8 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
     int e = gwkGetLastError();
 #else
     void *args[] = {&b};
-    cudaError_t ce = cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
-    int e = ce != cudaSuccess ? (int)ce : gwkGetLastError();
+    // Its status is the launch's (see gwk_fill): no cudaGetLastError after a success.
+    int e = (int)cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
 #endif
     if (e != 0)
       return e;
@@ -377,15 +377,19 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     return gwkGetLastError();
 #else
     // cudaLaunchKernel directly: what <<<>>> ends in, without its push/pop of the launch
-    // configuration. Its own status, then the sticky error as <<<>>> callers read it.
+    // configuration. Its own status is the launch's (a <<<>>> caller needs cudaGetLastError
+    // because <<<>>> returns nothing): the runtime here is the plugin's own (static), whose
+    // last-error slot holds only gpuwrap's errors, and every failure path clears it
+    // (gwg_fail), so a cudaGetLastError after a successful launch answers cudaSuccess and
+    // cost 23-27 ns (fill_gap) to ~40 (from the plugin) per launch for nothing. An error of
+    // earlier asynchronous work is returned by the launch itself, or by the synchronize.
     // The driver's cuLaunchKernel (the bench's raw launch) was tried twice, on
     // cudaGetFuncBySymbol and on cudaGetKernel handles, for every kernel here: no gain in
     // `gpuwrap bench` beyond its spread (H200, 2026-12-01: f64 fill at 4 MiB 0.92-0.93x with
     // it, 0.91-0.93x without, in one start; tools/probes/fill_gap.cu puts launch + sync 0.1-0.3
     // us apart, of a gap of ~1 us). Not kept.
     void *args[] = {&dst, &h32, &n16, &t32, &body};
-    cudaError_t e = cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0, s);
-    return e != cudaSuccess ? (int)e : gwkGetLastError();
+    return (int)cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0, s);
 #endif
   }
   size_t w = word_size(elem, (uintptr_t)f->dst, 0, f->ndim, f->stride, nullptr);
