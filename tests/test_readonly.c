@@ -631,3 +631,57 @@ TEST_IMPL(write_into_readonly_host_only_hmm) {
   write_into_readonly_host_only(0);
   return 0;
 }
+
+/* A GW_WRAP_READONLY wrap registers its bytes read-only (DESIGN.md), and a later writable
+ * wrap of the same bytes shares that registration, so the device may not write through it
+ * either: it is read-only while the first lives. A write used to say only "read-only
+ * array", as if this wrap had asked for it; it now says which registration and what to do.
+ * Once the read-only wrap and its sharer are gone, a new wrap of the bytes is writable. */
+TEST_IMPL(writable_wrap_sharing_readonly_registration) {
+  gw_context *ctx = tst_open(0);
+  if (reads_pageable(ctx)) {
+    gw_context_destroy(ctx);
+    TEST_SKIP("the device reads pageable memory: nothing is registered");
+  }
+  tst_leaks before = tst_leak_snapshot();
+  size_t n = RO_ELEMS, bytes = n * 4;
+  uint32_t *buf = tst_pages((bytes + tst_page() - 1) / tst_page()), *want = malloc(bytes);
+  tst_random_fill(buf, bytes);
+  memcpy(want, buf, bytes);
+  gw_array *ro = wrap_u32(ctx, buf, n, GW_WRAP_READONLY);
+  uint32_t v = (uint32_t)tst_rand64();
+  ASSERT_STATUS(gw_fill(ro, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("GW_WRAP_READONLY");
+  if (!gw_data(ro)) { /* no read-only registration here (ROCm 5): host-only, nothing shared */
+    gw_release(ro);
+    free(want);
+    free(buf);
+    gw_context_destroy(ctx);
+    TEST_SKIP("the device cannot register memory read-only");
+  }
+  gw_array *rw = wrap_u32(ctx, buf, n, 0);
+  ASSERT_TRUE(gw_is_readonly(rw));
+  ASSERT_STATUS(gw_fill(rw, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("registration gpuwrap made read-only");
+  /* a view carries the reason */
+  int64_t start[1] = {1}, shape[1] = {(int64_t)(n / 2)}, step[1] = {2};
+  gw_array *view = NULL;
+  ASSERT_OK(gw_view(rw, start, shape, step, &view));
+  ASSERT_STATUS(gw_fill(view, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("registration gpuwrap made read-only");
+  ASSERT_ELEMS_EQ(buf, want, n, 4); /* nothing written */
+  gw_release(view);
+  gw_release(rw);
+  gw_release(ro);
+  /* nothing read-only holds the bytes now: a new wrap is writable, every element set */
+  gw_array *again = wrap_u32(ctx, buf, n, 0);
+  ASSERT_TRUE(!gw_is_readonly(again));
+  ASSERT_OK(gw_fill(again, &v));
+  ASSERT_ALL_EQ(buf, &v, n, 4);
+  gw_release(again);
+  free(want);
+  free(buf);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}

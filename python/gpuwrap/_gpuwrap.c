@@ -302,16 +302,24 @@ typedef struct {
   gw_array *kept; /* taken by the first __array_interface__: NumPy's views hold this object
                    * (their base), not a gpuwrap reference, so the object keeps one until it
                    * is collected, and release() cannot free memory under such a view */
+  /* The Python deleter of the wrap that made this array (borrowed: the library holds the
+   * reference, py_deleter drops it), while this object holds the wrap's root. The
+   * collector is shown it (Array_traverse), so a deleter that refers back to the array
+   * (self.arr = ctx.wrap(..., deleter=self._free)) is a cycle it can find and break
+   * (Array_finalize); NULL once the handle is given up, and for every other array, which
+   * the collector does not track at all. */
+  PyObject *deleter;
 } ArrayObject;
 
 static PyObject *array_new(gw_array *h) {
-  ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
+  ArrayObject *a = PyObject_GC_New(ArrayObject, &ArrayType);
   if (!a) {
     gw_release(h);
     return NULL;
   }
   a->h = h;
   a->kept = NULL;
+  a->deleter = NULL;
   return (PyObject *)a;
 }
 
@@ -407,7 +415,12 @@ static PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_
     if (s != GW_OK) Py_DECREF(deleter); /* not called on failure: the memory stays the caller's */
   }
   if (s != GW_OK) return RAISE("gw_wrap", s);
-  return array_new(out);
+  PyObject *a = array_new(out);
+  if (a && deleter != Py_None) {
+    ((ArrayObject *)a)->deleter = deleter;
+    PyObject_GC_Track(a);
+  }
+  return a;
 }
 
 static int parse_kind(PyObject *o, int *out) {
@@ -764,8 +777,10 @@ static uintptr_t aux_wait(gw_array *a, int host) {
 /* ---- Array: properties ---------------------------------------------------------------- */
 
 static void Array_dealloc(ArrayObject *a) {
+  PyObject_GC_UnTrack(a);
   gw_array *h = a->h, *k = a->kept;
   a->h = a->kept = NULL;
+  a->deleter = NULL;
   if (h || k) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb); /* a Python deleter may run: keep a pending exception */
@@ -773,7 +788,32 @@ static void Array_dealloc(ArrayObject *a) {
     gw_release(k);
     PyErr_Restore(et, ev, tb);
   }
-  PyObject_Free(a);
+  PyObject_GC_Del(a);
+}
+
+/* The library's reference to the deleter stands for this object's: dropping the handle
+ * drops it (when this is the root's last reference). Not while NumPy holds a view of it
+ * (kept): then the handle's release would not run the deleter, so the cycle is not this
+ * object's to break. */
+static int Array_traverse(ArrayObject *a, visitproc visit, void *arg) {
+  if (a->deleter && !a->kept) Py_VISIT(a->deleter);
+  return 0;
+}
+
+/* An array found in unreachable garbage (PEP 442: before the collector clears anything, so
+ * the deleter runs with the objects it refers to intact): give up the handle, which runs
+ * the deleter when this was the root's last reference. If something else still holds the
+ * root (a view), the library keeps the deleter and the collector sees its reference as
+ * outside: nothing more is cleared, and the deleter runs when the view goes. */
+static void Array_finalize(ArrayObject *a) {
+  if (!a->deleter || a->kept) return;
+  gw_array *h = a->h;
+  a->h = NULL;
+  a->deleter = NULL; /* before the release: the deleter may run, and a collection in it */
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  gw_release(h);
+  PyErr_Restore(et, ev, tb);
 }
 
 static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
@@ -795,6 +835,7 @@ static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
 static PyObject *Array_release(ArrayObject *a, PyObject *unused) {
   gw_array *h = a->h;
   a->h = NULL; /* taken out before anything can run (a deleter): exactly once */
+  a->deleter = NULL;
   if (h) gw_release(h);
   Py_RETURN_NONE;
 }
@@ -1487,11 +1528,13 @@ static PyGetSetDef Array_getset[] = {
 static PyTypeObject ArrayType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gpuwrap.Array",
     .tp_basicsize = sizeof(ArrayObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A gpuwrap array: one reference, dropped by release() (from any thread, once) or "
               "by garbage collection. Array(handle) adopts one reference to a gw_array address.",
     .tp_new = Array_new,
     .tp_dealloc = (destructor)Array_dealloc,
+    .tp_traverse = (traverseproc)Array_traverse,
+    .tp_finalize = (destructor)Array_finalize,
     .tp_repr = (reprfunc)Array_repr,
     .tp_methods = Array_methods,
     .tp_getset = Array_getset,

@@ -144,7 +144,7 @@ static gw_status make_view(gw_array *a, int ndim, const int64_t *shape, const in
   if (!v) return gw__fail(GW_ENOMEM, "view: out of host memory");
   gw_array *root = (gw_array *)root_of(a);
   *v = (gw_array){.root = gw_retain(root), .ctx = a->ctx, .dtype = a->dtype, .ndim = ndim,
-                  .readonly = a->readonly, .kind = root->kind, .device = root->device};
+                  .readonly = a->readonly, .ro_why = a->ro_why, .kind = root->kind, .device = root->device};
   atomic_init(&v->refs, 1);
   int64_t bytes = offset * (int64_t)gw_dtype_size(a->dtype);
   v->dev0 = a->dev0 ? a->dev0 + bytes : NULL;

@@ -78,6 +78,13 @@ typedef enum {
  * A root array owns the memory record inline (one heap allocation per wrap); a view points
  * at its root and keeps it alive.
  */
+/* Why an array is read-only: what a refused write says (transfer.c). */
+typedef enum {
+  GW__RO_ASKED = 1,  /* GW_WRAP_READONLY (a READ_ONLY DLPack import wraps with it) */
+  GW__RO_SHARED,     /* its bytes are in a registration gpuwrap made read-only */
+  GW__RO_PAGES,      /* host-only memory whose pages the process cannot write */
+} gw__ro_why;
+
 struct gw_array {
   atomic_int refs;
   gw_array *root; /* NULL for a root */
@@ -85,6 +92,7 @@ struct gw_array {
   gw_dtype dtype;
   int ndim;
   bool readonly;
+  unsigned char ro_why; /* why readonly (gw__ro_why), for the error a write gets */
   atomic_bool write_ok; /* passed transfer.c's write checks (once): elements apart, pages writable */
   atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
   char *dev0;  /* device-usable address of element 0, or NULL */

@@ -145,8 +145,29 @@ static gw_status check_host_pages(const gw_array *a, const char *who) {
  * answer is kept, check_host_pages): the first write that passes answers for every later
  * one, which then costs one load instead of the loops below (~60 ns of a synchronous
  * gw_fill's host path on the H200 test machine, 2026-12-01). */
+static gw_status refuse_readonly(const gw_array *a, const char *who) {
+  switch ((gw__ro_why)a->ro_why) {
+  case GW__RO_SHARED:
+    return gw__fail(GW_EREADONLY,
+                    "%s: read-only array: its bytes are in a registration gpuwrap made "
+                    "read-only (a GW_WRAP_READONLY wrap of the same memory that is still "
+                    "alive, or pages the process cannot write), through which the device may "
+                    "not write; release that wrap first, or wrap with GW_WRAP_NO_REGISTER to "
+                    "write through the host",
+                    who);
+  case GW__RO_PAGES:
+    return gw__fail(GW_EREADONLY, "%s: read-only array: its host pages are not writable", who);
+  case GW__RO_ASKED:
+  default:
+    return gw__fail(GW_EREADONLY,
+                    "%s: read-only array (wrapped with GW_WRAP_READONLY, or imported from a "
+                    "READ_ONLY DLPack tensor)",
+                    who);
+  }
+}
+
 static gw_status check_writable(const gw_array *a, const char *who) {
-  if (a->readonly) return gw__fail(GW_EREADONLY, "%s: read-only array", who);
+  if (a->readonly) return refuse_readonly(a, who);
   if (atomic_load_explicit(&a->write_ok, memory_order_relaxed)) return GW_OK;
   if (elements(a) == 0) return GW_OK; /* no elements, none share memory */
   gw_status hs = check_host_pages(a, who);

@@ -201,6 +201,15 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *
                   (void *)((char *)info->base + info->extent));
 }
 
+/* A registration gpuwrap made read-only (a live GW_WRAP_READONLY wrap or gw_pin of the
+ * same bytes, or pages the process cannot write): the device may not write through it, so
+ * neither may this array, whatever its own flags asked; a write says so (transfer.c). */
+static void mark_shared_readonly(gw_array *a) {
+  if (!a->hold.readonly || a->readonly) return;
+  a->readonly = true;
+  a->ro_why = GW__RO_SHARED;
+}
+
 /* The array over [lo, hi) of host memory on which a->hold holds registry references
  * (released with the array). */
 static gw_status attach_registered(gw_context *ctx, gw_array *a, char *p, char *lo, char *hi,
@@ -270,6 +279,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   gw_array *a = new_root(ctx, dtype, ndim, shape, cstrides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
   a->readonly = flags & GW_WRAP_READONLY;
+  if (a->readonly) a->ro_why = GW__RO_ASKED;
   if (deleter) {
     a->freeway = GW__FREE_DELETER;
     a->free_ptr = ptr;
@@ -310,7 +320,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     gw__registry_snapshot(ctx->ops, (uintptr_t)p, &snap);
   } else if (gw__registry_try_ref(ctx->ops, (uintptr_t)p, (uintptr_t)lo, (uintptr_t)hi, &a->hold,
                                   &snap)) {
-    if (a->hold.readonly) a->readonly = true; /* the device may not write through it */
+    mark_shared_readonly(a);
     s = attach_registered(ctx, a, p, lo, hi, own);
     if (s != GW_OK) goto fail;
     goto owned;
@@ -344,7 +354,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
       s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, regflags,
                                &a->hold);
       if (s == GW_OK) {
-        if (a->hold.readonly) a->readonly = true; /* the device may not write through it */
+        mark_shared_readonly(a);
         s = attach_registered(ctx, a, p, lo, hi, own);
         if (s != GW_OK) goto fail;
         break;
@@ -355,8 +365,11 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
          * gw_last_error() keeps the reason. Pages the process cannot write make it a
          * read-only array. */
         gw__hostmap m;
-        if (gw__host_mapping((uintptr_t)lo, (uintptr_t)hi, &m) != GW_OK || !m.writable)
+        if ((gw__host_mapping((uintptr_t)lo, (uintptr_t)hi, &m) != GW_OK || !m.writable) &&
+            !a->readonly) {
           a->readonly = true;
+          a->ro_why = GW__RO_PAGES;
+        }
       } else if (s != GW_ENOTREG || may_register) {
         goto fail;
       }

@@ -324,3 +324,59 @@ def test_array_interface_keeps_memory(ctx, counter):
     del n
     gc.collect()
     assert counter.calls == 1
+
+
+class _Owner:
+    """A buffer owner whose array's deleter is its own bound method: the cycle
+    owner -> array -> (the library) -> deleter -> owner, which only gpuwrap can show the
+    collector."""
+
+    def __init__(self, ctx, log, n):
+        self.buf = (ctypes.c_double * n)(*rng.standard_normal(n))
+        self.log = log
+        self.arr = ctx.wrap(ctypes.addressof(self.buf), "float64", (n,), deleter=self._free)
+
+    def _free(self, ptr):
+        # Runs before the collector clears anything (PEP 442): self is whole here.
+        self.log.append((ptr, ctypes.addressof(self.buf), len(self.buf)))
+
+
+def test_deleter_cycle_is_collected(ctx):
+    import weakref
+    log = []
+    n = int(rng.integers(1, 512))
+    o = _Owner(ctx, log, n)
+    addr, ref = ctypes.addressof(o.buf), weakref.ref(o)
+    del o
+    assert log == [] and ref() is not None, "a cycle: nothing is freed before a collection"
+    gc.collect()
+    assert ref() is None, "the owner, its array and the deleter were collected"
+    assert log == [(addr, addr, n)], "the deleter ran exactly once, with its owner intact"
+    gc.collect()
+    assert len(log) == 1
+
+
+def test_deleter_cycle_waits_for_an_export(ctx):
+    """A NumPy array made through DLPack holds the root itself: collecting the owner's
+    cycle must not run the deleter under it; the deleter runs when NumPy lets go."""
+    log = []
+    n = int(rng.integers(1, 512))
+    o = _Owner(ctx, log, n)
+    expect = np.ctypeslib.as_array(o.buf).copy()
+    view = np.from_dlpack(o.arr)
+    addr = ctypes.addressof(o.buf)
+    del o
+
+    def owners():
+        return [x for x in gc.get_objects() if isinstance(x, _Owner) and x.log is log]
+
+    gc.collect()
+    assert log == [], "the export still reads the memory: no deleter yet"
+    # (its weak references are cleared by that collection, as for all unreachable objects,
+    # but the owner itself stays: the deleter the library holds refers to it)
+    assert len(owners()) == 1, "the owner stays, uncleared"
+    assert np.array_equal(view, expect), "every element still readable through the export"
+    del view
+    gc.collect()
+    assert log == [(addr, addr, n)], "the deleter ran once, when the export went, owner intact"
+    assert owners() == [], "and then the owner went"
