@@ -615,3 +615,43 @@ TEST_IMPL(undecided_layouts_exact) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* Layouts the quick rules leave open with more elements than the sorting test takes
+ * (65536): decided by the span's bitmap. {5000, 4, 4} with strides {20, 2, -3} (the
+ * review's {4, 4} / {2, -3} blocks, 5000 of them apart): element (0, 3, 2) is element
+ * (0, 0, 0), 80 000 elements, refused with both named and nothing written;
+ * {5000, 5, 3} with strides {23, 3, 5} (3i + 5j is one-to-one for i < 5, j < 3) shares no
+ * memory, 75 000 elements: written, every slot of the span checked. Before, both passed
+ * unchecked (the first then wrote its shared elements twice). */
+TEST_IMPL(undecided_layouts_large) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  enum { SLOTS = 5000 * 23 + 64, BASE = 16 };
+  int64_t *buf = malloc(SLOTS * sizeof *buf);
+  for (int i = 0; i < SLOTS; i++) buf[i] = -1 - i; /* poison */
+  int64_t v = (int64_t)(tst_rand64() & 0x7fffffffffff);
+
+  int64_t sh1[3] = {5000, 4, 4}, st1[3] = {20, 2, -3};
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, buf + BASE, GW_INT64, 3, sh1, st1, GW_WRAP_NO_REGISTER, &a));
+  ASSERT_STATUS(gw_fill(a, &v), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("elements (0, 0, 0) and (0, 3, 2)");
+  for (int i = 0; i < SLOTS; i++) ASSERT_EQ_INT(buf[i], -1 - i);
+  ASSERT_STATUS(gw_fill(a, &v), GW_EINVAL); /* a refusal is not remembered as a pass */
+  gw_release(a);
+
+  int64_t sh2[3] = {5000, 5, 3}, st2[3] = {23, 3, 5};
+  ASSERT_OK(gw_wrap(ctx, buf, GW_INT64, 3, sh2, st2, GW_WRAP_NO_REGISTER, &a));
+  ASSERT_OK(gw_fill(a, &v));
+  char *mine = calloc(SLOTS, 1);
+  for (int64_t i = 0; i < sh2[0]; i++)
+    for (int64_t j = 0; j < sh2[1]; j++)
+      for (int64_t k = 0; k < sh2[2]; k++) mine[i * 23 + j * 3 + k * 5] = 1;
+  for (int i = 0; i < SLOTS; i++) ASSERT_EQ_INT(buf[i], mine[i] ? v : -1 - i);
+  gw_release(a);
+  free(mine);
+  free(buf);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}

@@ -37,11 +37,15 @@ static uint64_t mag64(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
  *     work of what passes by the span.
  * Those rules decide every layout real programs write through; what they leave open (a
  * stride that reaches into the inner dims' span without stepping onto them: strides
- * {2, -3} over {4, 4}, three dims that meet) is decided exactly below, by comparing every
- * element's offset, up to GW__OVERLAP_EXACT_MAX elements (larger ones pass unchecked).
- * Every write path (gw_copy, gw_fill and their async variants) checks it.
+ * {2, -3} over {4, 4}, three dims that meet) is decided exactly below, once per array:
+ * up to GW__OVERLAP_EXACT_MAX elements by sorting every element's offset, above it by
+ * marking each element's slot in a bitmap of the span when the span has at most
+ * GW__OVERLAP_BITMAP_MAX slots (a bitmap of at most 8 MiB, one pass over the elements, tens
+ * of ms at the limit); larger ones pass unchecked. Every write path (gw_copy, gw_fill and
+ * their async variants) checks it.
  */
 #define GW__OVERLAP_EXACT_MAX ((int64_t)1 << 16)
+#define GW__OVERLAP_BITMAP_MAX ((int64_t)1 << 26)
 
 /* Enough for no overlap: with the dims (extent > 1) in order of |stride|, each stride reaches
  * past all the inner dims span (as in every C or Fortran order, and every transposition,
@@ -88,6 +92,58 @@ static void index_text(const gw_array *a, int64_t lin, char *buf, size_t n) {
   if (at < n) snprintf(buf + at, n - at, ")");
 }
 
+static gw_status overlap_found(const gw_array *a, const char *who, int64_t lin0, int64_t lin1) {
+  char x[GW_MAX_DIMS * 22 + 4], y[GW_MAX_DIMS * 22 + 4];
+  index_text(a, lin0, x, sizeof x);
+  index_text(a, lin1, y, sizeof y);
+  return gw__fail(GW_EINVAL, "%s: elements %s and %s are the same memory: its elements overlap in memory",
+                  who, x, y);
+}
+
+/* Walks a's elements in C order, keeping each one's offset (elements) without a division:
+ * the odometer of the indices. */
+typedef struct {
+  int64_t idx[GW_MAX_DIMS], off;
+} odometer;
+
+static void odo_next(const gw_array *a, odometer *o) {
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    if (a->shape[d] == 1) continue; /* never stepped over: its stride may be anything */
+    o->off += a->strides[d];
+    if (++o->idx[d] < a->shape[d]) return;
+    o->off -= a->strides[d] * a->shape[d];
+    o->idx[d] = 0;
+  }
+}
+
+/* The exact test for more elements than sorting takes: one bit per element slot of the
+ * span [lo, lo + slots) (offsets in elements), set element by element; the first element
+ * that finds its bit set shares memory with an earlier one, found by a second walk. */
+static gw_status bitmap_overlap(const gw_array *a, const char *who, int64_t n, int64_t lo, int64_t slots) {
+  uint64_t *bits = calloc((size_t)(slots + 63) / 64, sizeof *bits);
+  if (!bits) return gw__fail(GW_ENOMEM, "%s: out of host memory checking its elements for overlap", who);
+  odometer o = {{0}, 0};
+  int64_t hit = -1, hit_off = 0;
+  for (int64_t lin = 0; lin < n; lin++, odo_next(a, &o)) {
+    uint64_t k = (uint64_t)(o.off - lo), m = (uint64_t)1 << (k % 64);
+    if (bits[k / 64] & m) {
+      hit = lin;
+      hit_off = o.off;
+      break;
+    }
+    bits[k / 64] |= m;
+  }
+  free(bits);
+  if (hit < 0) return GW_OK;
+  o = (odometer){{0}, 0};
+  int64_t first = 0;
+  while (o.off != hit_off) {
+    odo_next(a, &o);
+    first++;
+  }
+  return overlap_found(a, who, first, hit);
+}
+
 /* Two elements at one offset: the exact test of the layouts `nested` leaves open. */
 static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
   elem_at *e = malloc((size_t)n * sizeof *e);
@@ -102,14 +158,8 @@ static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
   }
   qsort(e, (size_t)n, sizeof *e, by_offset);
   gw_status s = GW_OK;
-  for (int64_t i = 1; i < n && s == GW_OK; i++) {
-    if (e[i].off != e[i - 1].off) continue;
-    char x[GW_MAX_DIMS * 22 + 4], y[sizeof x];
-    index_text(a, e[i - 1].lin, x, sizeof x);
-    index_text(a, e[i].lin, y, sizeof y);
-    s = gw__fail(GW_EINVAL, "%s: elements %s and %s are the same memory: its elements overlap in memory",
-                 who, x, y);
-  }
+  for (int64_t i = 1; i < n && s == GW_OK; i++)
+    if (e[i].off == e[i - 1].off) s = overlap_found(a, who, e[i - 1].lin, e[i].lin);
   free(e);
   return s;
 }
@@ -199,7 +249,12 @@ static gw_status check_writable(const gw_array *a, const char *who) {
                     "%s: %lld elements in a span of %lld bytes (%zu bytes each): its elements "
                     "overlap in memory",
                     who, (long long)n, (long long)(hi - lo), gw_dtype_size(a->dtype));
-  if (!nested(a) && n <= GW__OVERLAP_EXACT_MAX && (s = exact_overlap(a, who, n)) != GW_OK) return s;
+  if (!nested(a)) {
+    int64_t elem = (int64_t)gw_dtype_size(a->dtype), slots = (hi - lo) / elem;
+    if (n <= GW__OVERLAP_EXACT_MAX) s = exact_overlap(a, who, n);
+    else if (slots <= GW__OVERLAP_BITMAP_MAX) s = bitmap_overlap(a, who, n, lo / elem, slots);
+    if (s != GW_OK) return s;
+  }
   atomic_store_explicit(&((gw_array *)a)->write_ok, true, memory_order_relaxed);
   return GW_OK;
 }
