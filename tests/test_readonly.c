@@ -669,10 +669,21 @@ TEST_IMPL(writable_wrap_sharing_readonly_registration) {
   ASSERT_OK(gw_view(rw, start, shape, step, &view));
   ASSERT_STATUS(gw_fill(view, &v), GW_EREADONLY);
   ASSERT_ERROR_MENTIONS("registration gpuwrap made read-only");
-  ASSERT_ELEMS_EQ(buf, want, n, 4); /* nothing written */
+  /* GW_WRAP_NO_REGISTER uses what is registered as it is: read-only too */
+  gw_array *nr = wrap_u32(ctx, buf, n, GW_WRAP_NO_REGISTER);
+  ASSERT_STATUS(gw_fill(nr, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("registration gpuwrap made read-only");
+  gw_release(nr);
+  /* the registration stays read-only while anything holds it, rw included (as the
+   * message says): with the read-only wrap gone, a new wrap is still read-only */
   gw_release(view);
-  gw_release(rw);
   gw_release(ro);
+  gw_array *rw2 = wrap_u32(ctx, buf, n, 0);
+  ASSERT_STATUS(gw_fill(rw2, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("this array included");
+  ASSERT_ELEMS_EQ(buf, want, n, 4); /* nothing written */
+  gw_release(rw2);
+  gw_release(rw);
   /* nothing read-only holds the bytes now: a new wrap is writable, every element set */
   gw_array *again = wrap_u32(ctx, buf, n, 0);
   ASSERT_TRUE(!gw_is_readonly(again));
@@ -681,6 +692,16 @@ TEST_IMPL(writable_wrap_sharing_readonly_registration) {
   gw_release(again);
   free(want);
   free(buf);
+  /* pages the process cannot write, wrapped without GW_WRAP_READONLY: registered read-only
+   * for the pages, and a write says so, not that some read-only wrap holds them */
+  mapping m = map_make(M_ANON, RO_ELEMS * 4);
+  gw_array *pg = wrap_u32(ctx, m.p, RO_ELEMS, 0);
+  ASSERT_TRUE(gw_is_readonly(pg));
+  ASSERT_STATUS(gw_fill(pg, &v), GW_EREADONLY);
+  ASSERT_ERROR_MENTIONS("not writable");
+  ASSERT_TRUE(memcmp(m.p, m.want, m.bytes) == 0);
+  gw_release(pg);
+  map_free(&m);
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;

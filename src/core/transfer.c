@@ -195,17 +195,40 @@ static gw_status check_host_pages(const gw_array *a, const char *who) {
  * answer is kept, check_host_pages): the first write that passes answers for every later
  * one, which then costs one load instead of the loops below (~60 ns of a synchronous
  * gw_fill's host path on the H200 test machine, 2026-12-01). */
+/* Pages of the root's host span the process cannot write, as check_host_pages says them;
+ * GW_OK when they are all writable (or the map cannot be read). */
+static gw_status unwritable_pages(const gw_array *a, const char *who) {
+  const gw_array *r = a->root ? a->root : a;
+  int64_t lo, hi, n;
+  if (!r->host0 || gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
+      n == 0)
+    return GW_OK;
+  gw__hostmap m;
+  if (gw__host_mapping((uintptr_t)r->host0 + (uintptr_t)lo, (uintptr_t)r->host0 + (uintptr_t)hi, &m) != GW_OK ||
+      m.writable)
+    return GW_OK;
+  return gw__fail(GW_EREADONLY,
+                  "%s: read-only array: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
+                  (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
+                  m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
+}
+
+/* Why a write into a read-only array is refused. A registration is read-only for a
+ * GW_WRAP_READONLY wrap of its bytes or for pages the process cannot write; which one is
+ * asked of the memory map here, on the refusal, not at every wrap that shares one. */
 static gw_status refuse_readonly(const gw_array *a, const char *who) {
+  gw_status s;
   switch ((gw__ro_why)a->ro_why) {
   case GW__RO_SHARED:
+    if ((s = unwritable_pages(a, who)) != GW_OK) return s;
     return gw__fail(GW_EREADONLY,
-                    "%s: read-only array: its bytes are in a registration gpuwrap made "
-                    "read-only (a GW_WRAP_READONLY wrap of the same memory that is still "
-                    "alive, or pages the process cannot write), through which the device may "
-                    "not write; release that wrap first, or wrap with GW_WRAP_NO_REGISTER to "
-                    "write through the host",
+                    "%s: read-only array: its bytes are in a registration gpuwrap made read-only "
+                    "for a GW_WRAP_READONLY wrap of them, through which the device may not write; "
+                    "the registration stays read-only while anything holds it, this array "
+                    "included: release every wrap and gw_pin of these bytes, then wrap them again",
                     who);
   case GW__RO_PAGES:
+    if ((s = unwritable_pages(a, who)) != GW_OK) return s;
     return gw__fail(GW_EREADONLY, "%s: read-only array: its host pages are not writable", who);
   case GW__RO_ASKED:
   default:

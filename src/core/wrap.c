@@ -201,9 +201,9 @@ static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *
                   (void *)((char *)info->base + info->extent));
 }
 
-/* A registration gpuwrap made read-only (a live GW_WRAP_READONLY wrap or gw_pin of the
- * same bytes, or pages the process cannot write): the device may not write through it, so
- * neither may this array, whatever its own flags asked; a write says so (transfer.c). */
+/* A registration gpuwrap made read-only (for a GW_WRAP_READONLY wrap of the same bytes, or
+ * for pages the process cannot write): the device may not write through it, so neither may
+ * this array, whatever its own flags asked; a refused write says which (transfer.c). */
 static void mark_shared_readonly(gw_array *a) {
   if (!a->hold.readonly || a->readonly) return;
   a->readonly = true;
