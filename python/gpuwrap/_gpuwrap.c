@@ -304,10 +304,10 @@ typedef struct {
                    * is collected, and release() cannot free memory under such a view */
   /* The Python deleter of the wrap that made this array (borrowed: the library holds the
    * reference, py_deleter drops it), while this object holds the wrap's root. The
-   * collector is shown it (Array_traverse), so a deleter that refers back to the array
-   * (self.arr = ctx.wrap(..., deleter=self._free)) is a cycle it can find and break
-   * (Array_finalize); NULL once the handle is given up, and for every other array, which
-   * the collector does not track at all. */
+   * collector is shown it while this object's references are the root's only ones
+   * (owns_deleter), so a deleter that refers back to the array (self.arr = ctx.wrap(...,
+   * deleter=self._free)) is a cycle it can find and break (Array_finalize); NULL once the
+   * handle is given up, and for every other array, which the collector does not track. */
   PyObject *deleter;
 } ArrayObject;
 
@@ -791,28 +791,38 @@ static void Array_dealloc(ArrayObject *a) {
   PyObject_GC_Del(a);
 }
 
-/* The library's reference to the deleter stands for this object's: dropping the handle
- * drops it (when this is the root's last reference). Not while NumPy holds a view of it
- * (kept): then the handle's release would not run the deleter, so the cycle is not this
- * object's to break. */
+/* libgpuwrap's count of an array's references (exported for this face, src/core/array.c). */
+extern int gw__array_refs(const gw_array *a);
+
+/* Whether giving up this object's references (h, and kept) would drop the wrap's root and
+ * so run the deleter: only then does the library's reference to the deleter stand for
+ * this object's, and may the collector count it as this object's. Anything else holding
+ * the root (a gpuwrap view, a DLPack export, a capsule not yet consumed, a call that
+ * pinned it with the GIL dropped) keeps the deleter alive and all it refers to reachable.
+ * With the GIL held and only these references, no other thread can make a new one (a
+ * reference is made from an existing one), so the answer holds through a collection. */
+static int owns_deleter(const ArrayObject *a) {
+  return a->deleter && a->h && gw__array_refs(a->h) == 1 + (a->kept ? 1 : 0);
+}
+
 static int Array_traverse(ArrayObject *a, visitproc visit, void *arg) {
-  if (a->deleter && !a->kept) Py_VISIT(a->deleter);
+  if (owns_deleter(a)) Py_VISIT(a->deleter);
   return 0;
 }
 
-/* An array found in unreachable garbage (PEP 442: before the collector clears anything, so
- * the deleter runs with the objects it refers to intact): give up the handle, which runs
- * the deleter when this was the root's last reference. If something else still holds the
- * root (a view), the library keeps the deleter and the collector sees its reference as
- * outside: nothing more is cleared, and the deleter runs when the view goes. */
+/* An array found in unreachable garbage whose references are the root's last (PEP 442:
+ * before anything is cleared, so the deleter runs with the objects it refers to intact):
+ * give them up, which runs the deleter. A NumPy view made through __array_interface__
+ * (kept) holds this object, which it could not be unreachable with: kept goes too. */
 static void Array_finalize(ArrayObject *a) {
-  if (!a->deleter || a->kept) return;
-  gw_array *h = a->h;
-  a->h = NULL;
+  if (!owns_deleter(a)) return;
+  gw_array *h = a->h, *k = a->kept;
+  a->h = a->kept = NULL;
   a->deleter = NULL; /* before the release: the deleter may run, and a collection in it */
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
   gw_release(h);
+  gw_release(k);
   PyErr_Restore(et, ev, tb);
 }
 

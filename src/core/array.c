@@ -99,6 +99,10 @@ static void destroy_root(gw_array *a) {
   gw__context_release(ctx, ref);
 }
 
+/* For the Python face's collector support (python/gpuwrap/_gpuwrap.c): how many
+ * references a holds now. Exact only while no other thread can make or drop one. */
+GW_API int gw__array_refs(const gw_array *a) { return a ? atomic_load_explicit(&a->refs, memory_order_acquire) : 0; }
+
 gw_array *gw_retain(gw_array *a) {
   if (a) atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
   return a;

@@ -260,6 +260,7 @@ gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out);
  * Each distinct root's pending-work event is recorded once. Exported (default visibility)
  * for libgpuwrap_halo's local periodic copies; not part of the installed API.
  */
+GW_API int gw__array_refs(const gw_array *a);
 GW_API gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
                                gw_stream *s);
 

@@ -5,6 +5,7 @@ import gc
 import itertools
 import os
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -329,20 +330,25 @@ def test_array_interface_keeps_memory(ctx, counter):
 class _Owner:
     """A buffer owner whose array's deleter is its own bound method: the cycle
     owner -> array -> (the library) -> deleter -> owner, which only gpuwrap can show the
-    collector."""
+    collector. A weakref.finalize on it stands for any finalizer that frees what the
+    memory belongs to: it must not run while anything can still read the memory."""
 
     def __init__(self, ctx, log, n):
         self.buf = (ctypes.c_double * n)(*rng.standard_normal(n))
         self.log = log
         self.arr = ctx.wrap(ctypes.addressof(self.buf), "float64", (n,), deleter=self._free)
+        weakref.finalize(self, log.append, "finalized")
 
     def _free(self, ptr):
         # Runs before the collector clears anything (PEP 442): self is whole here.
         self.log.append((ptr, ctypes.addressof(self.buf), len(self.buf)))
 
 
+def _owners(log):
+    return [x for x in gc.get_objects() if isinstance(x, _Owner) and x.log is log]
+
+
 def test_deleter_cycle_is_collected(ctx):
-    import weakref
     log = []
     n = int(rng.integers(1, 512))
     o = _Owner(ctx, log, n)
@@ -351,32 +357,58 @@ def test_deleter_cycle_is_collected(ctx):
     assert log == [] and ref() is not None, "a cycle: nothing is freed before a collection"
     gc.collect()
     assert ref() is None, "the owner, its array and the deleter were collected"
-    assert log == [(addr, addr, n)], "the deleter ran exactly once, with its owner intact"
+    # (CPython runs the weak reference callbacks of garbage first, then the finalizers)
+    assert sorted(log, key=str) == sorted([(addr, addr, n), "finalized"], key=str), \
+        "the deleter ran once, with its owner intact, and the owner was finalized"
+    assert _owners(log) == []
     gc.collect()
-    assert len(log) == 1
+    assert len(log) == 2
 
 
-def test_deleter_cycle_waits_for_an_export(ctx):
-    """A NumPy array made through DLPack holds the root itself: collecting the owner's
-    cycle must not run the deleter under it; the deleter runs when NumPy lets go."""
+def test_deleter_cycle_after_array_interface(ctx):
+    """np.asarray(a) through __array_interface__ makes the Array hold a reference of its
+    own for NumPy's views (which hold the Array): once they are gone, the cycle goes."""
     log = []
     n = int(rng.integers(1, 512))
     o = _Owner(ctx, log, n)
     expect = np.ctypeslib.as_array(o.buf).copy()
-    view = np.from_dlpack(o.arr)
+    v = np.asarray(o.arr)
+    assert np.array_equal(v, expect)
     addr = ctypes.addressof(o.buf)
     del o
-
-    def owners():
-        return [x for x in gc.get_objects() if isinstance(x, _Owner) and x.log is log]
-
     gc.collect()
-    assert log == [], "the export still reads the memory: no deleter yet"
-    # (its weak references are cleared by that collection, as for all unreachable objects,
-    # but the owner itself stays: the deleter the library holds refers to it)
-    assert len(owners()) == 1, "the owner stays, uncleared"
-    assert np.array_equal(view, expect), "every element still readable through the export"
-    del view
+    assert log == [], "NumPy's view holds the Array: nothing is garbage"
+    assert np.array_equal(v, expect), "every element still readable through the view"
+    del v
     gc.collect()
-    assert log == [(addr, addr, n)], "the deleter ran once, when the export went, owner intact"
-    assert owners() == [], "and then the owner went"
+    assert sorted(log, key=str) == sorted([(addr, addr, n), "finalized"], key=str)
+    assert _owners(log) == []
+
+
+@pytest.mark.parametrize("holder", ["dlpack", "view"])
+def test_deleter_cycle_waits_for_other_holders(ctx, holder):
+    """A NumPy array made through DLPack, or a gpuwrap view, holds the wrap's root from C:
+    collecting must not treat the owner as garbage (no finalizer, no cleared weak
+    reference, no deleter) while it reads the memory; all of it goes after it does."""
+    log = []
+    n = int(rng.integers(2, 512))
+    o = _Owner(ctx, log, n)
+    expect = np.ctypeslib.as_array(o.buf).copy()
+    if holder == "dlpack":
+        keep = np.from_dlpack(o.arr)
+        read = lambda: np.array(keep)
+    else:
+        keep = o.arr.view((1,), (n - 1,))
+        read = lambda: np.from_dlpack(keep).copy()
+    addr, ref = ctypes.addressof(o.buf), weakref.ref(o)
+    del o
+    gc.collect()
+    assert log == [], "the memory is still read: no deleter, no finalizer"
+    assert ref() is not None, "and the owner is not garbage (its weak references stand)"
+    got = read()
+    assert np.array_equal(got, expect if holder == "dlpack" else expect[1:])
+    del keep, read, got
+    gc.collect()
+    assert sorted(log, key=str) == sorted([(addr, addr, n), "finalized"], key=str), \
+        "the deleter ran once, after the holder went, owner intact"
+    assert ref() is None and _owners(log) == []
