@@ -7,7 +7,10 @@
 #include "gpuwrap.h"
 #include "gwt.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -526,6 +529,93 @@ static int test_two_devices(void) {
   return 0;
 }
 
+/* The driver calls of test_caller_context, from libcuda.so.1 at run time: linking it would
+ * keep the whole test from starting (rather than skipping) on a machine without a driver. */
+typedef CUresult (*pfn_DeviceGet)(CUdevice *, int);
+typedef CUresult (*pfn_CtxCreate)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+typedef CUresult (*pfn_CtxCurrent)(CUcontext *);
+typedef CUresult (*pfn_CtxDestroy)(CUcontext);
+static struct {
+  pfn_DeviceGet DeviceGet;
+  pfn_CtxCreate CtxCreate;
+  pfn_CtxCurrent CtxGetCurrent;
+  pfn_CtxDestroy CtxDestroy;
+} drv;
+static int load_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return 0;
+  /* through a void * (ISO C has no object-to-function pointer conversion; POSIX's dlsym
+   * promises this works) */
+  *(void **)&drv.DeviceGet = dlsym(h, "cuDeviceGet");
+  *(void **)&drv.CtxCreate = dlsym(h, "cuCtxCreate_v4");
+  *(void **)&drv.CtxGetCurrent = dlsym(h, "cuCtxGetCurrent");
+  *(void **)&drv.CtxDestroy = dlsym(h, "cuCtxDestroy_v2");
+  return drv.DeviceGet && drv.CtxCreate && drv.CtxGetCurrent && drv.CtxDestroy;
+}
+#define CKD(x)                                                                             \
+  do {                                                                                     \
+    CUresult r_ = (x);                                                                     \
+    if (r_ != CUDA_SUCCESS) {                                                              \
+      GWT_FAIL_("%s: CUresult %d", #x, (int)r_);                                           \
+      return 1;                                                                            \
+    }                                                                                      \
+  } while (0)
+
+/* A thread in a context of its own on device 1 (cuCtxCreate, as PyCUDA makes one) works on
+ * device-0 memory through gpuwrap: every operation switches to device 0 and, after it, the
+ * thread's own context is current again, exactly (cudaSetDevice alone would leave device
+ * 1's primary context current). Every element is checked. Two devices. */
+static int test_caller_context(void) {
+  SETUP(2);
+  if (!load_driver()) {
+    fprintf(stderr, "skip: libcuda.so.1 without cuCtxCreate_v4\n");
+    gw_context_destroy(ctx);
+    return GWT_SKIP;
+  }
+  CUdevice d1;
+  CUcontext own = NULL, cur = NULL;
+  CKD(drv.DeviceGet(&d1, 1));
+  CKD(drv.CtxCreate(&own, NULL, 0, d1)); /* current now */
+#define OWN_CURRENT()                                                                      \
+  do {                                                                                     \
+    CKD(drv.CtxGetCurrent(&cur));                                                          \
+    EXPECT_TRUE(cur == own);                                                               \
+  } while (0)
+  enum { N = 4096 };
+  int64_t shape[1] = {N};
+  gw_array *a = NULL, *h = NULL;
+  GW_OK_(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 1, shape, &a));
+  OWN_CURRENT();
+  GW_OK_(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT32, 1, shape, &h));
+  OWN_CURRENT();
+  float v = (float)(rnd() % 1000) + 0.5f;
+  GW_OK_(gw_fill(a, &v));
+  OWN_CURRENT();
+  float *hp = gw_host_data(h);
+  for (int i = 0; i < N; i++) hp[i] = -1.0f; /* poison */
+  GW_OK_(gw_copy(h, a));
+  OWN_CURRENT();
+  for (int i = 0; i < N; i++)
+    if (hp[i] != v) {
+      GWT_FAIL_("element %d: %g, want %g", i, (double)hp[i], (double)v);
+      return 1;
+    }
+  gw_stream *s = NULL;
+  GW_OK_(gw_stream_create(ctx, &s));
+  OWN_CURRENT();
+  GW_OK_(gw_fill_async(a, &v, s));
+  GW_OK_(gw_stream_synchronize(s));
+  OWN_CURRENT();
+  gw_stream_destroy(s);
+  OWN_CURRENT();
+  gw_release(h);
+  gw_release(a);
+  OWN_CURRENT();
+  CKD(drv.CtxDestroy(own));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const gwt_case cases[] = {
       {"device_memory", test_device_memory},
@@ -538,6 +628,7 @@ int main(int argc, char **argv) {
       {"copy_roundtrip", test_copy_roundtrip},
       {"current_device", test_current_device},
       {"two_devices", test_two_devices},
+      {"caller_context", test_caller_context},
   };
   return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -58,25 +58,40 @@ gw_status gwg_fail_as(gw_status st, gwv_err e, const char *fmt, ...) {
 #define GWG_TOKEN_DEVICES 64
 static gwv_ctxtok primary_token[GWG_TOKEN_DEVICES];
 
-gw_status gwg_enter(int device, int *prev) {
+gw_status gwg_enter(int device, gwg_prev *prev) {
+  prev->switched = 0;
+  gwv_ctxtok want = (unsigned)device < GWG_TOKEN_DEVICES ? __atomic_load_n(&primary_token[device], __ATOMIC_RELAXED) : NULL;
+  gwv_ctxtok cur = gwv_current();
   /* Already in the device's primary context (nearly every call): nothing to switch. */
-  if ((unsigned)device < GWG_TOKEN_DEVICES &&
-      gwv_current_is(__atomic_load_n(&primary_token[device], __ATOMIC_RELAXED))) {
-    *prev = device;
+  if (want && cur == want)
     return GW_OK;
-  }
-  gwv_err e = gwv_GetDevice(prev);
+  /* Else the runtime's answer: a thread with no context yet, another device's, or a
+   * context of the caller's own (cuCtxCreate) on this device, in which the work then runs
+   * as any runtime call of the thread would (docs/API.md, "Current device and context"). */
+  int d = 0;
+  gwv_err e = gwv_GetDevice(&d);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("GetDevice"));
-  if (*prev != device && (e = gwv_SetDevice(device)) != GWV_SUCCESS)
-    return gwg_fail(e, GWV_CALL("SetDevice(%d)"), device);
+  if (d != device) {
+    if ((e = gwv_SetDevice(device)) != GWV_SUCCESS)
+      return gwg_fail(e, GWV_CALL("SetDevice(%d)"), device);
+    prev->switched = 1;
+    prev->device = d;
+    prev->ctx = cur;
+  }
   return GW_OK;
 }
 
-void gwg_leave(int device, int prev) {
-  /* Switching back to a device that was current a moment ago cannot fail in a way the
-   * caller could act on; the operation's own result is what matters. */
-  if (prev != device && gwv_SetDevice(prev) != GWV_SUCCESS)
+void gwg_leave(gwg_prev prev) {
+  if (!prev.switched)
+    return;
+  /* Switching back to what was current a moment ago cannot fail in a way the caller could
+   * act on; the operation's own result is what matters. cudaSetDevice gives back the
+   * device (and makes its primary context current); a context of the caller's own there
+   * (cuCtxCreate) is then put back exactly. */
+  if (gwv_SetDevice(prev.device) != GWV_SUCCESS)
+    (void)gwv_GetLastError();
+  if (prev.ctx && gwv_current() != prev.ctx && !gwv_set_current(prev.ctx))
     (void)gwv_GetLastError();
 }
 
@@ -99,7 +114,8 @@ static gw_status device_count(int *count) {
 }
 
 static gw_status context_init(int device, void **state, gw__caps *caps) {
-  int n = 0, prev = 0;
+  int n = 0;
+  gwg_prev prev;
   gw_status s = device_count(&n);
   if (s != GW_OK)
     return s;
@@ -116,7 +132,7 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
     return s;
   }
   gwv_err e = gwv_InitContext();
-  gwg_leave(device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS) {
     free(c);
     return gwg_fail(e, "initialising %s device %d", GWV_NAME, device);
@@ -223,7 +239,7 @@ static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
   void *p = NULL;
   gwv_err e;
   const char *call;
-  int prev;
+  gwg_prev prev;
   if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
     return gwg_host->fail(GW_ENOTSUP, "%s backend cannot allocate %s memory", GWV_NAME,
                           kind_name(kind));
@@ -245,7 +261,7 @@ static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
     e = gwv_MallocManaged(&p, bytes, GWV_ATTACH_GLOBAL);
     break;
   }
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, "%s(%zu bytes) on device %d", call, bytes, c->device);
   *out = p;
@@ -254,7 +270,8 @@ static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
 
 static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
   gwg_ctx *c = state;
-  int prev, dev = device >= 0 ? device : c->device;
+  gwg_prev prev;
+  int dev = device >= 0 ? device : c->device;
   gwv_err e;
   const char *call;
   if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
@@ -274,7 +291,7 @@ static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
     call = GWV_CALL("Free"); /* also right for stream-ordered (MallocAsync) memory */
     e = gwv_Free(ptr);
   }
-  gwg_leave(dev, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, "%s(%p) on device %d", call, ptr, dev);
   return GW_OK;
@@ -284,7 +301,7 @@ static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
 
 static gw_status host_register(void *state, void *base, size_t bytes, unsigned flags) {
   gwg_ctx *c = state;
-  int prev;
+  gwg_prev prev;
   unsigned vflags = GWV_HOST_REGISTER_FLAGS;
   if (flags & ~GW__REG_READONLY)
     return gwg_host->fail(GW_EINVAL, "%s host_register: unknown flags %#x", GWV_NAME, flags);
@@ -301,7 +318,7 @@ static gw_status host_register(void *state, void *base, size_t bytes, unsigned f
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_HostRegister(base, bytes, vflags);
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e == GWV_SUCCESS)
     return GW_OK;
   /* "Invalid value" is about the memory itself (measured: pages the process cannot write,
@@ -315,12 +332,12 @@ static gw_status host_register(void *state, void *base, size_t bytes, unsigned f
 
 static gw_status host_unregister(void *state, void *base) {
   gwg_ctx *c = state;
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_HostUnregister(base);
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e == GWV_SUCCESS)
     return GW_OK;
   /* An interior pointer gives "invalid value": for the contract it is "not registered
@@ -332,13 +349,13 @@ static gw_status host_unregister(void *state, void *base) {
 
 static gw_status device_address(void *state, void *host, void **dev) {
   gwg_ctx *c = state;
-  int prev;
+  gwg_prev prev;
   void *d = NULL;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_HostGetDevicePointer(&d, host, 0);
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("HostGetDevicePointer(%p)"), host);
   *dev = d;

@@ -322,7 +322,7 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
   gw__xfer x = *xin;
   flip_common_negative(&x);
   exec_t ex = exec_for(c, st, pick_copy_device(c, &x));
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(ex.device, &prev);
   if (s != GW_OK)
     return s;
@@ -334,7 +334,7 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
     if (e != GWV_SUCCESS)
       s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a copy");
   }
-  gwg_leave(ex.device, prev);
+  gwg_leave(prev);
   return s;
 }
 
@@ -387,7 +387,7 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
   }
   if (m >= 2) { /* one transfer alone keeps gwg_copy's choice (DMA for wide rows) */
     exec_t ex = exec_for(c, st, dev);
-    int prev;
+    gwg_prev prev;
     s = gwg_enter(ex.device, &prev);
     if (s == GW_OK) {
       int e = gwk_copy_batch(p, m, (void *)ex.s, c->max_blocks);
@@ -398,7 +398,7 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
         if (se != GWV_SUCCESS)
           s = gwg_fail(se, GWV_CALL("StreamSynchronize") " after a batched copy");
       }
-      gwg_leave(ex.device, prev);
+      gwg_leave(prev);
     }
   } else {
     memset(in, 0, (size_t)n);
@@ -663,12 +663,12 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
      * return). The stream's device is current for the wait: a borrowed legacy or
      * per-thread handle means that device's default stream. */
     if (st) {
-      int prev;
+      gwg_prev prev;
       gw_status s = gwg_enter(st->device, &prev);
       if (s != GW_OK)
         return s;
       e = gwv_StreamSynchronize(st->s);
-      gwg_leave(st->device, prev);
+      gwg_leave(prev);
       if (e != GWV_SUCCESS)
         return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
     }
@@ -678,7 +678,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
 
   int hint = (f.kind == GW_MEM_DEVICE || f.kind == GW_MEM_MANAGED) ? f.device : -1;
   exec_t ex = exec_for(c, st, hint);
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(ex.device, &prev);
   if (s != GW_OK)
     return s;
@@ -702,7 +702,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   }
   if (s == GW_OK && ex.sync && (e = gwv_StreamSynchronize(ex.s)) != GWV_SUCCESS)
     s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a fill");
-  gwg_leave(ex.device, prev);
+  gwg_leave(prev);
   return s;
 }
 
@@ -710,12 +710,12 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
 
 gw_status gwg_synchronize(void *state) {
   const gwg_ctx *c = state;
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_DeviceSynchronize();
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("DeviceSynchronize") " on device %d", c->device);
   return GW_OK;
@@ -726,7 +726,7 @@ gw_status gwg_stream_create(void *state, void **out) {
   gwg_stream *st = malloc(sizeof *st);
   if (!st)
     return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK) {
     free(st);
@@ -736,7 +736,7 @@ gw_status gwg_stream_create(void *state, void **out) {
    * any cudaStreamCreate stream, so mixing with the caller's default-stream work (and with
    * gpuwrap's synchronous calls) stays correct without extra waits. */
   gwv_err e = gwv_StreamCreateWithFlags(&st->s, GWV_STREAM_FLAGS);
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS) {
     free(st);
     return gwg_fail(e, GWV_CALL("StreamCreateWithFlags") " on device %d", c->device);
@@ -783,12 +783,13 @@ gw_status gwg_stream_borrow(void *state, void *native, void **out) {
       return gwg_host->fail(GW_EINVAL, "stream %p is not a %s stream (no memory is mapped there)",
                             native, GWV_NAME);
 #if GWV_CAN_CHECK_STREAM
-    int prev, dev = -1;
+    gwg_prev prev;
+    int dev = -1;
     gw_status s = gwg_enter(c->device, &prev);
     if (s != GW_OK)
       return s;
     gwv_err e = gwv_stream_device(vs, &dev);
-    gwg_leave(c->device, prev);
+    gwg_leave(prev);
     if (e != GWV_SUCCESS) {
       if (GWV_IS_INVALID_HANDLE(e))
         return gwg_fail_as(GW_EINVAL, e, "stream %p is not a %s stream (%s)", native, GWV_NAME,
@@ -827,13 +828,13 @@ gw_status gwg_stream_destroy(void *state, void *stream) {
     free(st);
     return GW_OK;
   }
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(st->device, &prev);
   if (s != GW_OK)
     return s; /* keep the stream: it is still usable and the caller learns why */
   gwv_err e = gwv_StreamSynchronize(st->s);
   gwv_err e2 = gwv_StreamDestroy(st->s);
-  gwg_leave(st->device, prev);
+  gwg_leave(prev);
   free(st);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("StreamSynchronize") " before destroying a stream");
@@ -847,12 +848,13 @@ gw_status gwg_stream_synchronize(void *state, void *stream) {
   const gwg_stream *st = stream;
   /* The stream's device is made current: the special handles (legacy, per-thread) name
    * the current device's default stream. */
-  int dev = st ? st->device : c->device, prev;
+  int dev = st ? st->device : c->device;
+  gwg_prev prev;
   gw_status s = gwg_enter(dev, &prev);
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_StreamSynchronize(st ? st->s : GWV_SYNC_STREAM);
-  gwg_leave(dev, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("StreamSynchronize"));
   return GW_OK;
@@ -865,13 +867,13 @@ gw_status gwg_stream_synchronize(void *state, void *stream) {
  * for. */
 gw_status gwg_event_create(void *state, void **event) {
   const gwg_ctx *c = state;
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK)
     return s;
   gwv_event ev = NULL;
   gwv_err e = gwv_EventCreateWithFlags(&ev, GWV_EVENT_FLAGS);
-  gwg_leave(c->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("EventCreateWithFlags") " on device %d", c->device);
   *event = (void *)ev;
@@ -893,14 +895,14 @@ gw_status gwg_event_destroy(void *state, void *event) {
 gw_status gwg_event_record(void *state, void *event, void *stream) {
   (void)state;
   const gwg_stream *st = stream;
-  int prev;
+  gwg_prev prev;
   /* The stream's device: the event was made on it (the core records only events of the
    * stream's context), and special handles resolve against the current device. */
   gw_status s = gwg_enter(st->device, &prev);
   if (s != GW_OK)
     return s;
   gwv_err e = gwv_EventRecord((gwv_event)event, st->s);
-  gwg_leave(st->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("EventRecord") " on a stream of device %d", st->device);
   return GW_OK;
@@ -909,14 +911,14 @@ gw_status gwg_event_record(void *state, void *event, void *stream) {
 gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
   (void)state;
   const gwg_stream *st = stream;
-  int prev;
+  gwg_prev prev;
   gw_status s = gwg_enter(st->device, &prev);
   if (s != GW_OK)
     return s;
   /* A device-side wait: the host does not block. The event may come from another
    * context (or device) of this backend; the runtime allows that. */
   gwv_err e = gwv_StreamWaitEvent(st->s, (gwv_event)event, 0);
-  gwg_leave(st->device, prev);
+  gwg_leave(prev);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("StreamWaitEvent") " on a stream of device %d", st->device);
   return GW_OK;

@@ -53,12 +53,18 @@ gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*
- * Make `device` current for a vendor call and give back the caller's device afterwards
- * (no operation changes the caller's current device). Only switches when needed,
- * so the common case costs one cudaGetDevice.
+ * Make `device` current for vendor calls, and give the caller back what it had afterwards
+ * (no operation changes the caller's current device, nor its context where it switched
+ * devices). Only switches when needed: the common case is one cuCtxGetCurrent. What
+ * gwg_enter changed, for gwg_leave to undo:
  */
-gw_status gwg_enter(int device, int *prev);
-void gwg_leave(int device, int prev);
+typedef struct {
+  int switched;   /* 0: nothing was changed */
+  int device;     /* the runtime's device before */
+  gwv_ctxtok ctx; /* the thread's context before (NULL: none, or the vendor has no tokens) */
+} gwg_prev;
+gw_status gwg_enter(int device, gwg_prev *prev);
+void gwg_leave(gwg_prev prev);
 
 
 

@@ -620,13 +620,13 @@ void gwg_staging_fini(void *state) {
     return;
   if (st->ready) {
     pool_stop(&st->pool);
-    int prev = 0;
+    gwg_prev prev;
     int entered = gwg_enter(st->device, &prev) == GW_OK;
     if (!entered)
       (void)gwv_GetLastError();
     release_resources(st);
     if (entered)
-      gwg_leave(st->device, prev);
+      gwg_leave(prev);
   }
   pthread_mutex_destroy(&st->lock);
   free(st);

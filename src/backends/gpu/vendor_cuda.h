@@ -51,10 +51,13 @@ static inline gwv_ctxtok gwv_primary_token(int device) {
   (void)cuDevicePrimaryCtxRelease(d);
   return c;
 }
-static inline int gwv_current_is(gwv_ctxtok t) {
+/* The thread's current context (NULL: none, or the driver cannot say). */
+static inline gwv_ctxtok gwv_current(void) {
   CUcontext cur = NULL;
-  return t && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == (CUcontext)t;
+  return cuCtxGetCurrent(&cur) == CUDA_SUCCESS ? (gwv_ctxtok)cur : NULL;
 }
+/* Make a context gwv_current returned current again (gwg_leave); 0 on failure. */
+static inline int gwv_set_current(gwv_ctxtok t) { return cuCtxSetCurrent((CUcontext)t) == CUDA_SUCCESS; }
 
 #define gwv_GetDeviceCount cudaGetDeviceCount
 #define gwv_GetDevice cudaGetDevice

@@ -61,14 +61,15 @@ typedef hipEvent_t gwv_event;
 #define GWV_ATTACH_GLOBAL hipMemAttachGlobal
 #define GWV_EVENT_FLAGS hipEventDisableTiming
 
-/* The fast "already in the device's context" answer of vendor_cuda.h: HIP's context calls
- * are deprecated, so HIP always asks hipGetDevice (gwg_enter). */
+/* The context tokens of vendor_cuda.h: HIP's context calls are deprecated, so HIP has no
+ * token, gwg_enter always asks hipGetDevice, and a switch is undone with hipSetDevice. */
 typedef void *gwv_ctxtok;
 static inline gwv_ctxtok gwv_primary_token(int device) {
   (void)device;
   return NULL;
 }
-static inline int gwv_current_is(gwv_ctxtok t) {
+static inline gwv_ctxtok gwv_current(void) { return NULL; }
+static inline int gwv_set_current(gwv_ctxtok t) {
   (void)t;
   return 0;
 }
