@@ -304,7 +304,7 @@ typedef struct {
                    * is collected, and release() cannot free memory under such a view */
   /* The Python deleter of the wrap that made this array (borrowed: the library holds the
    * reference, py_deleter drops it), while this object holds the wrap's root. The
-   * collector is shown it while this object's references are the root's only ones
+   * collector is shown it while this object's handle is the root's only reference
    * (owns_deleter), so a deleter that refers back to the array (self.arr = ctx.wrap(...,
    * deleter=self._free)) is a cycle it can find and break (Array_finalize); NULL once the
    * handle is given up, and for every other array, which the collector does not track. */
@@ -794,15 +794,18 @@ static void Array_dealloc(ArrayObject *a) {
 /* libgpuwrap's count of an array's references (exported for this face, src/core/array.c). */
 extern int gw__array_refs(const gw_array *a);
 
-/* Whether giving up this object's references (h, and kept) would drop the wrap's root and
- * so run the deleter: only then does the library's reference to the deleter stand for
- * this object's, and may the collector count it as this object's. Anything else holding
- * the root (a gpuwrap view, a DLPack export, a capsule not yet consumed, a call that
- * pinned it with the GIL dropped) keeps the deleter alive and all it refers to reachable.
- * With the GIL held and only these references, no other thread can make a new one (a
- * reference is made from an existing one), so the answer holds through a collection. */
+/* Whether giving up this object's handle would drop the wrap's root and so run the
+ * deleter: only then does the library's reference to the deleter stand for this object's,
+ * and may the collector count it as this object's. Anything else holding the root (a
+ * gpuwrap view, a DLPack export, a capsule not yet consumed, a call that pinned it with
+ * the GIL dropped) keeps the deleter alive and all it refers to reachable. Nor once NumPy
+ * was given a reference (kept, by __array_interface__): NumPy arrays hold this object, not
+ * a reference of their own, and one can be made during the collection itself (by a
+ * finalizer of the same garbage), so kept is never given up before this object goes. A
+ * reference made from the handle by C code without the GIL while a collection runs can
+ * make the answer change between the collector's passes (docs/RELIABILITY.md, "Left"). */
 static int owns_deleter(const ArrayObject *a) {
-  return a->deleter && a->h && gw__array_refs(a->h) == 1 + (a->kept ? 1 : 0);
+  return a->deleter && a->h && !a->kept && gw__array_refs(a->h) == 1;
 }
 
 static int Array_traverse(ArrayObject *a, visitproc visit, void *arg) {
@@ -810,19 +813,18 @@ static int Array_traverse(ArrayObject *a, visitproc visit, void *arg) {
   return 0;
 }
 
-/* An array found in unreachable garbage whose references are the root's last (PEP 442:
- * before anything is cleared, so the deleter runs with the objects it refers to intact):
- * give them up, which runs the deleter. A NumPy view made through __array_interface__
- * (kept) holds this object, which it could not be unreachable with: kept goes too. */
+/* An array found in unreachable garbage whose handle is the root's last reference (PEP
+ * 442: before anything is cleared, so the deleter runs with the objects it refers to
+ * intact): give it up, which runs the deleter. Asked again here: a finalizer of the same
+ * garbage that ran first may have made a NumPy array of it (kept), which then keeps it. */
 static void Array_finalize(ArrayObject *a) {
   if (!owns_deleter(a)) return;
-  gw_array *h = a->h, *k = a->kept;
-  a->h = a->kept = NULL;
+  gw_array *h = a->h;
+  a->h = NULL;
   a->deleter = NULL; /* before the release: the deleter may run, and a collection in it */
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
   gw_release(h);
-  gw_release(k);
   PyErr_Restore(et, ev, tb);
 }
 

@@ -529,8 +529,9 @@ static int test_two_devices(void) {
   return 0;
 }
 
-/* The driver calls of test_caller_context, from libcuda.so.1 at run time: linking it would
- * keep the whole test from starting (rather than skipping) on a machine without a driver. */
+/* The driver calls of the context tests, from libcuda.so.1 at run time: linking it would
+ * keep the whole test binary from starting (rather than skipping) without a driver. */
+#if CUDA_VERSION >= 12050 /* cuCtxCreate_v4 and CUctxCreateParams */
 typedef CUresult (*pfn_DeviceGet)(CUdevice *, int);
 typedef CUresult (*pfn_CtxCreate)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
 typedef CUresult (*pfn_CtxCurrent)(CUcontext *);
@@ -561,21 +562,24 @@ static int load_driver(void) {
     }                                                                                      \
   } while (0)
 
-/* A thread in a context of its own on device 1 (cuCtxCreate, as PyCUDA makes one) works on
- * device-0 memory through gpuwrap: every operation switches to device 0 and, after it, the
- * thread's own context is current again, exactly (cudaSetDevice alone would leave device
- * 1's primary context current). Every element is checked. Two devices. */
-static int test_caller_context(void) {
-  SETUP(2);
+/* A thread in a context of its own (cuCtxCreate, as PyCUDA's make_context) on device
+ * `dev` uses a device-0 gpuwrap context: memory, a fill, copies both ways, a stream. After
+ * every call the thread's own context is current again, exactly, and every element is
+ * right. On device 1 (two GPUs) each call switches to device 0 and back (cudaSetDevice
+ * alone would leave device 1's primary context current); on device 0 nothing is switched
+ * and the work runs in the caller's context, memory included (docs/API.md). */
+static int own_context_on(int dev) {
   if (!load_driver()) {
     fprintf(stderr, "skip: libcuda.so.1 without cuCtxCreate_v4\n");
     gw_context_destroy(ctx);
     return GWT_SKIP;
   }
-  CUdevice d1;
+  CUdevice d;
   CUcontext own = NULL, cur = NULL;
-  CKD(drv.DeviceGet(&d1, 1));
-  CKD(drv.CtxCreate(&own, NULL, 0, d1)); /* current now */
+  CUctxCreateParams params;
+  memset(&params, 0, sizeof params); /* a regular context */
+  CKD(drv.DeviceGet(&d, dev));
+  CKD(drv.CtxCreate(&own, &params, 0, d)); /* current now */
 #define OWN_CURRENT()                                                                      \
   do {                                                                                     \
     CKD(drv.CtxGetCurrent(&cur));                                                          \
@@ -583,37 +587,65 @@ static int test_caller_context(void) {
   } while (0)
   enum { N = 4096 };
   int64_t shape[1] = {N};
-  gw_array *a = NULL, *h = NULL;
+  gw_array *a = NULL, *h = NULL, *b = NULL;
   GW_OK_(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 1, shape, &a));
   OWN_CURRENT();
+  GW_OK_(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 1, shape, &b));
   GW_OK_(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT32, 1, shape, &h));
   OWN_CURRENT();
-  float v = (float)(rnd() % 1000) + 0.5f;
+  float v = (float)(rnd() % 1000) + 0.5f, *hp = gw_host_data(h);
   GW_OK_(gw_fill(a, &v));
   OWN_CURRENT();
-  float *hp = gw_host_data(h);
+  GW_OK_(gw_copy(b, a));
+  OWN_CURRENT();
   for (int i = 0; i < N; i++) hp[i] = -1.0f; /* poison */
-  GW_OK_(gw_copy(h, a));
+  GW_OK_(gw_copy(h, b));
   OWN_CURRENT();
   for (int i = 0; i < N; i++)
     if (hp[i] != v) {
       GWT_FAIL_("element %d: %g, want %g", i, (double)hp[i], (double)v);
       return 1;
     }
+  for (int i = 0; i < N; i++) hp[i] = (float)(rnd() % 4096);
+  GW_OK_(gw_copy(a, h));
   gw_stream *s = NULL;
   GW_OK_(gw_stream_create(ctx, &s));
   OWN_CURRENT();
-  GW_OK_(gw_fill_async(a, &v, s));
+  float *back = malloc(N * sizeof *back);
+  ASSERT_TRUE(back != NULL);
+  memcpy(back, hp, N * sizeof *back);
+  for (int i = 0; i < N; i++) hp[i] = -1.0f;
+  GW_OK_(gw_copy_async(h, a, s));
   GW_OK_(gw_stream_synchronize(s));
   OWN_CURRENT();
+  EXPECT_TRUE(memcmp(hp, back, N * sizeof *back) == 0);
+  free(back);
   gw_stream_destroy(s);
-  OWN_CURRENT();
   gw_release(h);
+  gw_release(b);
   gw_release(a);
   OWN_CURRENT();
   CKD(drv.CtxDestroy(own));
   gw_context_destroy(ctx);
   return 0;
+}
+#else
+static int own_context_on(int dev) {
+  (void)dev;
+  fprintf(stderr, "skip: CUDA < 12.5 (no cuCtxCreate_v4)\n");
+  gw_context_destroy(ctx);
+  return GWT_SKIP;
+}
+#endif
+
+static int test_caller_context(void) {
+  SETUP(2);
+  return own_context_on(1);
+}
+
+static int test_own_context(void) {
+  SETUP(1);
+  return own_context_on(0);
 }
 
 int main(int argc, char **argv) {
@@ -629,6 +661,7 @@ int main(int argc, char **argv) {
       {"current_device", test_current_device},
       {"two_devices", test_two_devices},
       {"caller_context", test_caller_context},
+      {"own_context", test_own_context},
   };
   return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

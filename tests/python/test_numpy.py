@@ -366,23 +366,56 @@ def test_deleter_cycle_is_collected(ctx):
 
 
 def test_deleter_cycle_after_array_interface(ctx):
-    """np.asarray(a) through __array_interface__ makes the Array hold a reference of its
-    own for NumPy's views (which hold the Array): once they are gone, the cycle goes."""
+    """np.asarray(a) through __array_interface__ gives NumPy a reference the Array keeps
+    for its whole life (NumPy's views hold the Array, not a reference of their own): such
+    an owner cycle is not freed (docs/RELIABILITY.md, left), and above all nothing of it is
+    finalized while a view reads the memory."""
     log = []
     n = int(rng.integers(1, 512))
     o = _Owner(ctx, log, n)
     expect = np.ctypeslib.as_array(o.buf).copy()
     v = np.asarray(o.arr)
-    assert np.array_equal(v, expect)
+    del o
+    gc.collect()
+    assert log == [] and np.array_equal(v, expect)
+    views = [v[::2], v[1:]]
+    del v
+    gc.collect()
+    assert log == [], "views of it still read the memory: nothing finalized"
+    assert np.array_equal(views[0], expect[::2]) and np.array_equal(views[1], expect[1:])
+
+
+_saved = []
+
+
+class _Resurrecting(_Owner):
+    """An owner whose own finalizer makes a NumPy array of its memory during the
+    collection that finds its cycle, and keeps it: that array must stay readable."""
+
+    def __del__(self):
+        try:
+            _saved.append((np.asarray(self.arr), self.log))
+        except gpuwrap.GpuwrapError:
+            pass  # the array was given up first: no NumPy array of it can be made
+        except ValueError:
+            pass
+
+
+def test_deleter_cycle_resurrected_by_a_finalizer(ctx):
+    log = []
+    n = int(rng.integers(1, 512))
+    o = _Resurrecting(ctx, log, n)
+    expect = np.ctypeslib.as_array(o.buf).copy()
     addr = ctypes.addressof(o.buf)
     del o
     gc.collect()
-    assert log == [], "NumPy's view holds the Array: nothing is garbage"
-    assert np.array_equal(v, expect), "every element still readable through the view"
-    del v
-    gc.collect()
-    assert sorted(log, key=str) == sorted([(addr, addr, n), "finalized"], key=str)
-    assert _owners(log) == []
+    mine = [v for v, lg in _saved if lg is log]
+    if mine:  # the finalizer ran first: the array it made keeps the memory
+        assert (addr, addr, n) not in log, "no deleter under a NumPy array of the memory"
+        assert np.array_equal(mine[0], expect), "every element still readable"
+    else:     # the array was given up first: the deleter ran, with the owner whole
+        assert (addr, addr, n) in log
+    _saved[:] = [(v, lg) for v, lg in _saved if lg is not log]
 
 
 @pytest.mark.parametrize("holder", ["dlpack", "view"])

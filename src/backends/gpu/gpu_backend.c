@@ -60,7 +60,12 @@ static gwv_ctxtok primary_token[GWG_TOKEN_DEVICES];
 
 gw_status gwg_enter(int device, gwg_prev *prev) {
   prev->switched = 0;
-  gwv_ctxtok want = (unsigned)device < GWG_TOKEN_DEVICES ? __atomic_load_n(&primary_token[device], __ATOMIC_RELAXED) : NULL;
+  gwv_ctxtok want = NULL;
+  if ((unsigned)device < GWG_TOKEN_DEVICES) {
+    want = __atomic_load_n(&primary_token[device], __ATOMIC_RELAXED);
+    if (!want && (want = gwv_primary_token(device)) != NULL) /* it became active */
+      __atomic_store_n(&primary_token[device], want, __ATOMIC_RELAXED);
+  }
   gwv_ctxtok cur = gwv_current();
   /* Already in the device's primary context (nearly every call): nothing to switch. */
   if (want && cur == want)
@@ -86,13 +91,17 @@ void gwg_leave(gwg_prev prev) {
   if (!prev.switched)
     return;
   /* Switching back to what was current a moment ago cannot fail in a way the caller could
-   * act on; the operation's own result is what matters. cudaSetDevice gives back the
-   * device (and makes its primary context current); a context of the caller's own there
-   * (cuCtxCreate) is then put back exactly. */
-  if (gwv_SetDevice(prev.device) != GWV_SUCCESS)
+   * act on; the operation's own result is what matters. The context that was current goes
+   * back as it was (a primary one, or the caller's own from cuCtxCreate, which
+   * cudaSetDevice would replace by that device's primary context, creating it if need
+   * be); the runtime takes its device from it. With none current (HIP, or a thread that
+   * had not used the device yet), the runtime's device. */
+  if (prev.ctx) {
+    if (!gwv_set_current(prev.ctx))
+      (void)gwv_GetLastError();
+  } else if (gwv_SetDevice(prev.device) != GWV_SUCCESS) {
     (void)gwv_GetLastError();
-  if (prev.ctx && gwv_current() != prev.ctx && !gwv_set_current(prev.ctx))
-    (void)gwv_GetLastError();
+  }
 }
 
 /* ---- devices and contexts -------------------------------------------------------------- */

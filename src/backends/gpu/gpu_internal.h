@@ -54,9 +54,9 @@ gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
 
 /*
  * Make `device` current for vendor calls, and give the caller back what it had afterwards
- * (no operation changes the caller's current device, nor its context where it switched
- * devices). Only switches when needed: the common case is one cuCtxGetCurrent. What
- * gwg_enter changed, for gwg_leave to undo:
+ * (no operation changes the caller's current device, nor the context it had current).
+ * Only switches when needed: the common case is one cuCtxGetCurrent. What gwg_enter
+ * changed, for gwg_leave to undo:
  */
 typedef struct {
   int switched;   /* 0: nothing was changed */

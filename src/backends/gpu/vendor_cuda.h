@@ -46,7 +46,14 @@ typedef void *gwv_ctxtok;
 static inline gwv_ctxtok gwv_primary_token(int device) {
   CUdevice d;
   CUcontext c = NULL;
-  if (cuDeviceGet(&d, device) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS)
+  unsigned flags = 0;
+  int active = 0;
+  /* Only an active primary context (the runtime holds it): retaining an inactive one would
+   * create it, and the release right after would tear it down again (a thread whose own
+   * cuCtxCreate context was current when the gpuwrap context opened: then the runtime's
+   * cudaFree(NULL) ran in that one). gwg_enter asks again until it is active. */
+  if (cuDeviceGet(&d, device) != CUDA_SUCCESS || cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS ||
+      !active || cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS)
     return NULL;
   (void)cuDevicePrimaryCtxRelease(d);
   return c;
