@@ -159,8 +159,8 @@ void gw_bench_wrap(gw_bench *b) {
     char path[64];
     snprintf(path, sizeof path, "wrap %s", gw_memkind_name(kinds[i]));
     gw_result *r = gw_bench_add(b, "wrap", path, 0, GW_UNIT_LATENCY);
-    snprintf(r->note, sizeof r->note, "1 MiB; raw: one pointer query (the least a wrap must ask)%s; sides interleaved",
-             b->raw.query ? "" : " - none here");
+    snprintf(r->note, sizeof r->note, "1 MiB; raw: one pointer query (the least a wrap must ask)%s",
+             b->raw.query ? ", sides interleaved" : " - none here");
     if (b->raw.query)
       time_interleaved(b, p, bytes, samples, batch, &r->raw, &r->gw);
     else

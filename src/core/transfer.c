@@ -164,6 +164,25 @@ static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
   return s;
 }
 
+/* Pages of the root's host span the process cannot write: GW_EREADONLY naming the mapping;
+ * GW_OK when they are all writable, or the map cannot be read, or the span is empty or
+ * malformed (the write's own checks say what is wrong). One read of /proc/self/maps. */
+static gw_status unwritable_pages(const gw_array *a, const char *who) {
+  const gw_array *r = a->root ? a->root : a;
+  int64_t lo, hi, n;
+  if (!r->host0 || gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
+      n == 0)
+    return GW_OK;
+  gw__hostmap m;
+  if (gw__host_mapping((uintptr_t)r->host0 + (uintptr_t)lo, (uintptr_t)r->host0 + (uintptr_t)hi, &m) != GW_OK ||
+      m.writable)
+    return GW_OK;
+  return gw__fail(GW_EREADONLY,
+                  "%s: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
+                  (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
+                  m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
+}
+
 /*
  * Host-only memory (pageable, not registered: GW_WRAP_NO_REGISTER, a device that reads
  * pageable memory, or pages the runtime would not lock) is written by the host, so pages
@@ -176,41 +195,9 @@ static gw_status check_host_pages(const gw_array *a, const char *who) {
   gw_array *r = (gw_array *)(a->root ? a->root : a);
   if (r->kind != GW_MEM_HOST || !r->host0 || atomic_load_explicit(&r->pages_ok, memory_order_relaxed))
     return GW_OK;
-  int64_t lo, hi, n;
-  if (gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK || n == 0)
-    return GW_OK; /* the write's own checks say what is wrong */
-  uintptr_t b = (uintptr_t)r->host0 + (uintptr_t)lo, e = (uintptr_t)r->host0 + (uintptr_t)hi;
-  gw__hostmap m;
-  if (gw__host_mapping(b, e, &m) != GW_OK) return GW_OK; /* no map to read: as before */
-  if (!m.writable)
-    return gw__fail(GW_EREADONLY,
-                    "%s: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
-                    (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
-                    m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
-  atomic_store_explicit(&r->pages_ok, true, memory_order_relaxed);
-  return GW_OK;
-}
-
-/* An array's geometry never changes, and its root's pages were found writable once (that
- * answer is kept, check_host_pages): the first write that passes answers for every later
- * one, which then costs one load instead of the loops below (~60 ns of a synchronous
- * gw_fill's host path on the H200 test machine, 2026-12-01). */
-/* Pages of the root's host span the process cannot write, as check_host_pages says them;
- * GW_OK when they are all writable (or the map cannot be read). */
-static gw_status unwritable_pages(const gw_array *a, const char *who) {
-  const gw_array *r = a->root ? a->root : a;
-  int64_t lo, hi, n;
-  if (!r->host0 || gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
-      n == 0)
-    return GW_OK;
-  gw__hostmap m;
-  if (gw__host_mapping((uintptr_t)r->host0 + (uintptr_t)lo, (uintptr_t)r->host0 + (uintptr_t)hi, &m) != GW_OK ||
-      m.writable)
-    return GW_OK;
-  return gw__fail(GW_EREADONLY,
-                  "%s: read-only array: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
-                  (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
-                  m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
+  gw_status s = unwritable_pages(a, who);
+  if (s == GW_OK) atomic_store_explicit(&r->pages_ok, true, memory_order_relaxed);
+  return s;
 }
 
 /* Why a write into a read-only array is refused. A registration is read-only for a
@@ -239,6 +226,10 @@ static gw_status refuse_readonly(const gw_array *a, const char *who) {
   }
 }
 
+/* An array's geometry never changes, and its root's pages were found writable once (that
+ * answer is kept, check_host_pages): the first write that passes answers for every later
+ * one, which then costs one load instead of the loops below (~60 ns of a synchronous
+ * gw_fill's host path on the H200 test machine, 2026-12-01). */
 static gw_status check_writable(const gw_array *a, const char *who) {
   if (a->readonly) return refuse_readonly(a, who);
   if (atomic_load_explicit(&a->write_ok, memory_order_relaxed)) return GW_OK;

@@ -142,8 +142,8 @@
  * 1.84-1.94x), device->host 19.1-19.3 against 14.0-15.9 (2.00-2.20x against 1.51-1.57x);
  * 8 KiB alike, 32 KiB in between. */
 #define GWG_STAGING_FLOW_PIECE_MIN_DEFAULT ((size_t)16 << 10)
-/* Idle spins (pause instructions, ~40 ns each on x86) of a worker during a copy before it
- * starts yielding its CPU, and after a copy before it goes to sleep. */
+/* Idle spins (pause instructions, ~40 ns each on x86) of a worker before it starts
+ * yielding its CPU (how long it waits before sleeping is the linger, below). */
 #define GWG_STAGING_SPINS 4096
 /* How long a worker keeps spinning after a copy before it sleeps, microseconds
  * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
