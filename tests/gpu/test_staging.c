@@ -53,6 +53,8 @@ static void env(const char *min, const char *chunk, const char *threads, const c
       unsetenv(names[i]);
   }
   unsetenv("GPUWRAP_STAGING_PIPELINE"); /* the default ("flow") unless a case sets it */
+  unsetenv("GPUWRAP_STAGING_RAMP");     /* the defaults, unless a case sets them */
+  unsetenv("GPUWRAP_STAGING_SPINS");
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -272,6 +274,26 @@ static int test_threads(void) {
   env("0", "64K", "7", "16");
   if (!rc)
     rc = sweep_ctx(40 * MiB);
+  return rc;
+}
+
+/* The ramped first chunks (GPUWRAP_STAGING_RAMP): 1 MiB chunks ramped twice (256 KiB,
+ * 512 KiB, then 1 MiB: copies that end inside the ramp and past it), then 4 MiB
+ * chunks ramped as far as asked (8: stops at 256 KiB, 4 steps) over 3 buffers, so the ramp's
+ * chunks and whole ones share buffers; every byte checked in both directions. With workers
+ * that yield at once (GPUWRAP_STAGING_SPINS=1) in the second. */
+static int test_ramp(void) {
+  if (!have_cuda())
+    return GWT_SKIP;
+  env("0", "1M", "5", "4");
+  setenv("GPUWRAP_STAGING_RAMP", "2", 1);
+  int rc = sweep_ctx(24 * MiB);
+  env("0", "4M", "7", "3");
+  setenv("GPUWRAP_STAGING_RAMP", "8", 1);
+  setenv("GPUWRAP_STAGING_SPINS", "1", 1);
+  if (!rc)
+    rc = sweep_ctx(40 * MiB);
+  env("", "", "", "");
   return rc;
 }
 
@@ -657,6 +679,7 @@ int main(int argc, char **argv) {
   static const gwt_case cases[] = {
       {"sizes", test_sizes},
       {"small_chunks", test_small_chunks},
+      {"ramp", test_ramp},
       {"threads", test_threads},
       {"off", test_off},
       {"managed", test_managed},

@@ -145,6 +145,12 @@
 /* Idle spins (pause instructions, ~40 ns each on x86) of a worker before it starts
  * yielding its CPU (how long it waits before sleeping is the linger, below). */
 #define GWG_STAGING_SPINS 4096
+/* Flow pipeline: the first chunks of a copy ramp up, chunk / 2^RAMP, chunk / 2^(RAMP-1), ...,
+ * then whole chunks (never below CHUNK_MIN). A staged-copy timeline on the H200 (2026-12-01,
+ * scratch trace build, 64 MiB host-to-device in 4 MiB chunks) had the first DMA start 135-143
+ * us into the copy, when the threads had filled the whole first chunk, against 80 us per
+ * DMA after that; GPUWRAP_STAGING_RAMP A/Bs it. */
+#define GWG_STAGING_RAMP_DEFAULT 0
 /* How long a worker keeps spinning after a copy before it sleeps, microseconds
  * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
  * (a futex wake, then each thread's turn on a CPU) before its first chunk fills, which a
@@ -226,10 +232,13 @@ typedef struct gwg_flow {
   char *const *buf;
   size_t n, chunk, piece, ppc, nitems, nchunks;
   int nbuf;
+  int ramp;        /* chunk c < ramp is chunk >> (ramp - c) long (GPUWRAP_STAGING_RAMP) */
+  unsigned spins;  /* idle pauses before yielding (GPUWRAP_STAGING_SPINS) */
 } gwg_flow;
 
 typedef struct gwg_pool {
   unsigned linger_us; /* spin this long after a copy before sleeping (read_config) */
+  unsigned spins;     /* idle pauses before yielding (read_config) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int state; /* 0 idle (workers sleep), 1 copying (workers spin), -1 quit */
@@ -265,6 +274,33 @@ static int take_piece(gwg_worker *w) {
   return 1;
 }
 
+/* Chunk geometry of a flow copy. Chunk c < ramp is chunk >> (ramp - c) bytes, the rest
+ * `chunk` (the last one cut at n): the first DMA (host-to-device) or the first copy out
+ * (device-to-host) starts after a short chunk instead of a whole one. Every chunk has ppc
+ * items; a short chunk's pieces are shorter in proportion, so all the threads fill it. */
+static size_t chunk_nominal(const gwg_flow *j, size_t c) {
+  return c < (size_t)j->ramp ? j->chunk >> (j->ramp - (int)c) : j->chunk;
+}
+
+static size_t chunk_off(const gwg_flow *j, size_t c) {
+  size_t r = (size_t)j->ramp, unit = j->chunk >> j->ramp; /* unit: chunk 0's length */
+  if (c <= r)
+    return unit * (((size_t)1 << c) - 1);
+  return unit * (((size_t)1 << r) - 1) + (c - r) * j->chunk;
+}
+
+static size_t chunk_len(const gwg_flow *j, size_t c) {
+  size_t off = chunk_off(j, c), len = chunk_nominal(j, c);
+  return j->n - off < len ? j->n - off : len;
+}
+
+static size_t chunk_piece(const gwg_flow *j, size_t c) {
+  if (c >= (size_t)j->ramp)
+    return j->piece;
+  size_t p = (chunk_nominal(j, c) + j->ppc - 1) / j->ppc; /* ppc pieces cover the chunk */
+  return (p + 4095) & ~(size_t)4095;
+}
+
 /* Take the next item of a flow copy and copy it: 1 done (or lost a race: try again), 0 none
  * may be taken yet (its chunk is not ready), -1 none left (all taken, or aborted). */
 static int flow_take(gwg_flow *j) {
@@ -276,11 +312,11 @@ static int flow_take(gwg_flow *j) {
     return 0;
   if (!__atomic_compare_exchange_n(&j->next, &it, it + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     return 1;
-  size_t coff = c * j->chunk, clen = j->n - coff < j->chunk ? j->n - coff : j->chunk;
-  size_t off = (it % j->ppc) * j->piece;
+  size_t coff = chunk_off(j, c), clen = chunk_len(j, c), piece = chunk_piece(j, c);
+  size_t off = (it % j->ppc) * piece;
   int b = (int)(c % (size_t)j->nbuf);
-  if (off < clen) { /* the last chunk may be short: its trailing items are empty */
-    size_t len = clen - off < j->piece ? clen - off : j->piece;
+  if (off < clen) { /* a short chunk (ramp, last) has empty trailing items */
+    size_t len = clen - off < piece ? clen - off : piece;
     if (j->up)
       piece_copy(j->buf[b] + off, j->host + coff + off, len, 0);
     else
@@ -300,7 +336,7 @@ static void flow_work(gwg_flow *j) {
       return;
     if (r > 0) {
       idle = 0;
-    } else if (++idle < GWG_STAGING_SPINS) {
+    } else if (++idle < j->spins) {
       cpu_relax();
     } else {
       sched_yield();
@@ -351,7 +387,7 @@ static void *worker_main(void *arg) {
       } else if (linger % 64 == 0 && now_us() - idle_since >= p->linger_us) {
         break;
       }
-      if (++idle < GWG_STAGING_SPINS)
+      if (++idle < p->spins)
         cpu_relax();
       else
         sched_yield();
@@ -440,6 +476,7 @@ typedef struct {
   size_t small;  /* a copy of at most this many bytes goes in CHUNK_MIN chunks (GPUWRAP_STAGING_SMALL) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
   size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
+  int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
   int nbuf, nthreads;
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
@@ -535,6 +572,8 @@ static void read_config(gwg_staging *st) {
     def = GWG_STAGING_THREADS_DEFAULT_MAX;
   st->nthreads = (int)env_int("GPUWRAP_STAGING_THREADS", def, 1, GWG_STAGING_THREADS_MAX);
   st->pool.linger_us = (unsigned)env_int("GPUWRAP_STAGING_LINGER_US", GWG_STAGING_LINGER_US_DEFAULT, 0, 1000000);
+  st->pool.spins = (unsigned)env_int("GPUWRAP_STAGING_SPINS", GWG_STAGING_SPINS, 1, 1 << 30);
+  st->ramp = (int)env_int("GPUWRAP_STAGING_RAMP", GWG_STAGING_RAMP_DEFAULT, 0, 8);
 }
 
 /* Serialises creation of the (cheap) per-context objects across threads. */
@@ -724,7 +763,20 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->n = n;
   j->nbuf = st->nbuf;
   j->chunk = pick_chunk(st, n);
-  j->nchunks = (n + j->chunk - 1) / j->chunk;
+  j->spins = st->pool.spins;
+  /* As many ramp steps as asked for whose chunks stay whole pages of at least CHUNK_MIN. */
+  j->ramp = 0;
+  while (j->ramp < st->ramp && (j->chunk >> (j->ramp + 1)) >= GWG_STAGING_CHUNK_MIN &&
+         j->chunk % ((size_t)4096 << (j->ramp + 1)) == 0)
+    j->ramp++;
+  size_t head = chunk_off(j, (size_t)j->ramp); /* bytes in the ramp's chunks */
+  if (n > head) {
+    j->nchunks = (size_t)j->ramp + (n - head + j->chunk - 1) / j->chunk;
+  } else {
+    j->nchunks = 1;
+    while (chunk_off(j, j->nchunks) < n)
+      j->nchunks++;
+  }
   size_t parts = (size_t)st->nthreads * GWG_STAGING_FLOW_PIECES_PER_THREAD;
   size_t piece = (j->chunk / parts + 4095) & ~(size_t)4095; /* pieces page aligned */
   if (piece < st->piece_min)
@@ -768,11 +820,6 @@ static int dma_landed(gwg_staging *st, int b, gw_status *rc) {
   return -1;
 }
 
-static size_t chunk_len(const gwg_flow *j, size_t c) {
-  size_t off = c * j->chunk;
-  return j->n - off < j->chunk ? j->n - off : j->chunk;
-}
-
 /* host-to-device: chunk c may be filled once the DMA of chunk c - nbuf (same buffer) has
  * completed; its DMA is issued, in chunk order, as soon as all its pieces are in. */
 static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
@@ -789,7 +836,7 @@ static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n,
     /* DMA every filled chunk, in order (one stream: chunk order is DMA order). */
     while (issued < ready && __atomic_load_n(&j.done[issued % nb], __ATOMIC_ACQUIRE) == j.ppc) {
       int b = (int)(issued % nb);
-      if ((rc = dma(st, b, dst + issued * j.chunk, j.buf[b], chunk_len(&j, issued), s,
+      if ((rc = dma(st, b, dst + chunk_off(&j, issued), j.buf[b], chunk_len(&j, issued), s,
                     unrecorded)) != GW_OK)
         break;
       issued++;
@@ -837,7 +884,7 @@ static gw_status d2h_flow(gwg_staging *st, char *dst, const char *src, size_t n,
     }
     while (issued < j.nchunks && issued < retired + nb) {
       int b = (int)(issued % nb);
-      if ((rc = dma(st, b, st->buf[b], src + issued * j.chunk, chunk_len(&j, issued), s,
+      if ((rc = dma(st, b, st->buf[b], src + chunk_off(&j, issued), chunk_len(&j, issued), s,
                     unrecorded)) != GW_OK)
         break;
       issued++;
