@@ -55,6 +55,7 @@ static void env(const char *min, const char *chunk, const char *threads, const c
   unsetenv("GPUWRAP_STAGING_PIPELINE"); /* the default ("flow") unless a case sets it */
   unsetenv("GPUWRAP_STAGING_RAMP");     /* the defaults, unless a case sets them */
   unsetenv("GPUWRAP_STAGING_SPINS");
+  unsetenv("GPUWRAP_STAGING_NT_UP");
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -281,7 +282,8 @@ static int test_threads(void) {
  * 512 KiB, then 1 MiB: copies that end inside the ramp and past it), then 4 MiB
  * chunks ramped as far as asked (8: stops at 256 KiB, 4 steps) over 3 buffers, so the ramp's
  * chunks and whole ones share buffers; every byte checked in both directions. With workers
- * that yield at once (GPUWRAP_STAGING_SPINS=1) in the second. */
+ * that yield at once (GPUWRAP_STAGING_SPINS=1) and streamed stores into the bounce buffers
+ * (GPUWRAP_STAGING_NT_UP=1) in the second. */
 static int test_ramp(void) {
   if (!have_cuda())
     return GWT_SKIP;
@@ -291,6 +293,7 @@ static int test_ramp(void) {
   env("0", "4M", "7", "3");
   setenv("GPUWRAP_STAGING_RAMP", "8", 1);
   setenv("GPUWRAP_STAGING_SPINS", "1", 1);
+  setenv("GPUWRAP_STAGING_NT_UP", "1", 1);
   if (!rc)
     rc = sweep_ctx(40 * MiB);
   env("", "", "", "");

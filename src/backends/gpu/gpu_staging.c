@@ -55,6 +55,10 @@
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
  *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
  *   GPUWRAP_STAGING_LINGER_US how long the threads spin after a copy before they sleep
+ *   GPUWRAP_STAGING_NT_UP    1: host-to-device copies fill the bounce buffers with
+ *                            non-temporal stores
+ *   GPUWRAP_STAGING_RAMP     flow pipeline: ramp steps of a copy's first chunks (0..8)
+ *   GPUWRAP_STAGING_SPINS    idle pauses of a copy thread before it yields its CPU
  */
 #define _POSIX_C_SOURCE 200809L /* pthreads, sysconf, sched_yield */
 
@@ -168,6 +172,13 @@
  * streaming stores lose a third there, so they stay off. GPUWRAP_STAGING_NT_MIN turns them
  * on for hosts where they win (set it to the smallest copy to stream). */
 #define GWG_STAGING_NT_MIN_DEFAULT SIZE_MAX
+/* Host-to-device copies: the threads fill the bounce buffers with non-temporal stores (1)
+ * or plain ones (0). The case for them: a staged-copy timeline on the H200 (2026-12-01,
+ * scratch trace build) had the DMAs of chunks filled just before (the first chunk, and the
+ * last two after the threads stop) take 120-180 us per 4 MiB against 80 in the steady
+ * state, where other copying has pushed a chunk out of the threads' caches before its DMA
+ * reads it; streamed stores leave nothing in those caches. A/B: GPUWRAP_STAGING_NT_UP. */
+#define GWG_STAGING_NT_UP_DEFAULT 0
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
 
@@ -318,7 +329,7 @@ static int flow_take(gwg_flow *j) {
   if (off < clen) { /* a short chunk (ramp, last) has empty trailing items */
     size_t len = clen - off < piece ? clen - off : piece;
     if (j->up)
-      piece_copy(j->buf[b] + off, j->host + coff + off, len, 0);
+      piece_copy(j->buf[b] + off, j->host + coff + off, len, j->nt);
     else
       piece_copy(j->host + coff + off, j->buf[b] + off, len, j->nt);
   }
@@ -475,6 +486,7 @@ typedef struct {
   size_t split;  /* a copy below split x chunk is cut into this many chunks (GPUWRAP_STAGING_SPLIT) */
   size_t small;  /* a copy of at most this many bytes goes in CHUNK_MIN chunks (GPUWRAP_STAGING_SMALL) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
+  int nt_up;     /* host-to-device copies stream their stores into the bounce buffers */
   size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
   int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
   int nbuf, nthreads;
@@ -559,6 +571,8 @@ static void read_config(gwg_staging *st) {
     st->nt_min = SIZE_MAX;
   else if (parse_size(nt, &v))
     st->nt_min = v;
+  const char *ntu = getenv("GPUWRAP_STAGING_NT_UP");
+  st->nt_up = ntu ? !strcmp(ntu, "1") : GWG_STAGING_NT_UP_DEFAULT;
   const char *wc = getenv("GPUWRAP_STAGING_WC");
   st->wc = wc && !strcmp(wc, "1");
   const char *pl = getenv("GPUWRAP_STAGING_PIPELINE");
@@ -720,7 +734,7 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     if ((rc = wait_buf(st, b)) != GW_OK)
       break;
     char *const *bufs = up_bufs(st, 1);
-    pool_memcpy(&st->pool, bufs[b], src + off, len, 0);
+    pool_memcpy(&st->pool, bufs[b], src + off, len, st->nt_up);
     rc = dma(st, b, dst + off, bufs[b], len, s, unrecorded);
   }
   return rc;
@@ -825,7 +839,7 @@ static int dma_landed(gwg_staging *st, int b, gw_status *rc) {
 static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
                           int *unrecorded) {
   gwg_flow j;
-  flow_init(&j, st, 1, (char *)(uintptr_t)src, n, 0);
+  flow_init(&j, st, 1, (char *)(uintptr_t)src, n, st->nt_up);
   size_t nb = (size_t)st->nbuf;
   size_t ready = j.nchunks < nb ? j.nchunks : nb, issued = 0, freed = 0;
   j.ready = ready;
