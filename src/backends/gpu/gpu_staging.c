@@ -55,8 +55,8 @@
  *   GPUWRAP_STAGING_NT_MIN   smallest device-to-host copy whose host side is written with
  *                            non-temporal stores, bytes (K/M/G suffixes); "off" never
  *   GPUWRAP_STAGING_LINGER_US how long the threads spin after a copy before they sleep
- *   GPUWRAP_STAGING_NT_UP    1: host-to-device copies fill the bounce buffers with
- *                            non-temporal stores
+ *   GPUWRAP_STAGING_NT_UP_MAX largest host-to-device copy whose bounce buffers are filled
+ *                            with non-temporal stores, bytes (K/M/G suffixes; "off" never)
  *   GPUWRAP_STAGING_RAMP     flow pipeline: ramp steps of a copy's first chunks (0..8)
  *   GPUWRAP_STAGING_SPINS    idle pauses of a copy thread before it yields its CPU
  */
@@ -147,13 +147,23 @@
  * 8 KiB alike, 32 KiB in between. */
 #define GWG_STAGING_FLOW_PIECE_MIN_DEFAULT ((size_t)16 << 10)
 /* Idle spins (pause instructions, ~40 ns each on x86) of a worker before it starts
- * yielding its CPU (how long it waits before sleeping is the linger, below). */
+ * yielding its CPU (how long it waits before sleeping is the linger, below;
+ * GPUWRAP_STAGING_SPINS). Never yielding (2^30) measured host-to-device 64 MiB at 42.5 /
+ * 43.5 GB/s against 40.1 / 40.6 with 4096, and 64 spins 40.1 / 41.4 (H200, 2026-12-01, two
+ * rounds in one start): 5-7%, one start; not taken, because a worker that never yields
+ * keeps its CPU from the program's own threads for a whole copy when the host is full
+ * (MPI ranks sharing cores). */
 #define GWG_STAGING_SPINS 4096
 /* Flow pipeline: the first chunks of a copy ramp up, chunk / 2^RAMP, chunk / 2^(RAMP-1), ...,
  * then whole chunks (never below CHUNK_MIN). A staged-copy timeline on the H200 (2026-12-01,
- * scratch trace build, 64 MiB host-to-device in 4 MiB chunks) had the first DMA start 135-143
- * us into the copy, when the threads had filled the whole first chunk, against 80 us per
- * DMA after that; GPUWRAP_STAGING_RAMP A/Bs it. */
+ * tools/probes/staging_trace.patch, 64 MiB host-to-device in 4 MiB chunks) had the first DMA
+ * start 78-143 us into the copy, when the threads had filled the whole first chunk, against
+ * 80 us per DMA after that. With RAMP 4 the first DMA started at 15 us, but the early DMAs
+ * then ran at half speed under the threads' burst (2 MiB in 97 us, 4 MiB in 128) and the
+ * copy took as long: `bench --only copy`, two rounds in one start, host-to-device 64 MiB
+ * 40.7 / 41.1 GB/s (RAMP 4), 41.4 / 42.7 (RAMP 2), 40.1 / 40.6 (off); 16 MiB alike
+ * (23.4-24.5). So off; kept for hosts whose memory does not slow the DMA while the threads
+ * copy. */
 #define GWG_STAGING_RAMP_DEFAULT 0
 /* How long a worker keeps spinning after a copy before it sleeps, microseconds
  * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
@@ -172,13 +182,22 @@
  * streaming stores lose a third there, so they stay off. GPUWRAP_STAGING_NT_MIN turns them
  * on for hosts where they win (set it to the smallest copy to stream). */
 #define GWG_STAGING_NT_MIN_DEFAULT SIZE_MAX
-/* Host-to-device copies: the threads fill the bounce buffers with non-temporal stores (1)
- * or plain ones (0). The case for them: a staged-copy timeline on the H200 (2026-12-01,
- * scratch trace build) had the DMAs of chunks filled just before (the first chunk, and the
- * last two after the threads stop) take 120-180 us per 4 MiB against 80 in the steady
- * state, where other copying has pushed a chunk out of the threads' caches before its DMA
- * reads it; streamed stores leave nothing in those caches. A/B: GPUWRAP_STAGING_NT_UP. */
-#define GWG_STAGING_NT_UP_DEFAULT 0
+/* Host-to-device copies up to this size fill the bounce buffers with non-temporal stores;
+ * larger ones with plain stores. Why: a staged-copy timeline on the H200 (2026-12-01, the
+ * trace build of tools/probes/staging_trace.patch, every DMA timed with events) had the DMAs
+ * of chunks the threads had just filled (the first, and the last two once the threads stop)
+ * take 105-180 us per 4 MiB against 80 us in the steady state: the DMA reads lines still
+ * dirty in the threads' caches, where in the steady state other copying has pushed a chunk
+ * out before its DMA comes. Streamed stores leave nothing there: the last DMAs of a 64 MiB
+ * copy then took 80 us. But they compete with the DMA for memory: in the steady state a DMA
+ * took 91-97 us with them. Host-to-device GB/s, plain / streamed, `bench --only copy`, two
+ * rounds in one start (streamed: GPUWRAP_STAGING_NT_UP=1 of that commit, every size):
+ * 16 MiB 25.3, 26.2 / 33.2, 35.0; 64 MiB 41.5, 42.1 / 40.0, 42.6; and the full copy bench of
+ * that start with streamed stores, 256 MiB 43.0 and 1 GiB 44.6 against 49.7-50.1 and
+ * 51.3-52.5 plain in the three starts before. So streamed below 64 MiB, where the pipeline's
+ * start and end are much of a copy, plain from there; 32 MiB lies between the win at 16 and
+ * the tie at 64 (not measured itself). GPUWRAP_STAGING_NT_UP_MAX moves it ("off": never). */
+#define GWG_STAGING_NT_UP_MAX_DEFAULT ((size_t)32 << 20)
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
 
@@ -486,7 +505,7 @@ typedef struct {
   size_t split;  /* a copy below split x chunk is cut into this many chunks (GPUWRAP_STAGING_SPLIT) */
   size_t small;  /* a copy of at most this many bytes goes in CHUNK_MIN chunks (GPUWRAP_STAGING_SMALL) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
-  int nt_up;     /* host-to-device copies stream their stores into the bounce buffers */
+  size_t nt_up_max; /* host-to-device copies up to this size stream into the bounce buffers */
   size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
   int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
   int nbuf, nthreads;
@@ -571,8 +590,12 @@ static void read_config(gwg_staging *st) {
     st->nt_min = SIZE_MAX;
   else if (parse_size(nt, &v))
     st->nt_min = v;
-  const char *ntu = getenv("GPUWRAP_STAGING_NT_UP");
-  st->nt_up = ntu ? !strcmp(ntu, "1") : GWG_STAGING_NT_UP_DEFAULT;
+  const char *ntu = getenv("GPUWRAP_STAGING_NT_UP_MAX");
+  st->nt_up_max = GWG_STAGING_NT_UP_MAX_DEFAULT;
+  if (ntu && (!strcmp(ntu, "off") || !strcmp(ntu, "OFF") || !strcmp(ntu, "never")))
+    st->nt_up_max = 0;
+  else if (parse_size(ntu, &v))
+    st->nt_up_max = v;
   const char *wc = getenv("GPUWRAP_STAGING_WC");
   st->wc = wc && !strcmp(wc, "1");
   const char *pl = getenv("GPUWRAP_STAGING_PIPELINE");
@@ -734,7 +757,7 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     if ((rc = wait_buf(st, b)) != GW_OK)
       break;
     char *const *bufs = up_bufs(st, 1);
-    pool_memcpy(&st->pool, bufs[b], src + off, len, st->nt_up);
+    pool_memcpy(&st->pool, bufs[b], src + off, len, n <= st->nt_up_max);
     rc = dma(st, b, dst + off, bufs[b], len, s, unrecorded);
   }
   return rc;
@@ -839,7 +862,7 @@ static int dma_landed(gwg_staging *st, int b, gw_status *rc) {
 static gw_status h2d_flow(gwg_staging *st, char *dst, const char *src, size_t n, gwv_stream s,
                           int *unrecorded) {
   gwg_flow j;
-  flow_init(&j, st, 1, (char *)(uintptr_t)src, n, st->nt_up);
+  flow_init(&j, st, 1, (char *)(uintptr_t)src, n, n <= st->nt_up_max);
   size_t nb = (size_t)st->nbuf;
   size_t ready = j.nchunks < nb ? j.nchunks : nb, issued = 0, freed = 0;
   j.ready = ready;
