@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The performance run of issue 18 on a device machine (one H200), in one command of about
-# five minutes: build with CUDA, the CUDA suite, `gpuwrap bench --strict`, the staging
-# linger A/B (GPUWRAP_STAGING_LINGER_US), tools/probes/fill_gap.cu, `bench --only query,wrap`
-# twice. Logs under $OUT (default ./h200-perf-out): summary.txt, bench.txt, logs.tgz.
+# five minutes: build with CUDA, the CUDA suite, the PyTorch/CuPy DLPack tests, `gpuwrap
+# bench --strict`, a staging A/B (GPUWRAP_STAGING_NT_EDGE 0/1/2, NT_UP_MAX off, two rounds),
+# the staged-copy timeline (tools/probes/staging_timeline.cu on a build with
+# tools/probes/staging_trace.patch), tools/probes/fill_gap.cu (also on a build with
+# tools/probes/fill_trace.patch), `bench --only query,wrap` twice. Logs under $OUT (default
+# ./h200-perf-out): summary.txt, bench.txt, trace*.txt, fill_trace.txt, logs.tgz.
 # Usage: scripts/h200-perf.sh [--no-suite] [--help]
 set -uo pipefail
 suite=1
 for a in "$@"; do
   case "$a" in
     --no-suite) suite=0 ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200-perf: unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -18,8 +21,6 @@ L=$OUT/logs; mkdir -p "$L"
 export PATH=/usr/local/cuda/bin:$PATH
 t0=$(date +%s)
 log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary.txt"; }
-# the ratio column of bench rows matching $2 in file $1, as "row=ratio" words
-ratios() { grep -E "$2" "$1" | awk '{r=$(NF-1); $0=substr($0,1,49); gsub(/ +/," "); print $0"="r}' | tr '\n' ' '; }
 
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';') $(date -u +%FT%TZ)"
 B=build-h200-perf
@@ -34,18 +35,41 @@ if [ $suite = 1 ]; then
   timeout 300 ctest --test-dir $B -j12 --timeout 280 --output-on-failure > "$L/ctest.txt" 2>&1
   log "ctest: $(grep -E 'tests passed|tests failed' "$L/ctest.txt"); passed/skipped/failed $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*Skipped' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*(Failed|Exception|Timeout)' "$L/ctest.txt")"
   grep -E "\(Failed\)|Timeout" "$L/ctest.txt" | head -20 | tee -a "$OUT/summary.txt"
+  GPUWRAP_LIB=$PWD/$B/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 tests/dlpack/test_torch_cupy.py > "$L/torch_cupy.txt" 2>&1
+  log "dlpack torch/cupy rc=$? $(tail -1 "$L/torch_cupy.txt")"
 fi
 
 timeout 240 $B/bin/gpuwrap bench --backend cuda --strict --json "$OUT/bench.json" > "$OUT/bench.txt" 2> "$L/bench.err"
 log "bench --strict rc=$? (1: a target missed)"
 sed -n '/performance targets/,$p' "$OUT/bench.txt" >> "$OUT/summary.txt"
 
+# GB/s (gpuwrap's median) of the pageable rows of direction $2 in file $1, 1-64 MiB
+gbs() { grep -E "^ +$2 +(1|4|16|64) MiB" "$1" | awk '{printf "%s%s=%s ", $2,$3,$8}'; }
 for rep in 1 2; do
-  for us in 100 1000 5000; do
-    GPUWRAP_STAGING_LINGER_US=$us timeout 90 $B/bin/gpuwrap bench --backend cuda --only copy --max-size 64M > "$L/linger_${us}_$rep.txt" 2>&1
-    log "linger $us us, round $rep: $(ratios "$L/linger_${us}_$rep.txt" '^ +(host->device|device->host) +(16|64) MiB')"
+  for cfg in "edge0 GPUWRAP_STAGING_NT_EDGE=0" "edge1 GPUWRAP_STAGING_NT_EDGE=1" "edge2 GPUWRAP_STAGING_NT_EDGE=2" "plain GPUWRAP_STAGING_NT_UP_MAX=off"; do
+    set -- $cfg
+    env "$2" timeout 90 $B/bin/gpuwrap bench --backend cuda --only copy --max-size 64M > "$L/ab_$1_$rep.txt" 2>&1
+    log "staging $1 ($2), round $rep: H2D $(gbs "$L/ab_$1_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_$1_$rep.txt" 'device->host')"
   done
 done
+T=build-h200-trace
+rm -rf "$T.src" && mkdir -p "$T.src" && tar --exclude="./build-h200-*" --exclude=./h200-perf-out --exclude=./.git -cf - . | tar -xf - -C "$T.src" \
+  && (cd "$T.src" && patch -s -p1 < tools/probes/staging_trace.patch && patch -s -p1 < tools/probes/fill_trace.patch \
+      && cmake -S . -B b -DCMAKE_BUILD_TYPE=Release -DGW_CUDA=ON -DGW_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_TESTING=OFF \
+      && cmake --build b -j"$(nproc)" --target gpuwrap gpuwrap-cuda \
+      && nvcc -O2 -arch=sm_90 -I include -o staging_timeline tools/probes/staging_timeline.cu -L b/lib -lgpuwrap -Xlinker -rpath,$PWD/b/lib \
+      && nvcc -O3 -arch=sm_90 -I include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda -Xlinker -rpath,$PWD/b/lib) > "$L/trace_build.txt" 2>&1 \
+  || log "trace build FAILED"
+if [ -x "$T.src/staging_timeline" ]; then
+  for e in 0 2; do
+    GPUWRAP_STAGING_TRACE=10 GPUWRAP_STAGING_NT_EDGE=$e timeout 60 "$T.src/staging_timeline" > "$L/timeline_$e.txt" 2> "$OUT/trace_edge$e.txt"
+    log "timeline NT_EDGE=$e rc=$?: $(grep -E 'round 0 H2D (16|64) MiB' "$L/timeline_$e.txt" | cut -d: -f2 | cut -d, -f1 | tr '\n' ' ')"
+  done
+  # gw_fill's segments (fill_trace.patch) against the probe's own launch-call times
+  GPUWRAP_BACKEND=cuda timeout 60 "$T.src/fill_gap" > "$L/fill_gap_trace.txt" 2> "$OUT/fill_trace.txt"
+  log "fill_gap on the trace build rc=$?: $(grep -E 'launch call alone' "$L/fill_gap_trace.txt" | tr -s ' ' | tr '\n' ';')"
+  grep TRACE "$OUT/fill_trace.txt" >> "$OUT/summary.txt"
+fi
 
 if [ -x $B/fill_gap ]; then
   for rep in 1 2; do GPUWRAP_BACKEND=cuda timeout 60 $B/fill_gap > "$L/fill_gap_$rep.txt" 2>&1; log "fill_gap run $rep rc=$?"; done

@@ -56,6 +56,7 @@ static void env(const char *min, const char *chunk, const char *threads, const c
   unsetenv("GPUWRAP_STAGING_RAMP");     /* the defaults, unless a case sets them */
   unsetenv("GPUWRAP_STAGING_SPINS");
   unsetenv("GPUWRAP_STAGING_NT_UP_MAX");
+  unsetenv("GPUWRAP_STAGING_NT_EDGE");
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -282,15 +283,17 @@ static int test_threads(void) {
  * 512 KiB, then 1 MiB: copies that end inside the ramp and past it), then 4 MiB
  * chunks ramped as far as asked (8: stops at 256 KiB, 4 steps) over 3 buffers, so the ramp's
  * chunks and whole ones share buffers; every byte checked in both directions. Host-to-device
- * bounce fills with plain stores at every size in the first (GPUWRAP_STAGING_NT_UP_MAX=off;
- * by default copies up to 32 MiB stream them), streamed at every size in the second, whose
- * workers also yield at once (GPUWRAP_STAGING_SPINS=1). */
+ * bounce fills with plain stores in the first but for the first and last two chunks of a
+ * copy (GPUWRAP_STAGING_NT_UP_MAX=off, GPUWRAP_STAGING_NT_EDGE=2; by default copies up to
+ * 32 MiB stream every chunk), streamed at every size in the second, whose workers also
+ * yield at once (GPUWRAP_STAGING_SPINS=1). */
 static int test_ramp(void) {
   if (!have_cuda())
     return GWT_SKIP;
   env("0", "1M", "5", "4");
   setenv("GPUWRAP_STAGING_RAMP", "2", 1);
   setenv("GPUWRAP_STAGING_NT_UP_MAX", "off", 1);
+  setenv("GPUWRAP_STAGING_NT_EDGE", "2", 1);
   int rc = sweep_ctx(24 * MiB);
   env("0", "4M", "7", "3");
   setenv("GPUWRAP_STAGING_RAMP", "8", 1);

@@ -13,7 +13,9 @@
 //   I  G as gw_fill's memset path calls it: cudaGetDevice + cuCtxGetCurrent + cuMemsetD32Async
 //      + cudaStreamSynchronize(cudaStreamLegacy)
 // and, first, the host cost of single calls (idle GPU, tight loops): cudaGetDevice,
-// cuCtxGetCurrent, the two synchronizes of an idle stream, gw_pointer_query.
+// cuCtxGetCurrent, the two synchronizes of an idle stream, gw_pointer_query; last, the launch
+// call alone of B and C (the time until it returns), to set against gw_fill's own launch in
+// the trace build of tools/probes/fill_trace.patch.
 // Variants A-H ran twice on the H200 (2026-12-01 18:50 UTC, docs/runs/h200-1836-2026-12-01.txt;
 // the table is in docs/BENCHMARKS.md). Variant I and the single-call costs were added after
 // that start, to tell which of gw_fill's runtime calls holds the rest; they have not run yet.
@@ -123,7 +125,7 @@ int main() {
   size_t sizes[] = {4096, 4u << 20, 16u << 20};
   for (size_t n : sizes) {
     const int reps = 600;
-    std::vector<std::vector<double>> t(NV, std::vector<double>(reps));
+    std::vector<std::vector<double>> t(NV, std::vector<double>(reps)), tlaunch(NV, std::vector<double>(reps));
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
     unsigned long long n16 = n / 16;
     unsigned w = 0x3fc00000u;
@@ -143,11 +145,11 @@ int main() {
     for (int r = -30; r < reps; r++) {
       for (int k0 = 0; k0 < NV; k0++) {
         int k = (k0 + (r < 0 ? 0 : r)) % NV; // rotate the order rep by rep
-        double t0 = now();
+        double t0 = now(), tmid = -1;
         switch (k) {
         case 0: CKC(cuLaunchKernel(raw, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL)); CKC(cuStreamSynchronize(NULL)); break;
-        case 1: CKC(cuLaunchKernel((CUfunction)k5, grid, 1, 1, 256, 1, 1, 0, NULL, a5, NULL)); CKC(cuStreamSynchronize(NULL)); break;
-        case 2: CKR(cudaLaunchKernel((const void *)kfill5, dim3(grid), dim3(256), a5, 0, cudaStreamLegacy)); CKR(cudaStreamSynchronize(cudaStreamLegacy)); break;
+        case 1: CKC(cuLaunchKernel((CUfunction)k5, grid, 1, 1, 256, 1, 1, 0, NULL, a5, NULL)); tmid = now(); CKC(cuStreamSynchronize(NULL)); break;
+        case 2: CKR(cudaLaunchKernel((const void *)kfill5, dim3(grid), dim3(256), a5, 0, cudaStreamLegacy)); tmid = now(); CKR(cudaStreamSynchronize(cudaStreamLegacy)); break;
         case 3: CKC(cuLaunchKernel((CUfunction)k3, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL)); CKC(cuStreamSynchronize(NULL)); break;
         case 4: CKG(gw_fill(v64, &d)); break;
         case 5: CKG(gw_fill(v32, &f)); break;
@@ -165,12 +167,18 @@ int main() {
         }
         double t1 = now();
         if (r >= 0) t[k][r] = t1 - t0;
+        if (r >= 0 && tmid > 0) tlaunch[k][r] = tmid - t0;
       }
     }
     printf("%zu bytes (grid %u): host wall clock us, median [p10..p90] of %d, interleaved\n", n, grid, reps);
     for (int k = 0; k < NV; k++) {
       std::sort(t[k].begin(), t[k].end());
       printf("  %-38s %7.2f [%6.2f..%6.2f]\n", names[k], t[k][reps / 2], t[k][reps / 10], t[k][reps * 9 / 10]);
+    }
+    for (int k = 1; k <= 2; k++) { // the launch call alone, of B and C (the rest is the sync)
+      std::sort(tlaunch[k].begin(), tlaunch[k].end());
+      printf("  %c: its launch call alone%15s %7.2f [%6.2f..%6.2f]\n", names[k][0], "", tlaunch[k][reps / 2],
+             tlaunch[k][reps / 10], tlaunch[k][reps * 9 / 10]);
     }
     gw_release(v64);
     gw_release(v32);

@@ -57,6 +57,8 @@
  *   GPUWRAP_STAGING_LINGER_US how long the threads spin after a copy before they sleep
  *   GPUWRAP_STAGING_NT_UP_MAX largest host-to-device copy whose bounce buffers are filled
  *                            with non-temporal stores, bytes (K/M/G suffixes; "off" never)
+ *   GPUWRAP_STAGING_NT_EDGE  flow pipeline: host-to-device copies stream the stores of
+ *                            their first and last this-many chunks (0..64)
  *   GPUWRAP_STAGING_RAMP     flow pipeline: ramp steps of a copy's first chunks (0..8)
  *   GPUWRAP_STAGING_SPINS    idle pauses of a copy thread before it yields its CPU
  */
@@ -198,6 +200,12 @@
  * start and end are much of a copy, plain from there; 32 MiB lies between the win at 16 and
  * the tie at 64 (not measured itself). GPUWRAP_STAGING_NT_UP_MAX moves it ("off": never). */
 #define GWG_STAGING_NT_UP_MAX_DEFAULT ((size_t)32 << 20)
+/* Flow pipeline, host-to-device copies above NT_UP_MAX: the first and last this-many chunks
+ * are filled with streamed stores, the rest with plain ones. The timeline above has the
+ * slow DMAs exactly there (the first chunk's, under the threads' first burst, and the last
+ * two, after the threads stop), and streamed stores slowed only the DMAs that ran while
+ * the threads streamed. Not yet measured: 0 (GPUWRAP_STAGING_NT_EDGE A/Bs it). */
+#define GWG_STAGING_NT_EDGE_DEFAULT 0
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
 
@@ -264,6 +272,7 @@ typedef struct gwg_flow {
   int nbuf;
   int ramp;        /* chunk c < ramp is chunk >> (ramp - c) long (GPUWRAP_STAGING_RAMP) */
   unsigned spins;  /* idle pauses before yielding (GPUWRAP_STAGING_SPINS) */
+  size_t nt_edge;  /* host-to-device: the first and last nt_edge chunks stream their stores */
 } gwg_flow;
 
 typedef struct gwg_pool {
@@ -348,7 +357,8 @@ static int flow_take(gwg_flow *j) {
   if (off < clen) { /* a short chunk (ramp, last) has empty trailing items */
     size_t len = clen - off < piece ? clen - off : piece;
     if (j->up)
-      piece_copy(j->buf[b] + off, j->host + coff + off, len, j->nt);
+      piece_copy(j->buf[b] + off, j->host + coff + off, len,
+                 j->nt || c < j->nt_edge || c + j->nt_edge >= j->nchunks);
     else
       piece_copy(j->host + coff + off, j->buf[b] + off, len, j->nt);
   }
@@ -508,6 +518,7 @@ typedef struct {
   size_t nt_up_max; /* host-to-device copies up to this size stream into the bounce buffers */
   size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
   int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
+  int nt_edge;      /* flow pipeline: streamed first and last chunks (GPUWRAP_STAGING_NT_EDGE) */
   int nbuf, nthreads;
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
@@ -611,6 +622,7 @@ static void read_config(gwg_staging *st) {
   st->pool.linger_us = (unsigned)env_int("GPUWRAP_STAGING_LINGER_US", GWG_STAGING_LINGER_US_DEFAULT, 0, 1000000);
   st->pool.spins = (unsigned)env_int("GPUWRAP_STAGING_SPINS", GWG_STAGING_SPINS, 1, 1 << 30);
   st->ramp = (int)env_int("GPUWRAP_STAGING_RAMP", GWG_STAGING_RAMP_DEFAULT, 0, 8);
+  st->nt_edge = (int)env_int("GPUWRAP_STAGING_NT_EDGE", GWG_STAGING_NT_EDGE_DEFAULT, 0, 64);
 }
 
 /* Serialises creation of the (cheap) per-context objects across threads. */
@@ -801,6 +813,7 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->nbuf = st->nbuf;
   j->chunk = pick_chunk(st, n);
   j->spins = st->pool.spins;
+  j->nt_edge = up ? (size_t)st->nt_edge : 0;
   /* As many ramp steps as asked for whose chunks stay whole pages of at least CHUNK_MIN. */
   j->ramp = 0;
   while (j->ramp < st->ramp && (j->chunk >> (j->ramp + 1)) >= GWG_STAGING_CHUNK_MIN &&
