@@ -280,7 +280,8 @@ static int test_threads(void) {
 }
 
 /* The ramped first chunks (GPUWRAP_STAGING_RAMP): 1 MiB chunks ramped twice (256 KiB,
- * 512 KiB, then 1 MiB: copies that end inside the ramp and past it), then 4 MiB
+ * 512 KiB, then 1 MiB; the sweep's 16 MiB + 4093 copy runs through the ramp: copies up to
+ * 4 MiB take 256 KiB chunks, no ramp, and none ends inside one), then 4 MiB
  * chunks ramped as far as asked (8: stops at 256 KiB, 4 steps) over 3 buffers, so the ramp's
  * chunks and whole ones share buffers; every byte checked in both directions. Host-to-device
  * bounce fills with plain stores in the first but for the first and last two chunks of a

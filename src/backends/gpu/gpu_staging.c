@@ -193,12 +193,14 @@
  * out before its DMA comes. Streamed stores leave nothing there: the last DMAs of a 64 MiB
  * copy then took 80 us. But they compete with the DMA for memory: in the steady state a DMA
  * took 91-97 us with them. Host-to-device GB/s, plain / streamed, `bench --only copy`, two
- * rounds in one start (streamed: GPUWRAP_STAGING_NT_UP=1 of that commit, every size):
+ * rounds in one start (streamed: efa0a55's GPUWRAP_STAGING_NT_UP=1, every size):
  * 16 MiB 25.3, 26.2 / 33.2, 35.0; 64 MiB 41.5, 42.1 / 40.0, 42.6; and the full copy bench of
  * that start with streamed stores, 256 MiB 43.0 and 1 GiB 44.6 against 49.7-50.1 and
  * 51.3-52.5 plain in the three starts before. So streamed below 64 MiB, where the pipeline's
  * start and end are much of a copy, plain from there; 32 MiB lies between the win at 16 and
- * the tie at 64 (not measured itself). GPUWRAP_STAGING_NT_UP_MAX moves it ("off": never). */
+ * the tie at 64 (not measured itself). GPUWRAP_STAGING_NT_UP_MAX moves it ("off": never).
+ * Measured with the flow pipeline; the barrier pipeline (GPUWRAP_STAGING_PIPELINE) takes the
+ * same rule unmeasured. */
 #define GWG_STAGING_NT_UP_MAX_DEFAULT ((size_t)32 << 20)
 /* Flow pipeline, host-to-device copies above NT_UP_MAX: the first and last this-many chunks
  * are filled with streamed stores, the rest with plain ones. The timeline above has the
@@ -209,9 +211,10 @@
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
 
-/* memcpy, with non-temporal stores when `nt` (x86-64 only; off by default, see
- * GWG_STAGING_NT_MIN_DEFAULT): the stores are fenced before returning, so the release store that publishes "piece done" orders
- * after them (streaming stores are weakly ordered). */
+/* memcpy, with non-temporal stores when `nt` (x86-64 only; by default for host-to-device
+ * copies up to GWG_STAGING_NT_UP_MAX_DEFAULT, never device-to-host, see
+ * GWG_STAGING_NT_MIN_DEFAULT): the stores are fenced before returning, so the release store
+ * that publishes "piece done" orders after them (streaming stores are weakly ordered). */
 static void piece_copy(char *dst, const char *src, size_t n, int nt) {
 #if defined(__x86_64__)
   if (nt && n >= 256) {
@@ -476,7 +479,7 @@ static void pool_stop(gwg_pool *p) {
 
 /* memcpy on the calling thread plus the workers (the pool must be in state 1). Pieces
  * are multiples of 4 KiB, so the bounce-buffer side of each stays page aligned. `nt`:
- * non-temporal stores (see GWG_STAGING_NT_MIN_DEFAULT). */
+ * non-temporal stores (see GWG_STAGING_NT_UP_MAX_DEFAULT, GWG_STAGING_NT_MIN_DEFAULT). */
 static void pool_memcpy(gwg_pool *p, char *dst, const char *src, size_t n, int nt) {
   size_t parts = n / GWG_STAGING_PIECE_MIN;
   if (parts > (size_t)p->nworkers + 1)
@@ -516,7 +519,8 @@ typedef struct {
   size_t small;  /* a copy of at most this many bytes goes in CHUNK_MIN chunks (GPUWRAP_STAGING_SMALL) */
   size_t nt_min; /* device-to-host copies from this size stream their stores */
   size_t nt_up_max; /* host-to-device copies up to this size stream into the bounce buffers */
-  size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE) */
+  size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE), but for
+                     * the ramp's chunks, whose pieces shrink with them (chunk_piece) */
   int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
   int nt_edge;      /* flow pipeline: streamed first and last chunks (GPUWRAP_STAGING_NT_EDGE) */
   int nbuf, nthreads;
@@ -822,7 +826,8 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   size_t head = chunk_off(j, (size_t)j->ramp); /* bytes in the ramp's chunks */
   if (n > head) {
     j->nchunks = (size_t)j->ramp + (n - head + j->chunk - 1) / j->chunk;
-  } else {
+  } else { /* a copy ending inside the ramp: not with pick_chunk's chunks (a ramp needs
+            * chunk >= 512 KiB, which only n / split gives), kept for any chunk size */
     j->nchunks = 1;
     while (chunk_off(j, j->nchunks) < n)
       j->nchunks++;
