@@ -7,6 +7,8 @@
 
 #if defined(GW_VENDOR_HIP)
 #include "vendor_hip.h"
+#elif defined(GW_VENDOR_MOCK)
+#include "vendor_mock.h" /* tests/staging: gpu_staging.c alone, on a mock runtime */
 #else
 #include "vendor_cuda.h"
 #endif
