@@ -159,7 +159,7 @@
 /* Flow pipeline: the first chunks of a copy ramp up, chunk / 2^RAMP, chunk / 2^(RAMP-1), ...,
  * then whole chunks (never below CHUNK_MIN). A staged-copy timeline on the H200 (2026-12-01,
  * tools/probes/staging_trace.patch, 64 MiB host-to-device in 4 MiB chunks) had the first DMA
- * start 78-143 us into the copy, when the threads had filled the whole first chunk, against
+ * start 75-146 us into the copy, when the threads had filled the whole first chunk, against
  * 80 us per DMA after that. With RAMP 4 the first DMA started at 15 us, but the early DMAs
  * then ran at half speed under the threads' burst (2 MiB in 97 us, 4 MiB in 128) and the
  * copy took as long: `bench --only copy`, two rounds in one start, host-to-device 64 MiB
@@ -188,10 +188,10 @@
  * larger ones with plain stores. Why: a staged-copy timeline on the H200 (2026-12-01, the
  * trace build of tools/probes/staging_trace.patch, every DMA timed with events) had the DMAs
  * of chunks the threads had just filled (the first, and the last two once the threads stop)
- * take 105-180 us per 4 MiB against 80 us in the steady state: the DMA reads lines still
- * dirty in the threads' caches, where in the steady state other copying has pushed a chunk
- * out before its DMA comes. Streamed stores leave nothing there: the last DMAs of a 64 MiB
- * copy then took 80 us. But they compete with the DMA for memory: in the steady state a DMA
+ * take 94-184 us per 4 MiB against 80 us in the steady state. The explanation that fits:
+ * those DMAs read lines still dirty in the threads' caches, where in the steady state other
+ * copying has pushed a chunk out before its DMA comes; streamed stores leave nothing there,
+ * and with them the last DMAs of a 64 MiB copy took 80 us. But they compete with the DMA for memory: in the steady state a DMA
  * took 91-97 us with them. Host-to-device GB/s, plain / streamed, `bench --only copy`, two
  * rounds in one start (streamed: efa0a55's GPUWRAP_STAGING_NT_UP=1, every size):
  * 16 MiB 25.3, 26.2 / 33.2, 35.0; 64 MiB 41.5, 42.1 / 40.0, 42.6; and the full copy bench of
