@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The performance run of issue 18 on a device machine (one H200), in one command of about
-# five minutes: build with CUDA, the CUDA suite, the PyTorch/CuPy DLPack tests, `gpuwrap
-# bench --strict`, a staging A/B (GPUWRAP_STAGING_NT_EDGE 0/1/2, NT_UP_MAX off, two rounds),
-# the staged-copy timeline (tools/probes/staging_timeline.cu on a build with
-# tools/probes/staging_trace.patch), tools/probes/fill_gap.cu (also on a build with
-# tools/probes/fill_trace.patch), `bench --only query,wrap` twice. Logs under $OUT (default
-# ./h200-perf-out): summary.txt, bench.txt, trace*.txt, fill_trace.txt, logs.tgz.
-# Usage: scripts/h200-perf.sh [--no-suite] [--help]
+# seven minutes: build with CUDA, the CUDA suite, the PyTorch/CuPy DLPack tests, `gpuwrap
+# bench --strict`, a staging A/B (settings in H200_AB, two rounds), the staged-copy
+# timeline (tools/probes/staging_timeline.cu on a build with tools/probes/staging_trace.patch;
+# settings in H200_TIMELINE), tools/probes/fill_gap.cu (also on a build with
+# tools/probes/fill_trace.patch), `bench --only query,wrap` twice, a second `bench --strict`
+# (H200_STRICT2=0 skips it). Logs under $OUT (default ./h200-perf-out): summary.txt,
+# bench.txt, bench2.txt, fill_trace.txt, logs.tgz (the timelines' traces in it).
+# Usage: scripts/h200-perf.sh [--no-suite | --staging-suite] [--help]
+#   --staging-suite: only the suite's staging, copy and fill tests, no PyTorch/CuPy
 set -uo pipefail
 suite=1
 for a in "$@"; do
   case "$a" in
     --no-suite) suite=0 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --staging-suite) suite=2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200-perf: unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -31,25 +34,39 @@ nvcc -O3 -arch=sm_90 -I include -o $B/fill_gap tools/probes/fill_gap.cu -L $B/li
   -Xlinker -rpath,$PWD/$B/lib > "$L/fill_gap_build.txt" 2>&1 || log "fill_gap build FAILED"
 log "built"
 
-if [ $suite = 1 ]; then
-  timeout 300 ctest --test-dir $B -j12 --timeout 280 --output-on-failure > "$L/ctest.txt" 2>&1
+if [ $suite != 0 ]; then
+  only=(); [ $suite = 2 ] && only=(-R 'staging|copy|fill')
+  timeout 300 ctest --test-dir $B -j12 --timeout 280 --output-on-failure "${only[@]}" > "$L/ctest.txt" 2>&1
   log "ctest: $(grep -E 'tests passed|tests failed' "$L/ctest.txt"); passed/skipped/failed $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*Skipped' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*(Failed|Exception|Timeout)' "$L/ctest.txt")"
   grep -E "\(Failed\)|Timeout" "$L/ctest.txt" | head -20 | tee -a "$OUT/summary.txt"
-  GPUWRAP_LIB=$PWD/$B/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 tests/dlpack/test_torch_cupy.py > "$L/torch_cupy.txt" 2>&1
-  log "dlpack torch/cupy rc=$? $(tail -1 "$L/torch_cupy.txt")"
+  if [ $suite = 1 ]; then
+    GPUWRAP_LIB=$PWD/$B/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 tests/dlpack/test_torch_cupy.py > "$L/torch_cupy.txt" 2>&1
+    log "dlpack torch/cupy rc=$? $(tail -1 "$L/torch_cupy.txt")"
+  fi
 fi
 
 timeout 240 $B/bin/gpuwrap bench --backend cuda --strict --json "$OUT/bench.json" > "$OUT/bench.txt" 2> "$L/bench.err"
 log "bench --strict rc=$? (1: a target missed)"
 sed -n '/performance targets/,$p' "$OUT/bench.txt" >> "$OUT/summary.txt"
+strict_again() { # a second strict run at the end: the issue's "two runs"
+  timeout 240 $B/bin/gpuwrap bench --backend cuda --strict > "$OUT/bench2.txt" 2> "$L/bench2.err"
+  log "bench --strict (second run) rc=$?"
+  sed -n '/performance targets/,$p' "$OUT/bench2.txt" >> "$OUT/summary.txt"
+}
 
 # GB/s (gpuwrap's median) of the pageable rows of direction $2 in file $1, 1-64 MiB
 gbs() { grep -E "^ +$2 +(1|4|16|64) MiB" "$1" | awk '{printf "%s%s=%s ", $2,$3,$8}'; }
+# Staging A/B: name, then the settings (GPUWRAP_STAGING_*; "-" for none). Override with
+# H200_AB="name VAR=v ...;name2 ..." to measure other settings.
+AB=${H200_AB:-"default -;plain RAMP=0 NT_EDGE=0;h0-t3 RAMP=0 EDGE_HEAD=0 EDGE_TAIL=3;ramp2-h0-t3 RAMP=2 EDGE_HEAD=0 EDGE_TAIL=3;ramp2-h1-t3 RAMP=2 EDGE_HEAD=1 EDGE_TAIL=3;ramp2-h2-t3 RAMP=2 EDGE_HEAD=2 EDGE_TAIL=3;ramp2-h3-t4 RAMP=2 EDGE_HEAD=3 EDGE_TAIL=4;ramp3-h4-t3 RAMP=3 EDGE_HEAD=4 EDGE_TAIL=3"}
 for rep in 1 2; do
-  for cfg in "edge0 GPUWRAP_STAGING_NT_EDGE=0" "edge1 GPUWRAP_STAGING_NT_EDGE=1" "edge2 GPUWRAP_STAGING_NT_EDGE=2" "plain GPUWRAP_STAGING_NT_UP_MAX=off"; do
+  IFS=';' read -ra cfgs <<< "$AB"
+  for cfg in "${cfgs[@]}"; do
     set -- $cfg
-    env "$2" timeout 90 $B/bin/gpuwrap bench --backend cuda --only copy --max-size 64M > "$L/ab_$1_$rep.txt" 2>&1
-    log "staging $1 ($2), round $rep: H2D $(gbs "$L/ab_$1_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_$1_$rep.txt" 'device->host')"
+    name=$1; shift; envs=()
+    for kv in "$@"; do [ "$kv" = - ] || envs+=("GPUWRAP_STAGING_$kv"); done
+    env "${envs[@]}" timeout 90 $B/bin/gpuwrap bench --backend cuda --only copy --max-size 64M > "$L/ab_${name}_$rep.txt" 2>&1
+    log "staging $name (${envs[*]}), round $rep: H2D $(gbs "$L/ab_${name}_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_${name}_$rep.txt" 'device->host')"
   done
 done
 T=build-h200-trace
@@ -61,9 +78,14 @@ rm -rf "$T.src" && mkdir -p "$T.src" && tar --exclude="./build-h200-*" --exclude
       && nvcc -O3 -arch=sm_90 -I include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda -Xlinker -rpath,$PWD/b/lib) > "$L/trace_build.txt" 2>&1 \
   || log "trace build FAILED"
 if [ -x "$T.src/staging_timeline" ]; then
-  for e in 0 2; do
-    GPUWRAP_STAGING_TRACE=10 GPUWRAP_STAGING_NT_EDGE=$e timeout 60 "$T.src/staging_timeline" > "$L/timeline_$e.txt" 2> "$OUT/trace_edge$e.txt"
-    log "timeline NT_EDGE=$e rc=$?: $(grep -E 'round 0 H2D (16|64) MiB' "$L/timeline_$e.txt" | cut -d: -f2 | cut -d, -f1 | tr '\n' ' ')"
+  TL=${H200_TIMELINE:-"default -;plain RAMP=0 NT_EDGE=0;ramp2-h0-t3 RAMP=2 EDGE_HEAD=0 EDGE_TAIL=3"}
+  IFS=';' read -ra cfgs <<< "$TL"
+  for cfg in "${cfgs[@]}"; do
+    set -- $cfg
+    name=$1; shift; envs=()
+    for kv in "$@"; do [ "$kv" = - ] || envs+=("GPUWRAP_STAGING_$kv"); done
+    env GPUWRAP_STAGING_TRACE=10 "${envs[@]}" timeout 60 "$T.src/staging_timeline" > "$L/timeline_$name.txt" 2> "$L/trace_$name.txt"
+    log "timeline $name rc=$?: $(grep -E 'round 1 H2D (16|64) MiB' "$L/timeline_$name.txt" | cut -d: -f2 | cut -d, -f1 | tr '\n' ' ')"
   done
   # gw_fill's segments (fill_trace.patch) against the probe's own launch-call times
   GPUWRAP_BACKEND=cuda timeout 60 "$T.src/fill_gap" > "$L/fill_gap_trace.txt" 2> "$OUT/fill_trace.txt"
@@ -79,5 +101,6 @@ for rep in 1 2; do
   timeout 60 $B/bin/gpuwrap bench --backend cuda --only query,wrap > "$L/qw_$rep.txt" 2>&1
   log "query,wrap run $rep: $(awk '$3=="-" && $4==1 && ($2=="device"||$2=="pinned"||$2=="managed"||$2=="pageable") {printf "%s %s raw %s gpuwrap %s; ", $1,$2,$5,$8}' "$L/qw_$rep.txt")"
 done
+[ "${H200_STRICT2:-1}" = 1 ] && strict_again
 tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
 log "done"

@@ -57,6 +57,9 @@ static void env(const char *min, const char *chunk, const char *threads, const c
   unsetenv("GPUWRAP_STAGING_SPINS");
   unsetenv("GPUWRAP_STAGING_NT_UP_MAX");
   unsetenv("GPUWRAP_STAGING_NT_EDGE");
+  unsetenv("GPUWRAP_STAGING_EDGE_HOW");
+  unsetenv("GPUWRAP_STAGING_EDGE_HEAD");
+  unsetenv("GPUWRAP_STAGING_EDGE_TAIL");
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -286,8 +289,10 @@ static int test_threads(void) {
  * chunks and whole ones share buffers; every byte checked in both directions. Host-to-device
  * bounce fills with plain stores in the first but for the first and last two chunks of a
  * copy (GPUWRAP_STAGING_NT_UP_MAX=off, GPUWRAP_STAGING_NT_EDGE=2; by default copies up to
- * 32 MiB stream every chunk), streamed at every size in the second, whose workers also
- * yield at once (GPUWRAP_STAGING_SPINS=1). */
+ * 32 MiB stream every chunk) and the edge chunks' lines demoted after their memcpy
+ * (GPUWRAP_STAGING_EDGE_HOW=demote), streamed at every size in the second, whose workers
+ * also yield at once (GPUWRAP_STAGING_SPINS=1); the third is the first with the edge
+ * chunks' lines flushed (EDGE_HOW=flush) and 4 edge chunks. */
 static int test_ramp(void) {
   if (!have_cuda())
     return GWT_SKIP;
@@ -295,11 +300,17 @@ static int test_ramp(void) {
   setenv("GPUWRAP_STAGING_RAMP", "2", 1);
   setenv("GPUWRAP_STAGING_NT_UP_MAX", "off", 1);
   setenv("GPUWRAP_STAGING_NT_EDGE", "2", 1);
+  setenv("GPUWRAP_STAGING_EDGE_HOW", "demote", 1);
   int rc = sweep_ctx(24 * MiB);
+  setenv("GPUWRAP_STAGING_NT_EDGE", "4", 1);
+  setenv("GPUWRAP_STAGING_EDGE_HOW", "flush", 1);
+  if (!rc)
+    rc = sweep_ctx(24 * MiB);
   env("0", "4M", "7", "3");
   setenv("GPUWRAP_STAGING_RAMP", "8", 1);
   setenv("GPUWRAP_STAGING_SPINS", "1", 1);
   setenv("GPUWRAP_STAGING_NT_UP_MAX", "1G", 1);
+  unsetenv("GPUWRAP_STAGING_EDGE_HOW");
   if (!rc)
     rc = sweep_ctx(40 * MiB);
   env("", "", "", "");

@@ -305,6 +305,7 @@ TEST_IMPL(random) {
   const char *ntup[] = {"off", "", "1G", "2M"};
   const char *spins[] = {"", "1", "64"};
   const char *edges[] = {"", "1", "2"};
+  const char *edge_hows[] = {"", "stream", "demote", "flush"};
   const char *e = getenv("GW_STAGING_MODEL_CONFIGS");
   long configs = e ? atol(e) : 24;
   rig r;
@@ -323,6 +324,9 @@ TEST_IMPL(random) {
     set("GPUWRAP_STAGING_NT_UP_MAX", ntup[tst_rand_below(4)]);
     set("GPUWRAP_STAGING_SPINS", spins[tst_rand_below(3)]);
     set("GPUWRAP_STAGING_NT_EDGE", edges[tst_rand_below(3)]);
+    set("GPUWRAP_STAGING_EDGE_HOW", edge_hows[tst_rand_below(4)]);
+    set("GPUWRAP_STAGING_EDGE_HEAD", edges[tst_rand_below(3)]);
+    set("GPUWRAP_STAGING_EDGE_TAIL", edges[tst_rand_below(3)]);
     set("GPUWRAP_STAGING_PIPELINE", tst_rand_below(4) == 0 ? "barrier" : "");
     set("GPUWRAP_STAGING_WC", tst_rand_below(5) == 0 ? "1" : "");
     M.lazy = tst_rand_below(4) != 0;

@@ -12,6 +12,9 @@
 //   H  an empty kernel, cuLaunchKernel + cuStreamSynchronize (the round trip alone)
 //   I  G as gw_fill's memset path calls it: cudaGetDevice + cuCtxGetCurrent + cuMemsetD32Async
 //      + cudaStreamSynchronize(cudaStreamLegacy)
+//   J  gwk_fill's kernel for a fill without head or tail (k_fill16: pointer, count, 16-byte
+//      pattern), cudaLaunchKernel + cudaStreamSynchronize: against C, what the head and
+//      tail code and two parameters cost
 // and, first, the host cost of single calls (idle GPU, tight loops): cudaGetDevice,
 // cuCtxGetCurrent, the two synchronizes of an idle stream, gw_pointer_query; last, the launch
 // call alone of B and C (the time until it returns), to set against gw_fill's own launch in
@@ -68,6 +71,12 @@ __global__ void kfill3(char *p, uint64_t n16, uint32_t w) {
   uint4 *q = reinterpret_cast<uint4 *>(p);
   for (uint64_t i = gid; i < n16; i += (uint64_t)gridDim.x * blockDim.x) q[i] = v;
 }
+// gwk_fill's kernel for fills without a head or tail (kernels.cu's k_fill16): 3 parameters,
+// the pattern as 16 bytes.
+__global__ void __launch_bounds__(256) kfill16(V16 *q, uint64_t n16, V16 body) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n16; i += (uint64_t)gridDim.x * blockDim.x)
+    q[i] = body;
+}
 __global__ void kempty() {}
 
 static double now() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
@@ -97,8 +106,8 @@ int main() {
   const char *names[] = {"A raw PTX, cuLaunch+cuSync", "B nvcc 5-param, cuLaunch+cuSync", "C nvcc 5-param, cudaLaunch+cudaSync",
                          "D nvcc 3-param, cuLaunch+cuSync", "E gw_fill float64 (kernel)", "F gw_fill float32 (memset)",
                          "G cuMemsetD32Async+cuSync", "H empty kernel, cuLaunch+cuSync",
-                         "I G as gw_fill calls it (runtime)"};
-  const int NV = 9;
+                         "I G as gw_fill calls it (runtime)", "J nvcc (ptr,n16,V16), cudaLaunch+cudaSync"};
+  const int NV = 10;
   {
     const int N = 200000;
     int dev;
@@ -134,6 +143,8 @@ int main() {
     void *a3[] = {&dp, &n16, &w};
     char *pp = p;
     void *a5[] = {&pp, &h, &n16, &tl, &body};
+    V16 *qq = reinterpret_cast<V16 *>(p);
+    void *a16[] = {&qq, &n16, &body};
     unsigned grid = (unsigned)std::min<unsigned long long>((n16 + 255) / 256, 132 * 8);
     if (!grid) grid = 1;
     int64_t z = 0, e64 = (int64_t)(n / 8), e32 = (int64_t)(n / 4);
@@ -155,6 +166,7 @@ int main() {
         case 5: CKG(gw_fill(v32, &f)); break;
         case 6: CKC(cuMemsetD32Async(dp, w, n / 4, NULL)); CKC(cuStreamSynchronize(NULL)); break;
         case 7: CKC(cuLaunchKernel((CUfunction)ke, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)); CKC(cuStreamSynchronize(NULL)); break;
+        case 9: CKR(cudaLaunchKernel((const void *)kfill16, dim3(grid), dim3(256), a16, 0, cudaStreamLegacy)); CKR(cudaStreamSynchronize(cudaStreamLegacy)); break;
         case 8: {
           int dv;
           CUcontext cc;

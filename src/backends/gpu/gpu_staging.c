@@ -57,8 +57,12 @@
  *   GPUWRAP_STAGING_LINGER_US how long the threads spin after a copy before they sleep
  *   GPUWRAP_STAGING_NT_UP_MAX largest host-to-device copy whose bounce buffers are filled
  *                            with non-temporal stores, bytes (K/M/G suffixes; "off" never)
- *   GPUWRAP_STAGING_NT_EDGE  flow pipeline: host-to-device copies stream the stores of
- *                            their first and last this-many chunks (0..64)
+ *   GPUWRAP_STAGING_EDGE_HEAD flow pipeline: host-to-device copies store their first
+ *                            this-many chunks as EDGE_HOW says (0..64)
+ *   GPUWRAP_STAGING_EDGE_TAIL the same for their last chunks
+ *   GPUWRAP_STAGING_NT_EDGE  sets both (an earlier name)
+ *   GPUWRAP_STAGING_EDGE_HOW stream (non-temporal stores), demote (memcpy + cldemote) or
+ *                            flush (memcpy + clflushopt)
  *   GPUWRAP_STAGING_RAMP     flow pipeline: ramp steps of a copy's first chunks (0..8)
  *   GPUWRAP_STAGING_SPINS    idle pauses of a copy thread before it yields its CPU
  */
@@ -69,7 +73,8 @@
 #include <ctype.h>
 #include <pthread.h>
 #if defined(__x86_64__)
-#include <emmintrin.h> /* SSE2 streaming stores: part of x86-64 itself */
+#include <cpuid.h>
+#include <immintrin.h> /* SSE2 streaming stores (part of x86-64 itself), cldemote, clflushopt */
 #endif
 #include <sched.h>
 #include <stdint.h>
@@ -164,9 +169,11 @@
  * then ran at half speed under the threads' burst (2 MiB in 97 us, 4 MiB in 128) and the
  * copy took as long: `bench --only copy`, two rounds in one start, host-to-device 64 MiB
  * 40.7 / 41.1 GB/s (RAMP 4), 41.4 / 42.7 (RAMP 2), 40.1 / 40.6 (off); 16 MiB alike
- * (23.4-24.5). So off; kept for hosts whose memory does not slow the DMA while the threads
- * copy. */
-#define GWG_STAGING_RAMP_DEFAULT 0
+ * (23.4-24.5). That was with plain stores: the early chunks' DMAs read lines dirty in the
+ * threads' caches (the edge chunks, below). With the first chunks' lines demoted (EDGE_HEAD)
+ * RAMP 2 measured 45.6, 45.7 GB/s at 64 MiB against 45.1, 43.3 without the ramp and 41.6,
+ * 41.3 plain (H200, 2026-12-02, two rounds in one start). So 2. */
+#define GWG_STAGING_RAMP_DEFAULT 2
 /* How long a worker keeps spinning after a copy before it sleeps, microseconds
  * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
  * (a futex wake, then each thread's turn on a CPU) before its first chunk fills, which a
@@ -202,22 +209,66 @@
  * Measured with the flow pipeline; the barrier pipeline (GPUWRAP_STAGING_PIPELINE) takes the
  * same rule unmeasured. */
 #define GWG_STAGING_NT_UP_MAX_DEFAULT ((size_t)32 << 20)
-/* Flow pipeline, host-to-device copies above NT_UP_MAX: the first and last this-many chunks
- * are filled with streamed stores, the rest with plain ones. The timeline above has the
- * slow DMAs exactly there (the first chunk's, under the threads' first burst, and the last
- * two, after the threads stop), and streamed stores slowed only the DMAs that ran while
- * the threads streamed. Not yet measured: 0 (GPUWRAP_STAGING_NT_EDGE A/Bs it). */
-#define GWG_STAGING_NT_EDGE_DEFAULT 0
+/* Flow pipeline, host-to-device copies above NT_UP_MAX: the first EDGE_HEAD and the last
+ * EDGE_TAIL chunks are stored as EDGE_HOW says (piece_copy), the rest with plain stores
+ * (GPUWRAP_STAGING_EDGE_HEAD / _EDGE_TAIL; GPUWRAP_STAGING_NT_EDGE sets both). The timeline
+ * above has the slow DMAs exactly there: the first chunk's, and the last two or three once
+ * the threads stop (94-184 us per 4 MiB against 80). Measured on the H200 (2026-12-02,
+ * driver 580.159.04; `bench --only copy --max-size 64M`, two rounds in one start,
+ * host-to-device 64 MiB GB/s; docs/BENCHMARKS.md):
+ *   plain everywhere 41.6, 41.3; streamed edges (NT_EDGE 1) 43.0, 42.1, in the start
+ *   before 43.5, 43.6 against 42.5, 42.8; demoted edges (NT_EDGE 2, EDGE_HOW demote) 45.1,
+ *   43.3; flushed (clflushopt) 39.9, 40.3; RAMP 2 with demoted edges of 3 chunks 45.6, 45.7
+ *   (streamed 39.3, 41.6; flushed 44.4, 41.6); every chunk demoted 42.5, 41.4.
+ * The timeline (tools/probes/staging_trace.patch) says why: with demoted edges the DMAs of
+ * the last chunks take 80 us, as in the steady state (plain: 125 and 155 us for the last
+ * two), which the copy's end gains whole, since the host has finished filling long before
+ * the DMA engine does; at the head the demoting itself costs what it saves (the first 4 MiB
+ * filled in 155 us against 62 plain, its DMA 82 us against 169), so the head is cut short
+ * by the ramp instead. */
+#define GWG_STAGING_EDGE_HEAD_DEFAULT 3
+#define GWG_STAGING_EDGE_TAIL_DEFAULT 3
+/* How the edge chunks' stores are made (GPUWRAP_STAGING_EDGE_HOW: stream, demote, flush;
+ * piece_copy says what each does; the measurements are above). Demote: cldemote moves a
+ * line from the core's private caches to the shared last-level cache, from where the DMA
+ * reads it at full speed; a CPU without it runs it as a NOP (plain stores). */
+#define GWG_STAGING_EDGE_HOW_DEFAULT GWG_STORE_DEMOTE
 
 /* ---- the thread pool ------------------------------------------------------------------------ */
 
-/* memcpy, with non-temporal stores when `nt` (x86-64 only; by default for host-to-device
- * copies up to GWG_STAGING_NT_UP_MAX_DEFAULT, never device-to-host, see
- * GWG_STAGING_NT_MIN_DEFAULT): the stores are fenced before returning, so the release store
- * that publishes "piece done" orders after them (streaming stores are weakly ordered). */
-static void piece_copy(char *dst, const char *src, size_t n, int nt) {
+/* How a piece's stores are made (piece_copy). PLAIN: memcpy. STREAM: non-temporal stores
+ * (x86-64 only; by default for host-to-device copies up to GWG_STAGING_NT_UP_MAX_DEFAULT,
+ * never device-to-host, see GWG_STAGING_NT_MIN_DEFAULT). DEMOTE and FLUSH (the edge chunks
+ * of a host-to-device copy, GPUWRAP_STAGING_EDGE_HOW): memcpy, then each line of the piece
+ * pushed out of the copying core's private caches, to the shared last-level cache
+ * (cldemote) or to memory (clflushopt), so that the DMA which reads the chunk next does
+ * not have to snoop a line dirty in some core's L2 (why the DMAs of just-filled chunks ran
+ * slow: GWG_STAGING_NT_UP_MAX_DEFAULT). Every mode but PLAIN fences before returning, so
+ * the release store that publishes "piece done" orders after the stores (streaming stores
+ * and flushes are weakly ordered). */
+enum { GWG_STORE_PLAIN = 0, GWG_STORE_STREAM = 1, GWG_STORE_DEMOTE = 2, GWG_STORE_FLUSH = 3 };
+
 #if defined(__x86_64__)
-  if (nt && n >= 256) {
+/* cldemote is a hint in the NOP space: a CPU without it ignores it, no check needed. */
+__attribute__((target("cldemote"))) static void lines_demote(char *p, size_t n) {
+  for (char *e = p + n, *q = (char *)((uintptr_t)p & ~(uintptr_t)63); q < e; q += 64)
+    _cldemote(q);
+}
+/* clflushopt faults where absent: the caller checked cpu_has_clflushopt(). */
+__attribute__((target("clflushopt"))) static void lines_flush(char *p, size_t n) {
+  for (char *e = p + n, *q = (char *)((uintptr_t)p & ~(uintptr_t)63); q < e; q += 64)
+    _mm_clflushopt(q);
+  _mm_sfence();
+}
+static int cpu_has_clflushopt(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 23 & 1);
+}
+#endif
+
+static void piece_copy(char *dst, const char *src, size_t n, int how) {
+#if defined(__x86_64__)
+  if (how == GWG_STORE_STREAM && n >= 256) {
     size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
     memcpy(dst, src, head);
     dst += head;
@@ -238,9 +289,17 @@ static void piece_copy(char *dst, const char *src, size_t n, int nt) {
     _mm_sfence();
     return;
   }
-#endif
-  (void)nt;
   memcpy(dst, src, n);
+  if (how == GWG_STORE_DEMOTE) {
+    lines_demote(dst, n);
+    _mm_sfence();
+  } else if (how == GWG_STORE_FLUSH) {
+    lines_flush(dst, n);
+  }
+#else
+  (void)how;
+  memcpy(dst, src, n);
+#endif
 }
 
 /* One worker; its hand-off flag lives on its own cache line. */
@@ -275,7 +334,8 @@ typedef struct gwg_flow {
   int nbuf;
   int ramp;        /* chunk c < ramp is chunk >> (ramp - c) long (GPUWRAP_STAGING_RAMP) */
   unsigned spins;  /* idle pauses before yielding (GPUWRAP_STAGING_SPINS) */
-  size_t nt_edge;  /* host-to-device: the first and last nt_edge chunks stream their stores */
+  size_t edge_head, edge_tail; /* host-to-device: the first and last chunks stored as edge_how */
+  int edge_how;    /* GWG_STORE_* of the edge chunks (GPUWRAP_STAGING_EDGE_HOW) */
 } gwg_flow;
 
 typedef struct gwg_pool {
@@ -361,7 +421,9 @@ static int flow_take(gwg_flow *j) {
     size_t len = clen - off < piece ? clen - off : piece;
     if (j->up)
       piece_copy(j->buf[b] + off, j->host + coff + off, len,
-                 j->nt || c < j->nt_edge || c + j->nt_edge >= j->nchunks);
+                 j->nt ? GWG_STORE_STREAM
+                 : (c < j->edge_head || c + j->edge_tail >= j->nchunks) ? j->edge_how
+                                                                     : GWG_STORE_PLAIN);
     else
       piece_copy(j->host + coff + off, j->buf[b] + off, len, j->nt);
   }
@@ -522,7 +584,9 @@ typedef struct {
   size_t piece_min; /* flow pipeline: the smallest piece (GPUWRAP_STAGING_PIECE), but for
                      * the ramp's chunks, whose pieces shrink with them (chunk_piece) */
   int ramp;         /* flow pipeline: ramp steps of the first chunks (GPUWRAP_STAGING_RAMP) */
-  int nt_edge;      /* flow pipeline: streamed first and last chunks (GPUWRAP_STAGING_NT_EDGE) */
+  int edge_head;    /* flow pipeline: edge chunks of host-to-device copies, first ... */
+  int edge_tail;    /* ... and last (GPUWRAP_STAGING_EDGE_HEAD / _EDGE_TAIL / NT_EDGE) */
+  int edge_how;     /* how their stores are made, GWG_STORE_* (GPUWRAP_STAGING_EDGE_HOW) */
   int nbuf, nthreads;
   int flow;  /* 1: flow pipeline, 0: barrier pipeline (GPUWRAP_STAGING_PIPELINE) */
   int ready; /* buffers, events and threads exist */
@@ -576,6 +640,21 @@ static long env_int(const char *name, long def, long lo, long hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* GPUWRAP_STAGING_EDGE_HOW: "stream", "demote" or "flush"; anything else the default.
+ * flush where the CPU has no clflushopt streams instead (clflush, its serialising
+ * ancestor, would cost more than it saves). */
+static int edge_how(const char *s) {
+  if (s && !strcmp(s, "stream"))
+    return GWG_STORE_STREAM;
+#if defined(__x86_64__)
+  if (s && !strcmp(s, "demote"))
+    return GWG_STORE_DEMOTE;
+  if (s && !strcmp(s, "flush"))
+    return cpu_has_clflushopt() ? GWG_STORE_FLUSH : GWG_STORE_STREAM;
+#endif
+  return GWG_STAGING_EDGE_HOW_DEFAULT;
+}
+
 static void read_config(gwg_staging *st) {
   const char *m = getenv("GPUWRAP_STAGING_MIN");
   size_t v;
@@ -626,7 +705,10 @@ static void read_config(gwg_staging *st) {
   st->pool.linger_us = (unsigned)env_int("GPUWRAP_STAGING_LINGER_US", GWG_STAGING_LINGER_US_DEFAULT, 0, 1000000);
   st->pool.spins = (unsigned)env_int("GPUWRAP_STAGING_SPINS", GWG_STAGING_SPINS, 1, 1 << 30);
   st->ramp = (int)env_int("GPUWRAP_STAGING_RAMP", GWG_STAGING_RAMP_DEFAULT, 0, 8);
-  st->nt_edge = (int)env_int("GPUWRAP_STAGING_NT_EDGE", GWG_STAGING_NT_EDGE_DEFAULT, 0, 64);
+  int both = (int)env_int("GPUWRAP_STAGING_NT_EDGE", -1, 0, 64);
+  st->edge_head = (int)env_int("GPUWRAP_STAGING_EDGE_HEAD", both >= 0 ? both : GWG_STAGING_EDGE_HEAD_DEFAULT, 0, 64);
+  st->edge_tail = (int)env_int("GPUWRAP_STAGING_EDGE_TAIL", both >= 0 ? both : GWG_STAGING_EDGE_TAIL_DEFAULT, 0, 64);
+  st->edge_how = edge_how(getenv("GPUWRAP_STAGING_EDGE_HOW"));
 }
 
 /* Serialises creation of the (cheap) per-context objects across threads. */
@@ -817,7 +899,9 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->nbuf = st->nbuf;
   j->chunk = pick_chunk(st, n);
   j->spins = st->pool.spins;
-  j->nt_edge = up ? (size_t)st->nt_edge : 0;
+  j->edge_head = up ? (size_t)st->edge_head : 0;
+  j->edge_tail = up ? (size_t)st->edge_tail : 0;
+  j->edge_how = st->edge_how;
   /* As many ramp steps as asked for whose chunks stay whole pages of at least CHUNK_MIN. */
   j->ramp = 0;
   while (j->ramp < st->ramp && (j->chunk >> (j->ramp + 1)) >= GWG_STAGING_CHUNK_MIN &&
