@@ -169,11 +169,11 @@
  * then ran at half speed under the threads' burst (2 MiB in 97 us, 4 MiB in 128) and the
  * copy took as long: `bench --only copy`, two rounds in one start, host-to-device 64 MiB
  * 40.7 / 41.1 GB/s (RAMP 4), 41.4 / 42.7 (RAMP 2), 40.1 / 40.6 (off); 16 MiB alike
- * (23.4-24.5). That was with plain stores: the early chunks' DMAs read lines dirty in the
- * threads' caches (the edge chunks, below). With the first chunks' lines demoted (EDGE_HEAD)
- * RAMP 2 measured 45.6, 45.7 GB/s at 64 MiB against 45.1, 43.3 without the ramp and 41.6,
- * 41.3 plain (H200, 2026-12-02, two rounds in one start). So 2. */
-#define GWG_STAGING_RAMP_DEFAULT 2
+ * (23.4-24.5). So off. With the last chunks' lines demoted (EDGE_TAIL, below) it was
+ * measured again (H200, 2026-12-02): no gain either (RAMP 2 with tail 3: 47.0-48.0 GB/s at
+ * 64 MiB, tail 3 alone 47.2, 48.7). Kept for hosts whose memory does not slow the DMA while
+ * the threads copy. */
+#define GWG_STAGING_RAMP_DEFAULT 0
 /* How long a worker keeps spinning after a copy before it sleeps, microseconds
  * (GPUWRAP_STAGING_LINGER_US): a copy that finds the workers asleep waits for the wake-ups
  * (a futex wake, then each thread's turn on a CPU) before its first chunk fills, which a
@@ -224,9 +224,13 @@
  * the last chunks take 80 us, as in the steady state (plain: 125 and 155 us for the last
  * two), which the copy's end gains whole, since the host has finished filling long before
  * the DMA engine does; at the head the demoting itself costs what it saves (the first 4 MiB
- * filled in 155 us against 62 plain, its DMA 82 us against 169), so the head is cut short
- * by the ramp instead. */
-#define GWG_STAGING_EDGE_HEAD_DEFAULT 3
+ * filled in 155 us against 62 plain, its DMA 82 us against 169). So the next start A/B'd
+ * the head and the tail apart (same bench, two rounds): plain 42.0, 42.7; tail 3 alone
+ * 47.2, 48.7; tail 3 with RAMP 2 and head 0 / 1 / 2 / 3: 47.0, 47.5 / 47.4, 47.8 / 48.0,
+ * 48.0 / 45.1, 45.8; RAMP 2, head 3, tail 4 47.7, 46.8; RAMP 3, head 4, tail 3 45.5, 47.3.
+ * The tail is the gain; the ramp and a demoted head add nothing measurable. So: the last 3
+ * chunks, no head (and RAMP stays 0). */
+#define GWG_STAGING_EDGE_HEAD_DEFAULT 0
 #define GWG_STAGING_EDGE_TAIL_DEFAULT 3
 /* How the edge chunks' stores are made (GPUWRAP_STAGING_EDGE_HOW: stream, demote, flush;
  * piece_copy says what each does; the measurements are above). Demote: cldemote moves a
