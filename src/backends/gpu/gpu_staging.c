@@ -252,7 +252,15 @@
  * and flushes are weakly ordered). */
 enum { GWG_STORE_PLAIN = 0, GWG_STORE_STREAM = 1, GWG_STORE_DEMOTE = 2, GWG_STORE_FLUSH = 3 };
 
-#if defined(__x86_64__)
+/* The cache-line hints need the compilers' intrinsics for them (GCC 9, any clang that
+ * builds this); elsewhere DEMOTE is a plain memcpy and FLUSH streams. */
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
+#define GWG_LINE_HINTS 1
+#else
+#define GWG_LINE_HINTS 0
+#endif
+
+#if GWG_LINE_HINTS
 /* cldemote is a hint in the NOP space: a CPU without it ignores it, no check needed. */
 __attribute__((target("cldemote"))) static void lines_demote(char *p, size_t n) {
   for (char *e = p + n, *q = (char *)((uintptr_t)p & ~(uintptr_t)63); q < e; q += 64)
@@ -294,12 +302,14 @@ static void piece_copy(char *dst, const char *src, size_t n, int how) {
     return;
   }
   memcpy(dst, src, n);
+#if GWG_LINE_HINTS
   if (how == GWG_STORE_DEMOTE) {
     lines_demote(dst, n);
     _mm_sfence();
   } else if (how == GWG_STORE_FLUSH) {
     lines_flush(dst, n);
   }
+#endif
 #else
   (void)how;
   memcpy(dst, src, n);
@@ -650,11 +660,14 @@ static long env_int(const char *name, long def, long lo, long hi) {
 static int edge_how(const char *s) {
   if (s && !strcmp(s, "stream"))
     return GWG_STORE_STREAM;
-#if defined(__x86_64__)
   if (s && !strcmp(s, "demote"))
     return GWG_STORE_DEMOTE;
+#if GWG_LINE_HINTS
   if (s && !strcmp(s, "flush"))
     return cpu_has_clflushopt() ? GWG_STORE_FLUSH : GWG_STORE_STREAM;
+#else
+  if (s && !strcmp(s, "flush"))
+    return GWG_STORE_STREAM;
 #endif
   return GWG_STAGING_EDGE_HOW_DEFAULT;
 }
