@@ -54,6 +54,9 @@ strict_again() { # a second strict run at the end: the issue's "two runs"
   sed -n '/performance targets/,$p' "$OUT/bench2.txt" >> "$OUT/summary.txt"
 }
 
+# One setting of a list ("name VAR=v ..." or "name -"): sets $name and the array $envs
+# (GPUWRAP_STAGING_VAR=v ...).
+setting() { name=$1; shift; envs=(); for kv in "$@"; do [ "$kv" = - ] || envs+=("GPUWRAP_STAGING_$kv"); done; }
 # GB/s (gpuwrap's median) of the pageable rows of direction $2 in file $1, 1-64 MiB
 gbs() { grep -E "^ +$2 +(1|4|16|64) MiB" "$1" | awk '{printf "%s%s=%s ", $2,$3,$8}'; }
 # Staging A/B: name, then the settings (GPUWRAP_STAGING_*; "-" for none). Override with
@@ -62,9 +65,7 @@ AB=${H200_AB:-"default -;plain RAMP=0 NT_EDGE=0;h0-t3 RAMP=0 EDGE_HEAD=0 EDGE_TA
 for rep in 1 2; do
   IFS=';' read -ra cfgs <<< "$AB"
   for cfg in "${cfgs[@]}"; do
-    set -- $cfg
-    name=$1; shift; envs=()
-    for kv in "$@"; do [ "$kv" = - ] || envs+=("GPUWRAP_STAGING_$kv"); done
+    setting $cfg
     env "${envs[@]}" timeout 90 $B/bin/gpuwrap bench --backend cuda --only copy --max-size 64M > "$L/ab_${name}_$rep.txt" 2>&1
     log "staging $name (${envs[*]}), round $rep: H2D $(gbs "$L/ab_${name}_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_${name}_$rep.txt" 'device->host')"
   done
@@ -81,9 +82,7 @@ if [ -x "$T.src/staging_timeline" ]; then
   TL=${H200_TIMELINE:-"default -;plain RAMP=0 NT_EDGE=0;ramp2-h0-t3 RAMP=2 EDGE_HEAD=0 EDGE_TAIL=3"}
   IFS=';' read -ra cfgs <<< "$TL"
   for cfg in "${cfgs[@]}"; do
-    set -- $cfg
-    name=$1; shift; envs=()
-    for kv in "$@"; do [ "$kv" = - ] || envs+=("GPUWRAP_STAGING_$kv"); done
+    setting $cfg
     env GPUWRAP_STAGING_TRACE=10 "${envs[@]}" timeout 60 "$T.src/staging_timeline" > "$L/timeline_$name.txt" 2> "$L/trace_$name.txt"
     log "timeline $name rc=$?: $(grep -E 'round 1 H2D (16|64) MiB' "$L/timeline_$name.txt" | cut -d: -f2 | cut -d, -f1 | tr '\n' ' ')"
   done

@@ -247,9 +247,10 @@
  * pushed out of the copying core's private caches, to the shared last-level cache
  * (cldemote) or to memory (clflushopt), so that the DMA which reads the chunk next does
  * not have to snoop a line dirty in some core's L2 (why the DMAs of just-filled chunks ran
- * slow: GWG_STAGING_NT_UP_MAX_DEFAULT). Every mode but PLAIN fences before returning, so
- * the release store that publishes "piece done" orders after the stores (streaming stores
- * and flushes are weakly ordered). */
+ * slow: GWG_STAGING_NT_UP_MAX_DEFAULT). STREAM and FLUSH fence before returning, so the
+ * release store that publishes "piece done" orders after them (streaming stores and
+ * flushes are weakly ordered). DEMOTE fences too, as it was measured; the bytes do not
+ * need it (cldemote only moves a line, coherently). */
 enum { GWG_STORE_PLAIN = 0, GWG_STORE_STREAM = 1, GWG_STORE_DEMOTE = 2, GWG_STORE_FLUSH = 3 };
 
 /* The cache-line hints need the compilers' intrinsics for them (GCC 9, any clang that
@@ -662,51 +663,45 @@ static int edge_how(const char *s) {
     return GWG_STORE_STREAM;
   if (s && !strcmp(s, "demote"))
     return GWG_STORE_DEMOTE;
-#if GWG_LINE_HINTS
   if (s && !strcmp(s, "flush"))
+#if GWG_LINE_HINTS
     return cpu_has_clflushopt() ? GWG_STORE_FLUSH : GWG_STORE_STREAM;
 #else
-  if (s && !strcmp(s, "flush"))
     return GWG_STORE_STREAM;
 #endif
   return GWG_STAGING_EDGE_HOW_DEFAULT;
 }
 
-static void read_config(gwg_staging *st) {
-  const char *m = getenv("GPUWRAP_STAGING_MIN");
+/* A size from the environment (parse_size's forms): `off` for "off", "OFF" or "never",
+ * `def` when unset or unreadable. */
+static size_t env_size(const char *name, size_t def, size_t off) {
+  const char *s = getenv(name);
   size_t v;
-  st->min = GWG_STAGING_MIN_DEFAULT;
-  if (m && (!strcmp(m, "off") || !strcmp(m, "OFF") || !strcmp(m, "never")))
+  if (s && (!strcmp(s, "off") || !strcmp(s, "OFF") || !strcmp(s, "never")))
+    return off;
+  return parse_size(s, &v) ? v : def;
+}
+
+static void read_config(gwg_staging *st) {
+  /* SIZE_MAX: "off", staging disabled (no copy is that large) */
+  st->min = env_size("GPUWRAP_STAGING_MIN", GWG_STAGING_MIN_DEFAULT, SIZE_MAX);
+  if (st->min == SIZE_MAX) {
     st->enabled = 0;
-  else if (parse_size(m, &v))
-    st->min = v;
-  st->chunk = GWG_STAGING_CHUNK_DEFAULT;
-  if (parse_size(getenv("GPUWRAP_STAGING_CHUNK"), &v))
-    st->chunk = v;
+    st->min = GWG_STAGING_MIN_DEFAULT;
+  }
+  st->chunk = env_size("GPUWRAP_STAGING_CHUNK", GWG_STAGING_CHUNK_DEFAULT, GWG_STAGING_CHUNK_DEFAULT);
   if (st->chunk < 4096)
     st->chunk = 4096;
   if (st->chunk > ((size_t)1 << 30))
     st->chunk = (size_t)1 << 30;
   st->chunk = (st->chunk + 4095) & ~(size_t)4095;
   st->split = (size_t)env_int("GPUWRAP_STAGING_SPLIT", GWG_STAGING_SPLIT, 1, 64);
-  st->small = GWG_STAGING_SMALL_DEFAULT;
-  if (parse_size(getenv("GPUWRAP_STAGING_SMALL"), &v))
-    st->small = v;
-  st->piece_min = GWG_STAGING_FLOW_PIECE_MIN_DEFAULT;
-  if (parse_size(getenv("GPUWRAP_STAGING_PIECE"), &v))
-    st->piece_min = v < 4096 ? 4096 : (v + 4095) & ~(size_t)4095; /* whole pages */
-  const char *nt = getenv("GPUWRAP_STAGING_NT_MIN");
-  st->nt_min = GWG_STAGING_NT_MIN_DEFAULT;
-  if (nt && (!strcmp(nt, "off") || !strcmp(nt, "OFF") || !strcmp(nt, "never")))
-    st->nt_min = SIZE_MAX;
-  else if (parse_size(nt, &v))
-    st->nt_min = v;
-  const char *ntu = getenv("GPUWRAP_STAGING_NT_UP_MAX");
-  st->nt_up_max = GWG_STAGING_NT_UP_MAX_DEFAULT;
-  if (ntu && (!strcmp(ntu, "off") || !strcmp(ntu, "OFF") || !strcmp(ntu, "never")))
-    st->nt_up_max = 0;
-  else if (parse_size(ntu, &v))
-    st->nt_up_max = v;
+  st->small = env_size("GPUWRAP_STAGING_SMALL", GWG_STAGING_SMALL_DEFAULT, GWG_STAGING_SMALL_DEFAULT);
+  size_t piece = env_size("GPUWRAP_STAGING_PIECE", SIZE_MAX, SIZE_MAX); /* SIZE_MAX: unset */
+  st->piece_min = piece == SIZE_MAX ? GWG_STAGING_FLOW_PIECE_MIN_DEFAULT
+                  : piece < 4096 ? 4096 : (piece + 4095) & ~(size_t)4095; /* whole pages */
+  st->nt_min = env_size("GPUWRAP_STAGING_NT_MIN", GWG_STAGING_NT_MIN_DEFAULT, SIZE_MAX);
+  st->nt_up_max = env_size("GPUWRAP_STAGING_NT_UP_MAX", GWG_STAGING_NT_UP_MAX_DEFAULT, 0);
   const char *wc = getenv("GPUWRAP_STAGING_WC");
   st->wc = wc && !strcmp(wc, "1");
   const char *pl = getenv("GPUWRAP_STAGING_PIPELINE");
