@@ -328,6 +328,50 @@ static int test_fill_sizes(void) {
   return 0;
 }
 
+/* A fill large enough for the one-store-per-thread grid (kernels.cu, from 64 MiB of device
+ * memory): a float64 value whose halves differ (no memset can write it), from an 8-byte
+ * offset (a head) over an odd count (a tail), on poisoned memory; every element is checked
+ * and the two neighbours stay untouched. Then the same at 16 MiB, the resident grid. */
+static int test_fill_large(void) {
+  SETUP(1);
+  static const int64_t sizes[2] = {((int64_t)64 << 20) / 8 + 129, ((int64_t)16 << 20) / 8 + 3};
+  for (int k = 0; k < 2; k++) {
+    int64_t n = sizes[k]; /* elements of the buffer; the array is [1, n - 1) */
+    uint64_t *h = malloc((size_t)n * 8), *back = malloc((size_t)n * 8), *d = NULL;
+    ASSERT_TRUE(h && back);
+    for (int64_t i = 0; i < n; i++)
+      h[i] = (uint64_t)rnd() << 32 | rnd();
+    CK(cudaMalloc((void **)&d, (size_t)n * 8));
+    CK(cudaMemcpy(d, h, (size_t)n * 8, cudaMemcpyHostToDevice));
+    uint64_t val;
+    do
+      val = (uint64_t)rnd() << 32 | rnd();
+    while ((uint32_t)val == (uint32_t)(val >> 32));
+    double dv;
+    memcpy(&dv, &val, 8);
+    gw_array *a = NULL;
+    int64_t shape[1] = {n - 2};
+    GW_OK_(gw_wrap(ctx, d + 1, GW_FLOAT64, 1, shape, NULL, 0, &a));
+    GW_OK_(gw_fill(a, &dv));
+    memset(back, 0xA5, (size_t)n * 8);
+    CK(cudaMemcpy(back, d, (size_t)n * 8, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(back[0] == h[0]);
+    EXPECT_TRUE(back[n - 1] == h[n - 1]);
+    for (int64_t i = 1; i < n - 1; i++)
+      if (back[i] != val) {
+        GWT_FAIL_("%lld-element fill: [%lld] = %016llx, want %016llx", (long long)(n - 2),
+                  (long long)i, (unsigned long long)back[i], (unsigned long long)val);
+        break;
+      }
+    gw_release(a);
+    CK(cudaFree(d));
+    free(h);
+    free(back);
+  }
+  gw_context_destroy(ctx);
+  return 0;
+}
+
 /* Host <-> device with random data, every element checked: contiguous, 3-D views (pitched
  * DMA or kernels), and column-major complex128 against row-major. */
 static int test_copy_roundtrip(void) {
@@ -657,6 +701,7 @@ int main(int argc, char **argv) {
       {"registered_foreign", test_registered_foreign},
       {"pageable_register", test_pageable_register},
       {"fill_sizes", test_fill_sizes},
+      {"fill_large", test_fill_large},
       {"copy_roundtrip", test_copy_roundtrip},
       {"current_device", test_current_device},
       {"two_devices", test_two_devices},

@@ -343,6 +343,10 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
   return 0;
 }
 
+// The contiguous fill's one-store-per-thread grid (gwk_fill says why and what measured it).
+constexpr uint64_t FILL_ONE_PER_THREAD_MIN = (uint64_t)64 << 20;
+constexpr int FILL_GRID_MAX = 0x7fffffff; // gridDim.x's limit; beyond it the loop strides
+
 extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
   gwk_stream s = (gwk_stream)stream;
   size_t elem = f->elem;
@@ -369,7 +373,17 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // 71.4), and 2 per SM lower in the bench at 1-16 MiB (0.92-0.95x against 0.93-0.97x).
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
     static int per_sm;
-    unsigned grid = grid_for(work, resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
+    int cap = resident_cap((const void *)k_fill_contig, &per_sm, max_blocks);
+    // From FILL_ONE_PER_THREAD_MIN bytes of the device's own memory up: one 16-byte store
+    // per thread, the grid as large as the fill (the loop then runs once), which writes HBM
+    // faster than the resident grid's strided loop: H200, 2026-12-02 (tools/probes/
+    // fill_kernels.cu, device time, medians of 25): 1 GiB 4627 against 4331 GB/s (the
+    // bench's raw PTX fill 4336, the driver's memset 4537), 256 MiB 4469 / 4242, 64 MiB
+    // 3888 / 3713; at 16 MiB 2979 / 3027 and 4 MiB 1124 / 1109, within the spread, so the
+    // resident grid stays below. Not for host memory: a zero-copy fill is the link's speed.
+    if (f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN)
+      cap = FILL_GRID_MAX;
+    unsigned grid = grid_for(work, cap);
     char *dst = f->dst;
     uint32_t h32 = (uint32_t)head, t32 = (uint32_t)tail;
 #if defined(GW_VENDOR_HIP)
