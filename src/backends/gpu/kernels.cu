@@ -2,8 +2,9 @@
 // Compiled by nvcc for CUDA and by hipcc for HIP (-DGW_VENDOR_HIP); the C backend reaches
 // them only through the extern "C" launchers declared in kernels.h.
 //
-// Every kernel is a grid-stride loop (the grid is capped at SMs x 8 blocks, any size
-// works). Strided kernels move "words": the widest of 16/8/4/2/1 bytes that divides the
+// Every kernel is a grid-stride loop (the grid is capped at the blocks resident on the
+// device, any size works; the contiguous fill of device memory from 64 MiB runs one store
+// per thread instead, gwk_fill says why). Strided kernels move "words": the widest of 16/8/4/2/1 bytes that divides the
 // element size, the addresses and all strides, so complex64 with 4-byte alignment and
 // complex128 with 8-byte alignment work as well as aligned data.
 #include <stdint.h>
