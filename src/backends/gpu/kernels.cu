@@ -346,7 +346,14 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
 
 // The contiguous fill's one-store-per-thread grid (gwk_fill says why and what measured it).
 constexpr uint64_t FILL_ONE_PER_THREAD_MIN = (uint64_t)64 << 20;
-constexpr int FILL_GRID_MAX = 0x7fffffff; // gridDim.x's limit; beyond it the loop strides
+// The largest grid: CUDA's gridDim.x limit; on HIP gridDim x blockDim must stay below 2^32
+// work items (HIP's documented launch limit: a grid of INT_MAX blocks would fail there
+// from a 64 GiB fill). Beyond it the loop strides.
+#if defined(GW_VENDOR_HIP)
+constexpr int FILL_GRID_MAX = (int)(0xffffffffu / THREADS);
+#else
+constexpr int FILL_GRID_MAX = 0x7fffffff;
+#endif
 
 extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
   gwk_stream s = (gwk_stream)stream;
