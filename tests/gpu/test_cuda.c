@@ -329,14 +329,16 @@ static int test_fill_sizes(void) {
 }
 
 /* A fill large enough for the one-store-per-thread grid (kernels.cu, from 64 MiB of device
- * memory): a float64 value whose halves differ (no memset can write it), from an 8-byte
- * offset (a head) over an odd count (a tail), on poisoned memory; every element is checked
- * and the two neighbours stay untouched. Then the same at 16 MiB, the resident grid. */
+ * memory): a float64 value whose halves differ (no memset can write it), on poisoned
+ * memory; every element is checked and the two neighbours stay untouched. The array starts
+ * 8 bytes into a 16-byte word (k_fill_contig's head) and has an even count of elements, so
+ * its last 8 bytes are a tail too (an odd count would end on a word boundary). Then the
+ * same at 16 MiB, the resident grid. */
 static int test_fill_large(void) {
   SETUP(1);
-  static const int64_t sizes[2] = {((int64_t)64 << 20) / 8 + 129, ((int64_t)16 << 20) / 8 + 3};
+  static const int64_t sizes[2] = {((int64_t)64 << 20) / 8 + 130, ((int64_t)16 << 20) / 8 + 4};
   for (int k = 0; k < 2; k++) {
-    int64_t n = sizes[k]; /* elements of the buffer; the array is [1, n - 1) */
+    int64_t n = sizes[k]; /* elements of the buffer; the array is [1, n - 1), n - 2 even */
     uint64_t *h = malloc((size_t)n * 8), *back = malloc((size_t)n * 8), *d = NULL;
     ASSERT_TRUE(h && back);
     for (int64_t i = 0; i < n; i++)

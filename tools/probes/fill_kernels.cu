@@ -5,7 +5,8 @@
 // back-to-back launches between two events on one stream (no host round trip in the
 // time); variants interleaved sample by sample; median [min..max] GB/s of the samples:
 //   P   the bench's raw fill (tools/raw_cuda.c's PTX, grid capped at SMs x 8 blocks of 256)
-//   K0  k_fill_contig as gwk_fill launches it (grid-stride, capped at SMs x 8)
+//   K0  k_fill_contig's loop without its head and tail, on gwk_fill's grid until now
+//       (grid-stride, capped at SMs x 8)
 //   K1  K0 with streaming stores (st.global.cs)
 //   K2  K0 unrolled: 4 stores per loop trip, a grid apart
 //   K3  one 16-byte store per thread, no grid-stride (grid = n16 / 256)

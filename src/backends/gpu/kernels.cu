@@ -4,9 +4,10 @@
 //
 // Every kernel is a grid-stride loop (the grid is capped at the blocks resident on the
 // device, any size works; the contiguous fill of device memory from 64 MiB runs one store
-// per thread instead, gwk_fill says why). Strided kernels move "words": the widest of 16/8/4/2/1 bytes that divides the
-// element size, the addresses and all strides, so complex64 with 4-byte alignment and
-// complex128 with 8-byte alignment work as well as aligned data.
+// per thread instead, gwk_fill says why). Strided kernels move "words": the widest of
+// 16/8/4/2/1 bytes that divides the element size, the addresses and all strides, so
+// complex64 with 4-byte alignment and complex128 with 8-byte alignment work as well as
+// aligned data.
 #include <stdint.h>
 #include <string.h>
 
@@ -381,7 +382,6 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // 71.4), and 2 per SM lower in the bench at 1-16 MiB (0.92-0.95x against 0.93-0.97x).
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
     static int per_sm;
-    int cap = resident_cap((const void *)k_fill_contig, &per_sm, max_blocks);
     // From FILL_ONE_PER_THREAD_MIN bytes of the device's own memory up: one 16-byte store
     // per thread, the grid as large as the fill (the loop then runs once), which writes HBM
     // faster than the resident grid's strided loop: H200, 2026-12-02 (tools/probes/
@@ -389,9 +389,9 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // bench's raw PTX fill 4336, the driver's memset 4537), 256 MiB 4469 / 4242, 64 MiB
     // 3888 / 3713; at 16 MiB 2979 / 3027 and 4 MiB 1124 / 1109, within the spread, so the
     // resident grid stays below. Not for host memory: a zero-copy fill is the link's speed.
-    if (f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN)
-      cap = FILL_GRID_MAX;
-    unsigned grid = grid_for(work, cap);
+    bool one_per_thread = f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN;
+    unsigned grid = grid_for(work, one_per_thread ? FILL_GRID_MAX
+                                                  : resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
     char *dst = f->dst;
     uint32_t h32 = (uint32_t)head, t32 = (uint32_t)tail;
 #if defined(GW_VENDOR_HIP)
