@@ -117,6 +117,42 @@ GW_API const char *gw_err_name(gw_status s);
 GW_API const char *gw_last_error(void);
 
 /* ------------------------------------------------------------------------------------ */
+/* Settings: the GPUWRAP_* environment variables                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/**
+ * Every environment variable gpuwrap reads is one row of one table (docs/API.md, "Settings";
+ * `gpuwrap info --settings`). A variable is read where it takes effect (most once per
+ * process, at first use); a value that does not parse, or is out of range, makes that use
+ * fail with GW_EINVAL and a gw_last_error() naming the variable, the value and what was
+ * expected: a bad value is never ignored. An empty variable counts as unset.
+ */
+typedef struct {
+  const char *name;          /* "GPUWRAP_BACKEND" */
+  const char *type;          /* "bool", "int", "bytes", "choice" or "text" */
+  const char *default_value; /* as a user would write it ("" for none) */
+  const char *component;     /* who reads it: "core", "cpu", "staging", "halo", "python" */
+  const char *doc;           /* one line */
+  const char *value;         /* the environment's value now; NULL when unset or empty */
+  int valid;                 /* 0 when value does not parse: problem says why */
+  char range[64];            /* "1..64", "auto|cpu|cuda|hip", "" for text */
+  char problem[192];
+} gw_setting_info;
+
+/** Number of settings in the table. */
+GW_API int gw_setting_count(void);
+/**
+ * Row i of the table (0 <= i < gw_setting_count()), with the environment's value now.
+ * @return GW_OK; GW_EINVAL (out NULL, i out of range).
+ */
+GW_API gw_status gw_setting_describe(int i, gw_setting_info *out);
+/**
+ * Check every GPUWRAP_* variable that is set. @return GW_OK; GW_EINVAL naming the first
+ * bad one (gw_last_error()).
+ */
+GW_API gw_status gw_settings_check(void);
+
+/* ------------------------------------------------------------------------------------ */
 /* Contexts                                                                               */
 /* ------------------------------------------------------------------------------------ */
 

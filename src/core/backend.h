@@ -25,9 +25,9 @@
 #include <stdint.h>
 
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
- * and events. 4: copy_batch. A plugin of another ABI is refused at load (plugin.c), never
+ * and events. 4: copy_batch. 5: the settings table in the host API. A plugin of another ABI is refused at load (plugin.c), never
  * called with the wrong argument list (nor with a table shorter than this one). */
-#define GW__BACKEND_ABI 4
+#define GW__BACKEND_ABI 5
 
 /* What a context's device can do; filled by context_init. */
 typedef struct {
@@ -158,6 +158,11 @@ typedef struct {
   int abi;
   /* Record the failure for gw_last_error() and return `s`. */
   gw_status (*fail)(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+  /* The settings table (settings.h): the ids are the core's, so a table of another shape
+   * is another ABI (nsettings is checked at load as well). */
+  int nsettings;
+  gw_status (*setting_int)(int id, long long *out);
+  const char *(*setting_text)(int id);
 } gw__host_api;
 
 typedef const gw__backend_ops *(*gw__plugin_entry_fn)(const gw__host_api *host, int abi);

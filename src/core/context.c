@@ -4,17 +4,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static gw_status parse_env_backend(gw_backend *out) {
-  const char *env = getenv("GPUWRAP_BACKEND");
-  if (!env || !*env || !strcasecmp(env, "auto")) return GW_OK;
-  if (!strcasecmp(env, "cpu")) *out = GW_BACKEND_CPU;
-  else if (!strcasecmp(env, "cuda")) *out = GW_BACKEND_CUDA;
-  else if (!strcasecmp(env, "hip")) *out = GW_BACKEND_HIP;
-  else
-    return gw__fail(GW_EINVAL, "GPUWRAP_BACKEND=%s: expected cpu, cuda, hip or auto", env);
-  return GW_OK;
+  /* The choices' order in the settings table is auto|cpu|cuda|hip, as gw_backend's. */
+  long long b;
+  gw_status s = gw__setting_int(GW__SET_BACKEND, &b);
+  if (s == GW_OK && b != 0) *out = (gw_backend)b;
+  return s;
 }
 
 /*

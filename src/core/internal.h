@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "gpuwrap.h"
+#include "settings.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

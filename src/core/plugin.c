@@ -103,8 +103,8 @@ static void add_dir(search_list *l, const char *dir, const char *sub) {
 
 static void search_dirs(search_list *l) {
   l->n = 0;
-  const char *env = getenv("GPUWRAP_PLUGIN_DIR");
-  if (env && *env) add_dir(l, env, NULL);
+  const char *env = gw__setting_text(GW__SET_PLUGIN_DIR);
+  if (env) add_dir(l, env, NULL);
   if (!own_path(l->self, sizeof l->self)) return;
   if (dir_of(l->self, l->dir, sizeof l->dir)) {
     /* The directory as the loader reached it ("bin/../lib" from an $ORIGIN rpath), tidied

@@ -135,8 +135,8 @@ static int parse_entry(char *entry) {
 }
 
 static void parse_env(void) {
-  const char *env = getenv("GPUWRAP_CPU_FAIL");
-  if (env && *env) {
+  const char *env = gw__setting_text(GW__SET_CPU_FAIL);
+  if (env) {
     char buf[512];
     if (strlen(env) >= sizeof buf) {
       snprintf(env_error, sizeof env_error, "GPUWRAP_CPU_FAIL is longer than %zu characters",

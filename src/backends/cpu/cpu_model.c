@@ -45,50 +45,27 @@ typedef struct {
 } device_slot;
 static device_slot slots[GW__CPU_MAX_DEVICES];
 
-/* Unset, empty or "0" is off; anything else is on. */
-static int env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
+/* One setting into *out; the first bad one is kept for context_init to report (a silently
+ * clamped device count or delay would make the tests that set them lie). */
+static long long setting(gw__setting_id id) {
+  long long v;
+  if (gw__setting_int(id, &v) != GW_OK && !config.error) {
+    snprintf(config_error, sizeof config_error, "%s", gw_last_error());
+    config.error = config_error;
+  }
+  return v;
 }
 
 static void read_config(void) {
   for (int i = 0; i < GW__CPU_MAX_DEVICES; i++)
     slots[i].device = i;
-  config.devices = 1;
-  const char *v = getenv("GPUWRAP_CPU_DEVICES");
-  if (v && *v) {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 1 || n > GW__CPU_MAX_DEVICES) {
-      /* A silently clamped device count would make multi-device tests lie. */
-      snprintf(config_error, sizeof config_error,
-               "GPUWRAP_CPU_DEVICES='%.32s': expected an integer from 1 to %d", v,
-               GW__CPU_MAX_DEVICES);
-      config.error = config_error;
-      config.devices = 0;
-    } else {
-      config.devices = (int)n;
-    }
-  }
-  v = getenv("GPUWRAP_CPU_STREAM_DELAY_US");
-  if (v && *v && !config.error) {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 0 || n > 10000000) {
-      /* A delay silently read as 0 would make a race test pass without racing. */
-      snprintf(config_error, sizeof config_error,
-               "GPUWRAP_CPU_STREAM_DELAY_US='%.32s': expected microseconds from 0 to 10000000",
-               v);
-      config.error = config_error;
-    } else {
-      config.stream_delay_us = n;
-    }
-  }
-  config.pageable_access = env_flag("GPUWRAP_CPU_PAGEABLE_ACCESS");
-  config.host_ptr_for_registered = !env_flag("GPUWRAP_CPU_NO_HOST_PTR");
-  config.readonly_register = !env_flag("GPUWRAP_CPU_NO_READONLY_REGISTER");
+  _Static_assert(GW__CPU_MAX_DEVICES == 64, "GPUWRAP_CPU_DEVICES' range in settings_table.h");
+  config.devices = (int)setting(GW__SET_CPU_DEVICES);
+  config.stream_delay_us = setting(GW__SET_CPU_STREAM_DELAY_US);
+  config.pageable_access = (int)setting(GW__SET_CPU_PAGEABLE_ACCESS);
+  config.host_ptr_for_registered = !setting(GW__SET_CPU_NO_HOST_PTR);
+  config.readonly_register = !setting(GW__SET_CPU_NO_READONLY_REGISTER);
+  if (config.error) config.devices = 0;
 }
 
 const gw__cpu_config *gw__cpu_config_get(void) {

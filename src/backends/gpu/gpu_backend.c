@@ -412,7 +412,8 @@ static const gw__backend_ops gwg_ops = {
  * runtime included, so it cannot clash with the application's own runtime). */
 __attribute__((visibility("default"))) const gw__backend_ops *
 gw__plugin_entry(const gw__host_api *host, int abi) {
-  if (!host || abi != GW__BACKEND_ABI || host->abi != GW__BACKEND_ABI || !host->fail)
+  if (!host || abi != GW__BACKEND_ABI || host->abi != GW__BACKEND_ABI || !host->fail ||
+      host->nsettings != GW__SETTING_COUNT || !host->setting_int || !host->setting_text)
     return NULL; /* a core of another ABI: its fail() may not be what we think it is */
   gwg_host = host;
   return &gwg_ops;

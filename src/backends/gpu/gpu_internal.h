@@ -3,6 +3,7 @@
 #define GW_GPU_INTERNAL_H
 
 #include "backend.h"
+#include "settings.h"
 #include "gpu_classify.h"
 
 #if defined(GW_VENDOR_HIP)

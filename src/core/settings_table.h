@@ -1,0 +1,64 @@
+/*
+ * Every GPUWRAP_* environment variable gpuwrap reads, declared once: one row each.
+ *
+ *   X(ID, NAME, TYPE, DEFAULT, MIN, MAX, CHOICES, WHO, DOC)
+ *
+ * TYPE is BOOL (0/1, yes/no, on/off, true/false), INT (an integer in [MIN, MAX]), BYTES (an
+ * integer in [MIN, MAX] with an optional k/K, m/M or g/G suffix for KiB, MiB, GiB), CHOICE
+ * (one of the '|'-separated CHOICES; read as its index) or TEXT (any string; its reader
+ * checks what the string means). DEFAULT is the value as a user would write it. WHO is the
+ * part of gpuwrap that reads it. An empty variable counts as unset. settings.c is the one
+ * parser; `gpuwrap info --settings` and docs/API.md's settings table are made from these
+ * rows. Adding a setting is adding a row here and reading it with gw__setting_int() or
+ * gw__setting_text() where it is used (plugins: through the host API).
+ */
+#ifndef GW_CORE_SETTINGS_TABLE_H
+#define GW_CORE_SETTINGS_TABLE_H
+
+#define GW__SETTINGS(X)                                                                          \
+  X(BACKEND, "GPUWRAP_BACKEND", CHOICE, "auto", 0, 0, "auto|cpu|cuda|hip", "core",              \
+    "backend GW_BACKEND_AUTO picks: auto (the first GPU backend with a device, else cpu) or "   \
+    "one backend")                                                                              \
+  X(PLUGIN_DIR, "GPUWRAP_PLUGIN_DIR", TEXT, "", 0, 0, "", "core",                                \
+    "directory searched first for the GPU backend plugins (libgpuwrap-cuda.so, "                \
+    "libgpuwrap-hip.so)")                                                                       \
+  X(CPU_DEVICES, "GPUWRAP_CPU_DEVICES", INT, "1", 1, 64, "", "cpu",                              \
+    "number of devices the CPU model has")                                                      \
+  X(CPU_STREAM_DELAY_US, "GPUWRAP_CPU_STREAM_DELAY_US", INT, "0", 0, 10000000, "", "cpu",       \
+    "microseconds the CPU model waits before each stream item runs (tests: makes ordering "     \
+    "mistakes show)")                                                                           \
+  X(CPU_PAGEABLE_ACCESS, "GPUWRAP_CPU_PAGEABLE_ACCESS", BOOL, "0", 0, 1, "", "cpu",             \
+    "the CPU model's devices reach pageable host memory directly (models HMM/ATS): wraps of "   \
+    "pageable memory register nothing")                                                         \
+  X(CPU_NO_HOST_PTR, "GPUWRAP_CPU_NO_HOST_PTR", BOOL, "0", 0, 1, "", "cpu",                      \
+    "the CPU model's devices cannot use the host address of registered memory "                 \
+    "(canUseHostPointerForRegisteredMem = 0)")                                                  \
+  X(CPU_NO_READONLY_REGISTER, "GPUWRAP_CPU_NO_READONLY_REGISTER", BOOL, "0", 0, 1, "", "cpu",   \
+    "the CPU model has no read-only registration (as a runtime without "                        \
+    "cudaHostRegisterReadOnly)")                                                                \
+  X(CPU_FAIL, "GPUWRAP_CPU_FAIL", TEXT, "", 0, 0, "", "cpu",                                     \
+    "failure injection (tests): op:N[:status],... makes the N-th call of a CPU-model "          \
+    "operation fail")                                                                           \
+  X(HALO_GPU_AWARE, "GPUWRAP_HALO_GPU_AWARE", CHOICE, "auto", 0, 0, "auto|0|1", "halo",         \
+    "whether MPI takes device memory: auto asks the MPI library; 0 or 1 overrides it")          \
+  X(HALO_SHM, "GPUWRAP_HALO_SHM", BOOL, "1", 0, 1, "", "halo",                                   \
+    "ranks of one node exchange host-path faces through an MPI shared-memory window")           \
+  X(HALO_SHM_GROUP, "GPUWRAP_HALO_SHM_GROUP", INT, "0", 0, 1048576, "", "halo",                 \
+    "treat each N consecutive ranks as one node for the shared-memory window (tests of "        \
+    "several nodes on one machine); 0: the real nodes")                                         \
+  X(HALO_CHUNK, "GPUWRAP_HALO_CHUNK", BYTES, "128K", 0, 1099511627776LL, "", "halo",             \
+    "host-path messages are cut into pieces of this size to pipeline pack, MPI and unpack "     \
+    "(0: whole messages); the ranks use the smallest")                                          \
+  X(HALO_NCCL_SELF, "GPUWRAP_HALO_NCCL_SELF", BOOL, "0", 0, 1, "", "halo",                       \
+    "a rank's own periodic neighbour goes through NCCL too (default: direct face copies, "      \
+    "which are faster)")                                                                        \
+  X(NCCL_LIB, "GPUWRAP_NCCL_LIB", TEXT, "libnccl.so.2", 0, 0, "", "halo",                        \
+    "the NCCL library the halo's NCCL path loads")                                              \
+  X(LIB, "GPUWRAP_LIB", TEXT, "", 0, 0, "", "python",                                            \
+    "libgpuwrap.so the Python package loads first (read by the package's loader, not the "      \
+    "library)")                                                                                 \
+  X(PYEXT_DIR, "GPUWRAP_PYEXT_DIR", TEXT, "", 0, 0, "", "python",                                \
+    "where the Python package compiles its extension when run from a source tree "             \
+    "(default: <build>/python-ext)")
+
+#endif /* GW_CORE_SETTINGS_TABLE_H */
