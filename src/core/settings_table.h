@@ -59,6 +59,10 @@
     "library)")                                                                                 \
   X(PYEXT_DIR, "GPUWRAP_PYEXT_DIR", TEXT, "", 0, 0, "", "python",                                \
     "where the Python package compiles its extension when run from a source tree "             \
-    "(default: <build>/python-ext)")
+    "(default: <build>/python-ext)")                                                            \
+  X(PREFIX, "GPUWRAP_PREFIX", TEXT, "", 0, 0, "", "python-build",                                \
+    "building the Python package: link the gpuwrap installed under this prefix")               \
+  X(BUILD_DIR, "GPUWRAP_BUILD_DIR", TEXT, "build", 0, 0, "", "python-build",                     \
+    "building the Python package: bundle the library of this CMake build directory")
 
 #endif /* GW_CORE_SETTINGS_TABLE_H */
