@@ -230,8 +230,10 @@ typedef struct gw_array gw_array;
  *   GW_EINVAL  NULL ctx/out, NULL ptr with elements, negative dim, too many dims, element or
  *              byte count overflow, ptr misaligned for dtype, unknown dtype or flags, OWN of
  *              memory registered by someone else (where the backend can tell), OWN of an
- *              interior pointer, OWN in gw_wrap_with_deleter (gw_last_error() names the
- *              argument); OWN | NO_REGISTER is valid: a host-only array that free()s ptr;
+ *              interior pointer, OWN in gw_wrap_with_deleter, pageable memory to register
+ *              that is not mapped, wholly or in part (the runtime refuses it; nothing
+ *              stays registered) (gw_last_error() names the argument); OWN | NO_REGISTER
+ *              is valid: a host-only array that free()s ptr;
  *   GW_ERANGE  the elements reach outside the allocation's known extent;
  *   GW_EOWNED  OWN of any address inside memory a live array already owns (checked
  *              first: a second owner hears that it is one);
@@ -327,7 +329,8 @@ GW_API gw_status gw_fill(gw_array *dst, const void *value);
  * not rounded out to pages): take a reference on that range, registering what is not
  * registered yet (memory pinned by someone else is left alone).
  * A buffer wrapped and released in a loop after gw_pin is registered only once.
- * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory); GW_ENOMEM;
+ * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory, memory that is
+ *         not mapped, wholly or in part: nothing is pinned); GW_ENOMEM;
  *         GW_ENOTSUP (memory that cannot be page-locked: a read-only private file mapping,
  *         read-only pages where the device has no read-only registration; nothing is
  *         pinned, and gw_last_error() says which); GW_EBACKEND.
