@@ -7,9 +7,9 @@
  * (1,))). Now the model refuses it as CUDA does (GW_EINVAL), and a wrap or gw_pin of it
  * fails cleanly, leaving nothing registered.
  *
- * The holes are made by munmap and checked with mincore (ENOMEM: not mapped) before and
- * after each call, so that a test never passes or fails because something else was mapped
- * there meanwhile.
+ * The holes are low addresses left unmapped beside pages mapped there, checked with
+ * mincore (ENOMEM: not mapped) before and after the calls, so that a test never passes or
+ * fails because something else was mapped there meanwhile.
  */
 #include "test.h"
 
@@ -34,14 +34,36 @@ static int hole_kept(const unsigned char *p, int hole) {
   return hole < 0 ? all_unmapped(p, 3 * pg()) : all_unmapped(p + (size_t)hole * pg(), pg());
 }
 
-/* Three pages; `hole`: which page to unmap (-1: all three). */
+/*
+ * Three pages at a low address, all mapped but `hole` (-1: none mapped). Low memory is
+ * used because nothing else maps there (the kernel hands out addresses from the top
+ * down): a hole made by munmap higher up was taken by the sanitizers' own allocations
+ * before the test could use it.
+ */
 static unsigned char *three_pages(int hole) {
-  unsigned char *p = mmap(NULL, 3 * pg(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_TRUE(p != MAP_FAILED);
-  if (hole < 0) ASSERT_EQ_INT(munmap(p, 3 * pg()), 0);
-  else ASSERT_EQ_INT(munmap(p + (size_t)hole * pg(), pg()), 0);
-  ASSERT_TRUE(hole_kept(p, hole));
-  return p;
+  for (uintptr_t base = (uintptr_t)1 << 24; base < (uintptr_t)1 << 30; base += (uintptr_t)1 << 24) {
+    unsigned char *p = (unsigned char *)base;
+    if (!all_unmapped(p, 3 * pg())) continue;
+    int ok = 1;
+    for (int k = 0; k < 3 && ok; k++) {
+      if (k == hole || hole < 0) continue;
+      void *q = mmap(p + (size_t)k * pg(), pg(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (q == MAP_FAILED) ok = 0;
+      else if (q != p + (size_t)k * pg()) { /* a kernel that took the flag for a hint */
+        munmap(q, pg());
+        ok = 0;
+      }
+    }
+    if (!ok) {
+      for (int k = 0; k < 3; k++) /* only ours: every page was unmapped before */
+        if (k != hole && hole >= 0) munmap(p + (size_t)k * pg(), pg());
+      continue;
+    }
+    ASSERT_TRUE(hole_kept(p, hole));
+    return p;
+  }
+  TST_FAIL("no three unmapped pages found below 1 GiB for MAP_FIXED_NOREPLACE");
 }
 
 /* The spans of one case: [off, off + len) of the three pages, whose hole is `hole`. */
