@@ -266,8 +266,10 @@ typedef struct gw_array gw_array;
  *   GW_EINVAL  NULL ctx/out, NULL ptr with elements, negative dim, too many dims, element or
  *              byte count overflow, ptr misaligned for dtype, unknown dtype or flags, OWN of
  *              memory registered by someone else (where the backend can tell), OWN of an
- *              interior pointer, OWN in gw_wrap_with_deleter (gw_last_error() names the
- *              argument); OWN | NO_REGISTER is valid: a host-only array that free()s ptr;
+ *              interior pointer, OWN in gw_wrap_with_deleter, pageable memory to register
+ *              that is not mapped, wholly or in part (the runtime refuses it; nothing
+ *              stays registered) (gw_last_error() names the argument); OWN | NO_REGISTER
+ *              is valid: a host-only array that free()s ptr;
  *   GW_ERANGE  the elements reach outside the allocation's known extent;
  *   GW_EOWNED  OWN of any address inside memory a live array already owns (checked
  *              first: a second owner hears that it is one);
@@ -363,7 +365,8 @@ GW_API gw_status gw_fill(gw_array *dst, const void *value);
  * not rounded out to pages): take a reference on that range, registering what is not
  * registered yet (memory pinned by someone else is left alone).
  * A buffer wrapped and released in a loop after gw_pin is registered only once.
- * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory); GW_ENOMEM;
+ * @return GW_OK; GW_EINVAL (NULL ptr, zero bytes, device/managed memory, memory that is
+ *         not mapped, wholly or in part: nothing is pinned); GW_ENOMEM;
  *         GW_ENOTSUP (memory that cannot be page-locked: a read-only private file mapping,
  *         read-only pages where the device has no read-only registration; nothing is
  *         pinned, and gw_last_error() says which); GW_EBACKEND.
@@ -384,16 +387,16 @@ GW_API gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes);
  * work. A borrowed stream (gw_stream_wrap) keeps its own semantics: a non-blocking stream
  * (PyTorch's and CuPy's side streams) is ordered with nothing but itself.
  *
- * Pending work. The last asynchronous operation on an array's memory (as source or
- * destination) records an event; gw_array_wait() makes another stream wait for it on the
- * device, without a host synchronisation. The record is kept per array: an array and its
- * views (gw_view, gw_reshape) share one, but another wrap of the same memory, or a DLPack
- * import of an exported array, is another array with a record of its own. And it holds the
- * last operation only: to write an array that two streams are still reading, make the
- * writer's stream wait after each read is queued (gw_array_wait once per read), or
- * synchronize the readers. The DLPack and CUDA Array Interface exports of
- * the Python module use it for the consumer's stream; a C program hands an array to
- * another library's stream the same way.
+ * Pending work. Each asynchronous operation on an array's memory (as source or
+ * destination) records an event on its stream: the array knows, for every stream (of any
+ * device) that touched it, the work queued there so far. gw_array_wait() makes another
+ * stream wait for all of it on the device, without a host synchronisation, so one wait
+ * orders a writer after reads queued on several streams; a release that frees or
+ * unregisters the memory waits for all of it on the host. The record is kept per array: an
+ * array and its views (gw_view, gw_reshape) share one, but another wrap of the same memory,
+ * or a DLPack import of an exported array, is another array with a record of its own. The
+ * DLPack and CUDA Array Interface exports of the Python module use it for the consumer's
+ * stream; a C program hands an array to another library's stream the same way.
  *
  * The CPU backend runs each stream's work on a worker thread of its own, in order, with the
  * same rules, so an ordering mistake (reading a result before its stream finished, a
@@ -429,19 +432,23 @@ GW_API gw_status gw_stream_synchronize(gw_stream *s);
  *  pinned by someone else) must stay valid until s is synchronized. Copies that involve pageable host memory, and copies
  *  between arrays that share memory (staged through a temporary, which is released only
  *  after s has run both halves: s is synchronized), complete before returning. Each
- *  records the array's pending-work event (gw_array_wait). */
+ *  records s's pending-work event on both arrays (gw_array_wait): a release waits for the
+ *  work of every stream that still needs the memory, two streams reading at once
+ *  included. */
 GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
 GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
 /**
- * Make s wait, on the device, for the asynchronous gpuwrap work pending on a's memory (the
- * last gw_copy_async / gw_fill_async that wrote or read it); no host synchronisation.
- * Nothing to wait for is GW_OK. Use it before handing a to another library's stream.
- * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (s is of another backend than the
- *         pending work; a stream of another device of the same backend does wait, as
- *         cudaStreamWaitEvent allows); GW_EBACKEND.
+ * Make s wait, on the device, for the asynchronous gpuwrap work pending on a's memory (every
+ * gw_copy_async / gw_fill_async that wrote or read it, on every stream, that may not have
+ * completed); no host synchronisation. Nothing to wait for is GW_OK. Use it before handing
+ * a to another library's stream, or before writing a on s after reads on other streams.
+ * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (work of another backend than s's
+ *         is pending: nothing is waited for then; a stream of another device of the same
+ *         backend does wait, as cudaStreamWaitEvent allows); GW_EBACKEND.
  */
 GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
-/** 1 when asynchronous gpuwrap work on a's memory may not have completed yet, else 0. */
+/** 1 when asynchronous gpuwrap work on a's memory, on any stream, may not have completed
+ *  yet, else 0. */
 GW_API int gw_array_pending(const gw_array *a);
 
 #ifdef __cplusplus

@@ -21,6 +21,8 @@
 /* ctest-env: dlpack_handover GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 /* ctest-env: fork_child GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 /* ctest-env: release_waits GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: release_two_readers GPUWRAP_CPU_STREAM_DELAY_US=150000 */
+/* ctest-env: wait_two_readers GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 #include "test.h"
 
 #include <sys/wait.h>
@@ -567,6 +569,122 @@ TEST_IMPL(release_waits) {
   ASSERT_ALL_EQ(mine, &v, N, 4);
   ASSERT_OK(gw_cpu_runtime_free(pin));
   gw_stream_destroy(s);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (10) Releasing an array that two streams still read: s1 is kept busy (three delayed
+ * fills of another array queued first), then both streams queue a copy out of the array,
+ * s2's last. The release must wait for both reads: the array knows the pending work of
+ * every stream that touched it, not only the last one recorded (which was s2's: the
+ * deleter then freed the buffer under s1's queued read). The deleter checks that both
+ * copies are complete when it runs and that each destination holds every element; the
+ * registration (all three ways) must outlive both reads, or the model fails s1's copy. */
+typedef struct {
+  gw_array *dst[2];
+  const int32_t *want;
+  int calls, pending, complete;
+} readers;
+static void readers_free(void *p, void *user) {
+  readers *r = user;
+  r->calls++;
+  r->pending = gw_array_pending(r->dst[0]) + gw_array_pending(r->dst[1]);
+  r->complete = r->pending == 0 && memcmp(p, r->want, N * sizeof(int32_t)) == 0;
+  for (int k = 0; k < 2 && r->pending == 0; k++)
+    for (int i = 0; i < N; i++) r->complete &= host(r->dst[k])[i] == r->want[i];
+  free(p);
+}
+TEST_IMPL(release_two_readers) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *s1 = NULL, *s2 = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s1));
+  ASSERT_OK(gw_stream_create(ctx, &s2));
+  gw_array *busy = pinned(ctx);
+  int64_t n = N;
+  int32_t *want = malloc(N * sizeof(int32_t));
+  ASSERT_TRUE(want != NULL);
+  /* a deleter / GW_WRAP_OWN / borrowed (the registration alone) */
+  for (int how = 0; how < 3; how++) {
+    tst_random_fill(want, N * sizeof(int32_t));
+    readers r = {{pinned(ctx), pinned(ctx)}, want, 0, -1, 0};
+    for (int k = 0; k < 2; k++) ASSERT_OK(gw_fill(r.dst[k], &POISON));
+    int32_t *buf = malloc(N * sizeof(int32_t));
+    ASSERT_TRUE(buf != NULL);
+    memcpy(buf, want, N * sizeof(int32_t));
+    gw_array *a = NULL;
+    if (how == 0) ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, readers_free, &r, &a));
+    else ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED); /* registered: the copies are queued */
+    int32_t v = other_than(POISON);
+    for (int k = 0; k < 3; k++) ASSERT_OK(gw_fill_async(busy, &v, s1));
+    ASSERT_OK(gw_copy_async(r.dst[0], a, s1));
+    ASSERT_OK(gw_copy_async(r.dst[1], a, s2));
+    ASSERT_EQ_INT(gw_array_pending(a), 1);
+    gw_release(a); /* waits for both reads */
+    if (how == 0) {
+      ASSERT_EQ_INT(r.calls, 1);
+      ASSERT_EQ_INT(r.pending, 0);
+      ASSERT_EQ_INT(r.complete, 1);
+    }
+    if (how == 2) { /* borrowed: ours again, and both reads done when the release returned */
+      ASSERT_EQ_INT(gw_array_pending(r.dst[0]) + gw_array_pending(r.dst[1]), 0);
+      ASSERT_ELEMS_EQ(buf, want, N, 4);
+      free(buf);
+    }
+    ASSERT_EQ_SIZE(gw_cpu_live_registrations(), 0);
+    ASSERT_OK(gw_stream_synchronize(s1)); /* nothing failed on either stream */
+    ASSERT_OK(gw_stream_synchronize(s2));
+    for (int k = 0; k < 2; k++) {
+      ASSERT_ELEMS_EQ(host(r.dst[k]), want, N, 4);
+      gw_release(r.dst[k]);
+    }
+    ASSERT_ALL_EQ(host(busy), &v, N, 4);
+  }
+  free(want);
+  gw_release(busy);
+  gw_stream_destroy(s1);
+  gw_stream_destroy(s2);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* (11) A writer after two readers: one gw_array_wait orders the writer's stream after the
+ * reads of both streams (s1 kept busy, s2's read queued last). Waiting for the last read
+ * only let the write land before s1's read: dst[0] then held the new value. With the wait
+ * for every stream each reader gets the old data, every element. */
+TEST_IMPL(wait_two_readers) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw_stream *s[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3; k++) ASSERT_OK(gw_stream_create(ctx, &s[k]));
+  gw_array *a = pinned(ctx), *busy = pinned(ctx), *dst[2] = {pinned(ctx), pinned(ctx)};
+  randomize(a);
+  int32_t *old = malloc(N * sizeof(int32_t));
+  ASSERT_TRUE(old != NULL);
+  memcpy(old, host(a), N * sizeof(int32_t));
+  for (int k = 0; k < 2; k++) ASSERT_OK(gw_fill(dst[k], &POISON));
+  int32_t v = other_than(POISON), w = other_than(POISON);
+  for (int k = 0; k < 3; k++) ASSERT_OK(gw_fill_async(busy, &v, s[0]));
+  ASSERT_OK(gw_copy_async(dst[0], a, s[0]));
+  ASSERT_OK(gw_copy_async(dst[1], a, s[1]));
+  ASSERT_OK(gw_array_wait(a, s[2]));
+  ASSERT_OK(gw_fill_async(a, &w, s[2]));
+  for (int k = 0; k < 3; k++) ASSERT_OK(gw_stream_synchronize(s[k]));
+  ASSERT_EQ_INT(gw_array_pending(a), 0);
+  ASSERT_ELEMS_EQ(host(dst[0]), old, N, 4);
+  ASSERT_ELEMS_EQ(host(dst[1]), old, N, 4);
+  ASSERT_ALL_EQ(host(a), &w, N, 4);
+  ASSERT_ALL_EQ(host(busy), &v, N, 4);
+  free(old);
+  gw_release(a);
+  gw_release(busy);
+  for (int k = 0; k < 2; k++) gw_release(dst[k]);
+  for (int k = 0; k < 3; k++) gw_stream_destroy(s[k]);
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;

@@ -97,7 +97,9 @@ GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes,
 /** Free memory from gw_cpu_runtime_alloc (exact base). GW_EINVAL for anything else. */
 GW_API gw_status gw_cpu_runtime_free(void *ptr);
 /** Register exactly [ptr, ptr+bytes): CUDA tracks byte ranges, so two disjoint ranges on
- *  one page are fine and any overlapping byte gives GW_EALREADY. */
+ *  one page are fine and any overlapping byte gives GW_EALREADY. A range that is not
+ *  mapped, wholly or in part, is GW_EINVAL ("invalid value", as on CUDA: measured on the
+ *  H200, with or without the read-only flag). */
 GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes);
 /** The same with cudaHostRegisterReadOnly. Registrations check the pages' protection as
  *  CUDA does (measured on the H200): a plain registration of pages the process cannot

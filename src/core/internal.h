@@ -86,6 +86,14 @@ typedef enum {
   GW__RO_PAGES,      /* host-only memory whose pages the process cannot write */
 } gw__ro_why;
 
+/* The asynchronous work one stream queued on a root's memory so far (stream.c). */
+typedef struct {
+  uint64_t stream;  /* the gw_stream's id (never reused); 0: the slot is unused */
+  void *event;      /* a backend event of ctx recorded on that stream, or NULL */
+  gw_context *ctx;  /* retained while event lives */
+  int ref;          /* the token of that reference */
+} gw__pend;
+
 struct gw_array {
   atomic_int refs;
   gw_array *root; /* NULL for a root */
@@ -112,27 +120,30 @@ struct gw_array {
   bool in_deleter_table; /* deleter_slot is its entry among the deleter spans (owned.c) */
   size_t deleter_slot;
   int ctx_ref; /* the token of the array's reference on ctx (gw__context_retain) */
-  /* the pending-work event of the last asynchronous operation on this memory (stream.c) */
+  /* the pending work on this memory: one event per stream that touched it (stream.c) */
   atomic_flag pend_lock;
-  void *pend_event;     /* a backend event of pend_ctx, or NULL */
-  gw_context *pend_ctx; /* retained while pend_event lives */
-  int pend_ref;         /* the token of that reference */
+  gw__pend pend;       /* the first stream's, inline: one stream needs no allocation */
+  gw__pend *pend_more; /* the other streams' (malloc'd), pend_nmore of pend_cap in use */
+  int pend_nmore, pend_cap;
 };
 
 /* ---- streams and pending work (stream.c) ---- */
 struct gw_stream {
   gw_context *ctx;
+  uint64_t id;  /* unique in the process: names the stream in arrays' pending work */
   int ctx_ref;  /* the token of the stream's reference on ctx */
   void *handle; /* the backend's stream object */
   bool borrowed;
 };
-/* Async work touching a's memory was just queued on st: a's pending-work event follows st.
- * Never fails: where the event cannot be made or recorded it waits for st instead, so that
- * nothing is pending that gw_array_wait could miss. */
+/* Async work touching a's memory was just queued on st: st's pending-work event on a's
+ * root follows st (the other streams' stay). Never fails: where the event cannot be made,
+ * kept or recorded it waits for st instead, so that nothing is pending that gw_array_wait
+ * or a release could miss. */
 void gw__pending_note(const gw_array *a, gw_stream *st);
-/* Root teardown: the event goes with the memory. */
+/* Root teardown: the events go with the memory. */
 void gw__pending_fini(gw_array *root);
-/* Wait on the host until the root's pending work is complete (before its memory is freed). */
+/* Wait on the host until the root's pending work, on every stream, is complete (before its
+ * memory is freed or unregistered). */
 void gw__pending_drain(gw_array *root);
 /* Whether native is a live stream handle of the CPU backend (cpu_streams.c): a GPU
  * runtime cannot tell a foreign pointer from its own stream without reading through it. */

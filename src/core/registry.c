@@ -26,6 +26,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -177,7 +178,8 @@ static gw_status cannot_register(uintptr_t a, size_t len, const gw__hostmap *m, 
  * cannot be registered at all (the wrap becomes host-only). *ro: the registration is
  * read-only (the device must not write through it).
  */
-static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags, bool *ro) {
+static gw_status do_register_as_asked(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags,
+                                      bool *ro) {
   gw__hostmap m;
   gw_status s;
   *ro = false;
@@ -213,6 +215,22 @@ static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned 
   s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
   *ro = s == GW_OK;
   return s;
+}
+
+/* The same; a refusal ("invalid value") of memory that is not mapped, wholly or in part,
+ * says so and names the argument: the runtime's own text is only "invalid value" (CUDA
+ * refuses such a range, measured on the H200, and the CPU model as it does). */
+static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags, bool *ro) {
+  gw_status s = do_register_as_asked(ctx, a, len, regflags, ro);
+  gw__hostmap m;
+  if (s != GW_EINVAL || gw__host_mapping(a, a + len, &m) != GW_OK || m.mapped) return s;
+  char said[256];
+  snprintf(said, sizeof said, "%s", gw_last_error());
+  char where[64] = "";
+  if (strcmp(m.what_perms, "----") == 0 && !m.what_path[0]) /* the map's finding is the hole */
+    snprintf(where, sizeof where, " (hole [%p, %p))", (void *)m.what_lo, (void *)m.what_hi);
+  return gw__fail(GW_EINVAL, "ptr: [%p, %p) is not mapped%s: the runtime cannot page-lock it (%s)",
+                  (void *)a, (void *)(a + len), where, said);
 }
 
 /* ---- the starts of the ranges one acquire references, collected as it goes ---- */

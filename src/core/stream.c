@@ -1,15 +1,24 @@
 /*
  * Streams: made by gpuwrap or borrowed from the caller (PyTorch's current stream, CuPy's, a
- * solver's own), and the pending-work event of each array.
+ * solver's own), and the pending work on each array's memory.
  *
- * Why one event per array, recorded by the last asynchronous operation on its memory: a
- * consumer that is handed the array (DLPack with a consumer stream, the CUDA Array
- * Interface) must be ordered after gpuwrap's work on it without a host synchronisation.
- * The smallest mechanism that makes that true is a device-side wait on "the work queued so
- * far on the stream that last touched it"; an earlier operation on another stream was
- * either ordered before the last one by the caller (then waiting for the last covers it)
- * or races with it anyway. The event is made on first use and lives with the memory; an
- * array touched only by synchronous calls never has one.
+ * Why events per array: a consumer that is handed the array (DLPack with a consumer
+ * stream, the CUDA Array Interface) must be ordered after gpuwrap's work on it without a
+ * host synchronisation, and a release that frees or unregisters the memory must wait for
+ * every operation that still needs it. The smallest mechanism that makes both true is, per
+ * stream that touched the memory, an event capturing "the work queued so far on that
+ * stream": a stream runs in order, so re-recording its event after each operation there
+ * covers all of that stream's earlier work, and two streams reading one array at once
+ * (which is legal) each keep their own. The last operation alone is not enough: a read
+ * queued on a busy stream and then one on an idle stream would leave the first unknown,
+ * and the release would free the memory under it. Reads and writes are not told apart: a
+ * consumer that gw_array_wait orders may write, so it must wait for all of them anyway.
+ *
+ * The first stream's event sits in the root (no allocation for the common one-stream
+ * case); a slot whose work is complete is taken by the next new stream (its event reused
+ * on the same device), so the set grows only with streams whose work may still run.
+ * Events are made on first use and live with the memory; an array touched only by
+ * synchronous calls never has one.
  */
 #include "internal.h"
 
@@ -18,8 +27,8 @@
 
 static gw_array *root_of(const gw_array *a) { return (gw_array *)(a->root ? a->root : a); }
 
-/* The root's pending-event fields change under a spin lock of their own: held for one
- * backend call (an event record, ~1-2 us on CUDA), never across a wait. */
+/* The root's pending-work slots change under a spin lock of their own: held for a few
+ * backend calls (an event record, ~1-2 us on CUDA, and queries), never across a wait. */
 static void plock(gw_array *r) {
   while (atomic_flag_test_and_set_explicit(&r->pend_lock, memory_order_acquire)) {
   }
@@ -31,47 +40,97 @@ static bool same_device(const gw_context *a, const gw_context *b) {
   return a->ops == b->ops && a->device == b->device;
 }
 
-static void drop_event(gw_array *r) {
-  if (!r->pend_event) return;
-  (void)r->pend_ctx->ops->event_destroy(r->pend_ctx->state, r->pend_event);
-  gw__context_release(r->pend_ctx, r->pend_ref);
-  r->pend_event = NULL;
-  r->pend_ctx = NULL;
+static void drop_event(gw__pend *p) {
+  if (p->event) {
+    (void)p->ctx->ops->event_destroy(p->ctx->state, p->event);
+    gw__context_release(p->ctx, p->ref);
+  }
+  *p = (gw__pend){0};
+}
+
+/* Whether p's work may still run; a failed query counts as running (it cannot be waited
+ * on, but neither can it be forgotten). */
+static bool busy(const gw__pend *p) {
+  return p->event && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
+}
+
+/* Slot i of the root: 0 inline, then pend_more. */
+static gw__pend *slot(gw_array *r, int i) { return i == 0 ? &r->pend : &r->pend_more[i - 1]; }
+static int nslots(const gw_array *r) { return 1 + r->pend_nmore; }
+
+/* The slot that follows st: its own, else one whose work is complete (its event reused
+ * when of st's device), else a new one; NULL when none can be had (out of host memory). */
+static gw__pend *slot_for(gw_array *r, const gw_stream *st) {
+  if (r->pend.stream == st->id) return &r->pend; /* the common case: no query */
+  for (int i = 1; i < nslots(r); i++)
+    if (slot(r, i)->stream == st->id) return slot(r, i);
+  gw__pend *idle = NULL;
+  for (int i = 0; i < nslots(r); i++) {
+    gw__pend *p = slot(r, i);
+    if (busy(p)) continue;
+    if (p->event && same_device(p->ctx, st->ctx)) {
+      idle = p; /* the best: its event serves st as it is */
+      break;
+    }
+    if (!idle) idle = p;
+  }
+  if (idle) {
+    if (idle->event && !same_device(idle->ctx, st->ctx)) drop_event(idle);
+    idle->stream = st->id;
+    return idle;
+  }
+  if (r->pend_nmore == r->pend_cap) {
+    int cap = r->pend_cap ? 2 * r->pend_cap : 3;
+    gw__pend *more = realloc(r->pend_more, (size_t)cap * sizeof *more);
+    if (!more) return NULL;
+    r->pend_more = more;
+    r->pend_cap = cap;
+  }
+  gw__pend *p = &r->pend_more[r->pend_nmore++];
+  *p = (gw__pend){.stream = st->id};
+  return p;
 }
 
 void gw__pending_note(const gw_array *a, gw_stream *st) {
   gw_array *r = root_of(a);
   gw_context *c = st->ctx;
   plock(r);
-  /* Work of another device replaces the record: pending work is tracked on the device
-   * that touched the memory last. */
-  if (r->pend_event && !same_device(r->pend_ctx, c)) drop_event(r);
-  gw_status s = GW_OK;
-  if (!r->pend_event) {
-    s = c->ops->event_create(c->state, &r->pend_event);
+  gw__pend *p = slot_for(r, st);
+  gw_status s = p ? GW_OK : GW_ENOMEM;
+  if (p && !p->event) {
+    s = c->ops->event_create(c->state, &p->event);
     if (s == GW_OK) {
-      r->pend_ctx = c;
-      r->pend_ref = gw__context_retain(c);
+      p->ctx = c;
+      p->ref = gw__context_retain(c);
     } else {
-      r->pend_event = NULL;
+      p->event = NULL;
     }
   }
-  if (s == GW_OK) s = c->ops->event_record(c->state, r->pend_event, st->handle);
-  if (s != GW_OK) drop_event(r);
+  if (s == GW_OK) s = c->ops->event_record(c->state, p->event, st->handle);
+  /* A slot that cannot follow st is freed for the next stream: the wait below completes
+   * all of st's work, what the slot recorded before included. */
+  if (s != GW_OK && p) drop_event(p);
   punlock(r);
   /* Without an event nothing may stay pending: wait here instead (correct, only slower). */
   if (s != GW_OK) (void)c->ops->stream_synchronize(c->state, st->handle);
 }
 
-void gw__pending_fini(gw_array *root) { drop_event(root); }
+void gw__pending_fini(gw_array *root) {
+  for (int i = 0; i < nslots(root); i++) drop_event(slot(root, i));
+  free(root->pend_more);
+  root->pend_more = NULL;
+  root->pend_nmore = root->pend_cap = 0;
+}
 
 void gw__pending_drain(gw_array *root) {
   /* Nobody else holds the root (its last reference is going), so no lock. There is no
    * event wait among the backend calls: poll the query, yielding the CPU meanwhile. A
-   * failed query cannot be waited on: the memory goes as it did before. */
-  if (!root->pend_event) return;
-  gw_context *c = root->pend_ctx;
-  while (c->ops->event_query(c->state, root->pend_event) == GW_EBUSY) sched_yield();
+   * failed query cannot be waited on: that stream's work is left as it is. */
+  for (int i = 0; i < nslots(root); i++) {
+    gw__pend *p = slot(root, i);
+    while (p->event && p->ctx->ops->event_query(p->ctx->state, p->event) == GW_EBUSY)
+      sched_yield();
+  }
 }
 
 gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
@@ -80,23 +139,19 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   gw_array *r = root_of(a);
   gw_status st = GW_OK;
   plock(r);
-  if (r->pend_event) {
-    gw_context *ec = r->pend_ctx;
-    st = ec->ops->event_query(ec->state, r->pend_event);
-    if (st == GW_OK) {
-      /* complete: nothing to wait for, on any stream */
-    } else if (st != GW_EBUSY) {
-      /* the query failed: fall through to the wait, which tells */
-      st = GW_EBUSY;
-    }
-    if (st == GW_EBUSY) {
-      if (s->ctx->ops != ec->ops)
-        st = gw__fail(GW_EDEVICE,
-                      "stream: a %s stream cannot wait for the %s work pending on the array",
-                      s->ctx->ops->name, ec->ops->name);
-      else
-        st = s->ctx->ops->stream_wait_event(s->ctx->state, s->handle, r->pend_event);
-    }
+  /* Every slot is checked before a wait is queued: s waits for all of them, or fails having
+   * queued nothing. s's own work needs no wait (a stream runs in order). */
+  for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
+    gw__pend *p = slot(r, i);
+    if (p->stream != s->id && p->event && p->ctx->ops != s->ctx->ops && busy(p))
+      st = gw__fail(GW_EDEVICE,
+                    "stream: a %s stream cannot wait for the %s work pending on the array",
+                    s->ctx->ops->name, p->ctx->ops->name);
+  }
+  for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
+    gw__pend *p = slot(r, i);
+    if (p->stream != s->id && busy(p))
+      st = s->ctx->ops->stream_wait_event(s->ctx->state, s->handle, p->event);
   }
   punlock(r);
   return st;
@@ -105,10 +160,18 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
 int gw_array_pending(const gw_array *a) {
   if (!a) return 0;
   gw_array *r = root_of(a);
+  int any = 0;
   plock(r);
-  int busy = r->pend_event && r->pend_ctx->ops->event_query(r->pend_ctx->state, r->pend_event) != GW_OK;
+  for (int i = 0; i < nslots(r) && !any; i++) any = busy(slot(r, i));
   punlock(r);
-  return busy;
+  return any;
+}
+
+/* Never 0 (an unused slot's) and never reused: a stream destroyed while its work still
+ * runs keeps its slot until that work is complete, whatever address a later stream gets. */
+static uint64_t next_stream_id(void) {
+  static atomic_uint_fast64_t last;
+  return (uint64_t)atomic_fetch_add_explicit(&last, 1, memory_order_relaxed) + 1;
 }
 
 gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
@@ -122,6 +185,7 @@ gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
     return st;
   }
   s->ctx = ctx;
+  s->id = next_stream_id();
   s->ctx_ref = gw__context_retain(ctx);
   s->borrowed = false;
   *out = s;
@@ -142,6 +206,7 @@ gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out) {
     return st;
   }
   s->ctx = ctx;
+  s->id = next_stream_id();
   s->ctx_ref = gw__context_retain(ctx);
   s->borrowed = true;
   *out = s;

@@ -92,8 +92,9 @@ static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64
   /* Relaxed: no other thread can see the array yet, and the default (sequentially
    * consistent) clear is a full barrier (xchg) on every wrap. */
   atomic_flag_clear_explicit(&a->pend_lock, memory_order_relaxed);
-  a->pend_event = NULL;
-  a->pend_ctx = NULL;
+  a->pend = (gw__pend){0};
+  a->pend_more = NULL;
+  a->pend_nmore = a->pend_cap = 0;
   return a;
 }
 

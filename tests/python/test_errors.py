@@ -22,6 +22,15 @@ def test_gpuwrap_error_fields(ctx):
     assert e.value.name == "GW_EINVAL"
 
 
+def test_wrap_unmapped(ctx):
+    # Address 8 is in no mapping: the CPU model registered it as pinned memory and the
+    # next fill died of SIGSEGV. Refused now as cudaHostRegister refuses it.
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        ctx.wrap(8, "u1", (1,))
+    assert e.value.name == "GW_EINVAL" and "not mapped" in e.value.detail
+    assert "ptr" in e.value.detail
+
+
 def test_misspelt_names(ctx):
     with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda', 'hip'"):
         gpuwrap.Context("gpu")

@@ -274,6 +274,14 @@ static atomic_long hangs;
 
 GW_API long gw_cpu_model_hangs(void) { return atomic_load(&hangs); }
 
+/* " (hole [lo, hi))" when the map's first finding is a hole (hostmap.c notes a read-only or
+ * private file mapping before it), else "" (then some byte is still unmapped). */
+static const char *hole_text(const gw__hostmap *m, char *buf, size_t n) {
+  if (strcmp(m->what_perms, "----") != 0 || m->what_path[0]) return "";
+  snprintf(buf, n, " (hole [%#" PRIxPTR ", %#" PRIxPTR "))", m->what_lo, m->what_hi);
+  return buf;
+}
+
 gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes,
                                  unsigned flags) {
   uintptr_t b = (uintptr_t)base;
@@ -310,6 +318,7 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
                     who, base, bytes, m.what_perms, m.what_lo, m.what_hi, m.what_path);
   }
   gw_status st = GW_OK;
+  char hole[64];
   pthread_mutex_lock(&model_lock);
   const range *r;
   if ((r = overlapping(&regs, b, e)) != NULL)
@@ -322,6 +331,14 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
                   "%s: [%p, +%zu) overlaps %s allocation [%p, +%zu) (already registered: "
                   "cudaErrorHostMemoryAlreadyRegistered, 712)",
                   who, base, bytes, gw_memkind_name(r->kind), (void *)r->base, r->size);
+  else if (known && !m.mapped)
+    /* Measured on the H200 (driver 580.159.04): an unmapped range, or one with a hole, is
+     * "invalid value" with or without the read-only flag. Registered anyway, the model
+     * would hand out "pinned" memory whose first touch is SIGSEGV. */
+    st = gw__fail(GW_EINVAL,
+                  "%s: [%p, +%zu) reaches memory that is not mapped%s: cudaHostRegister "
+                  "refuses it (invalid value, as on CUDA)",
+                  who, base, bytes, hole_text(&m, hole, sizeof hole));
   else if (known && !readonly && m.readonly)
     st = gw__fail(GW_EINVAL,
                   "%s: [%p, +%zu) holds pages the process cannot write (%s mapping [%#" PRIxPTR
