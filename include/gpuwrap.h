@@ -57,6 +57,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -151,6 +152,19 @@ GW_API gw_status gw_setting_describe(int i, gw_setting_info *out);
  * bad one (gw_last_error()).
  */
 GW_API gw_status gw_settings_check(void);
+
+/** gw_info_report flags: the report as one JSON object; every setting, not only those set. */
+#define GW_INFO_JSON (1u << 0)
+#define GW_INFO_ALL_SETTINGS (1u << 1)
+/**
+ * Write what `gpuwrap info` prints to out: the backends built in (present or absent, and
+ * why), their devices and what each can do (a tiny allocation of each kind, what a wrap of
+ * pageable memory does, a fill of it), what GW_BACKEND_AUTO picks, and the settings.
+ * Creates and destroys a context per device on the way.
+ * @return GW_OK; GW_EINVAL (out NULL, unknown flags, or a setting that is set is not valid:
+ *         the report is written, gw_last_error() names the setting); GW_ENOMEM.
+ */
+GW_API gw_status gw_info_report(FILE *out, unsigned flags);
 
 /* ------------------------------------------------------------------------------------ */
 /* Contexts                                                                               */
