@@ -2,6 +2,9 @@
 
     import numpy as np, gpuwrap
     ctx = gpuwrap.Context("cpu")
+    x = np.zeros((3, 4))
+    w = ctx.wrap(x, "float64", (3, 4), (4, 1))    # x's memory (kept, span checked); strides
+                                                  # in elements, never NumPy's bytes
     a = ctx.alloc("pinned", "float32", (4, 5))
     n = np.asarray(a)                             # NumPy view of the same memory
     b = gpuwrap.from_dlpack(np.arange(6.0), ctx)  # gpuwrap array over NumPy's memory
@@ -61,7 +64,9 @@ the tensor's deleter (or the capsule is garbage collected unconsumed); an import
 tensor's deleter runs when the last gpuwrap reference to it goes. np.asarray(a) (the
 array interface) makes NumPy hold the Python object `a`, which from its first
 __array_interface__ keeps a gpuwrap reference of its own until it is collected: a.release()
-then cannot free the memory under NumPy's view (the memory goes when both are gone).
+then cannot free the memory under NumPy's view (the memory goes when both are gone). A
+wrap's deleter and wrapped object are held by a collector-tracked object, so a deleter that
+refers back to its holder (deleter=self._free) is a cycle the collector breaks.
 """
 
 import ctypes

@@ -680,9 +680,11 @@ static PyObject *Context_alloc(ContextObject *c, PyObject *args) {
 
 static PyMethodDef Context_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))Context_wrap, METH_FASTCALL | METH_KEYWORDS,
-     "wrap(ptr, dtype, shape, strides=None, *, readonly=False, no_register=False, own=False, "
-     "deleter=None): wrap memory at address ptr without copying; deleter(ptr) runs exactly once "
-     "when the last reference goes."},
+     "wrap(obj, dtype, shape, strides=None, *, readonly=False, no_register=False, deleter=None), "
+     "wrap(ptr, ..., own=False, ...): wrap an object's memory (buffer protocol, __array_interface__, "
+     "__cuda_array_interface__; kept alive, the span checked: GW_ERANGE outside it) or the memory at "
+     "int address ptr (unchecked), without copying. Strides in elements, not bytes. deleter(ptr) "
+     "runs exactly once when the last reference goes."},
     {"alloc", (PyCFunction)Context_alloc, METH_VARARGS,
      "alloc(kind, dtype, shape): a C-contiguous array of 'host', 'pinned', 'device' or 'managed' memory."},
     {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS, "Wait for all work of the device."},
