@@ -475,10 +475,11 @@ def from_dlpack(obj, ctx=None, stream=None):
     elif hasattr(obj, "__dlpack__") or not hasattr(obj, "__cuda_array_interface__"):
         try:
             cap = _take_capsule(obj, native)  # DLPack first: its stream protocol needs no host wait
-        except BufferError:
+        except BufferError as e:
             # A host array DLPack cannot carry: NumPy < 2 refuses to export a read-only
             # array (its own DLPack imports among them); its array interface can say so.
-            if not hasattr(obj, "__array_interface__"):
+            # Not a gpuwrap producer's refusal (a bad stream, a device it cannot offer).
+            if isinstance(e, GpuwrapError) or not hasattr(obj, "__array_interface__"):
                 raise
             return _from_interface(obj, ctx, "__array_interface__")
     else:
