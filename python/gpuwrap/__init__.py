@@ -2,6 +2,9 @@
 
     import numpy as np, gpuwrap
     ctx = gpuwrap.Context("cpu")
+    x = np.zeros((3, 4))
+    w = ctx.wrap(x, "float64", (3, 4), (4, 1))    # x's memory (kept, span checked); strides
+                                                  # in elements, never NumPy's bytes
     a = ctx.alloc("pinned", "float32", (4, 5))
     n = np.asarray(a)                             # NumPy view of the same memory
     b = gpuwrap.from_dlpack(np.arange(6.0), ctx)  # gpuwrap array over NumPy's memory
@@ -61,7 +64,9 @@ the tensor's deleter (or the capsule is garbage collected unconsumed); an import
 tensor's deleter runs when the last gpuwrap reference to it goes. np.asarray(a) (the
 array interface) makes NumPy hold the Python object `a`, which from its first
 __array_interface__ keeps a gpuwrap reference of its own until it is collected: a.release()
-then cannot free the memory under NumPy's view (the memory goes when both are gone).
+then cannot free the memory under NumPy's view (the memory goes when both are gone). A
+wrap's deleter and wrapped object are held by a collector-tracked object, so a deleter that
+refers back to its holder (deleter=self._free) is a cycle the collector breaks.
 """
 
 import ctypes
@@ -382,7 +387,6 @@ def _check_stream(stream, device_type, model=False):
     _c.check_stream(stream, int(device_type), bool(model))
 
 
-_c._init(GpuwrapError, DLPackBufferError, _resolve_dtype, _Offer, _numpy_array, _dtype_cache)
 _aux_streams = _c.aux_streams  # {C context address: the Stream kept for its exports}
 
 # ---- import: from_dlpack ----------------------------------------------------------------------
@@ -469,10 +473,19 @@ def from_dlpack(obj, ctx=None, stream=None):
     if _is_capsule(obj):
         cap = obj
     elif hasattr(obj, "__dlpack__") or not hasattr(obj, "__cuda_array_interface__"):
-        cap = _take_capsule(obj, native)  # DLPack first: its stream protocol needs no host wait
+        try:
+            cap = _take_capsule(obj, native)  # DLPack first: its stream protocol needs no host wait
+        except BufferError as e:
+            # A host array DLPack cannot carry: NumPy < 2 refuses to export a read-only
+            # array (its own DLPack imports among them); its array interface can say so.
+            # Not a gpuwrap producer's refusal (a bad stream, a device it cannot offer).
+            if isinstance(e, GpuwrapError) or not hasattr(obj, "__array_interface__"):
+                raise
+            return _from_interface(obj, ctx, "__array_interface__")
     else:
-        return _from_cuda_array_interface(obj, ctx)
+        return _from_interface(obj, ctx, "__cuda_array_interface__")
     return _c.import_capsule(ctx, cap)
+
 
 
 _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1"}
@@ -482,29 +495,38 @@ _TYPESTR.update({"float16": _BO + "f2", "float32": _BO + "f4", "float64": _BO + 
 _FROM_TYPESTR = {v[1:]: k for k, v in _TYPESTR.items()}
 
 
-def _from_cuda_array_interface(obj, ctx):
-    """Wrap the memory an object describes with __cuda_array_interface__ (v0-v3)."""
-    cai = obj.__cuda_array_interface__
-    if not isinstance(cai, dict):
-        raise TypeError(f"__cuda_array_interface__ is a {type(cai).__name__}, not a dict")
-    if cai.get("mask") is not None:
-        raise ValueError("__cuda_array_interface__: masked arrays are not supported")
-    typestr = str(cai["typestr"])
+def _interface(obj, name):
+    """Read obj's __array_interface__ or __cuda_array_interface__ (v0-v3): (address,
+    readonly, dtype name, shape, strides in elements or None, the dict)."""
+    d = getattr(obj, name)
+    if not isinstance(d, dict):
+        raise TypeError(f"{name} is a {type(d).__name__}, not a dict")
+    if d.get("mask") is not None:
+        raise ValueError(f"{name}: masked arrays are not supported")
+    typestr = str(d["typestr"])
     order, code = typestr[:1], typestr[1:]
     dtype = _FROM_TYPESTR.get(code)
     if dtype is None or order not in ("|", "=", _BO) or (order == "|" and code not in ("b1", "i1", "u1")):
-        raise ValueError(f"__cuda_array_interface__: typestr {typestr!r} is not a type gpuwrap has "
+        raise ValueError(f"{name}: typestr {typestr!r} is not a type gpuwrap has "
                          "(in this host's byte order)")
-    shape = tuple(int(n) for n in cai["shape"])
-    ptr, readonly = cai["data"]
+    data = d.get("data")
+    if not (isinstance(data, tuple) and len(data) == 2):
+        raise TypeError(f"{name}: data {data!r} is not an (address, readonly) tuple")
+    ptr, readonly = data
+    shape = tuple(int(n) for n in d["shape"])
     item = int(_TYPESTR[dtype][2:])
-    strides = cai.get("strides")
+    strides = d.get("strides")
     if strides is not None:
         if any(int(b) % item for b in strides):
-            raise ValueError(f"__cuda_array_interface__: strides {tuple(strides)} are not multiples "
+            raise ValueError(f"{name}: strides {tuple(strides)} are not multiples "
                              f"of the item size {item}")
         strides = tuple(int(b) // item for b in strides)
-    pstream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    return int(ptr or 0), bool(readonly), dtype, shape, strides, d
+
+
+def _cai_stream(ctx, d):
+    """Wait for the work a CUDA Array Interface producer queued on its `stream` (v3)."""
+    pstream = d.get("stream") if int(d.get("version", 0)) >= 3 else None
     if pstream is not None:
         # The producer's work on the memory is queued on pstream: wait for it before the
         # memory is used on any stream. gpuwrap has no public call that orders one stream
@@ -514,10 +536,41 @@ def _from_cuda_array_interface(obj, ctx):
         if pstream == 0:
             raise ValueError("__cuda_array_interface__: stream 0 is disallowed (ambiguous)")
         _c.sync_native(ctx, 0 if pstream == 1 else pstream)  # 1: legacy (NULL); 2: per-thread
-    # Borrowed memory: the deleter holds the producer (bound as a default argument) until
-    # the last gpuwrap reference goes; then it is dropped, nothing is freed.
-    return ctx.wrap(ptr or 0, dtype, shape, strides, readonly=bool(readonly),
-                    deleter=lambda p, _keep=obj: None)
+
+
+def _interface_memory(ctx, obj):
+    """Context.wrap(obj, ...) of an object without the buffer protocol: (address of its
+    element 0, first byte, end byte relative to it, readonly), from __array_interface__ or
+    __cuda_array_interface__ (whose producer's stream is waited for)."""
+    for name in ("__array_interface__", "__cuda_array_interface__"):
+        if hasattr(obj, name):
+            break
+    else:
+        raise TypeError(f"wrap: ptr must be an address (an int), None, or an object that exposes "
+                        f"its memory (the buffer protocol, __array_interface__, "
+                        f"__cuda_array_interface__), not {type(obj).__name__}")
+    ptr, readonly, dtype, shape, strides, d = _interface(obj, name)
+    if name == "__cuda_array_interface__":
+        _cai_stream(ctx, d)
+    item = int(_TYPESTR[dtype][2:])
+    if strides is None:
+        strides, run = [0] * len(shape), 1
+        for i in range(len(shape) - 1, -1, -1):
+            strides[i], run = run, run * shape[i]
+    lo = hi = 0
+    if all(n > 0 for n in shape):
+        for n, s in zip(shape, strides):
+            lo, hi = (lo + (n - 1) * s, hi) if s < 0 else (lo, hi + (n - 1) * s)
+        hi += 1
+    return ptr, lo * item, hi * item, readonly
+
+
+def _from_interface(obj, ctx, name):
+    """from_dlpack of an object through its array interface: a gpuwrap Array over its memory
+    (with its dtype, shape, strides, and read-only flag); the object is kept alive until
+    the last gpuwrap reference goes."""
+    _, _, dtype, shape, strides, _ = _interface(obj, name)
+    return ctx.wrap(obj, dtype, shape, strides)
 
 
 _default = None
@@ -535,3 +588,7 @@ def _default_context():
             if ctx is None or ctx.closed:
                 ctx = _default = Context("auto")
     return ctx
+
+
+_c._init(GpuwrapError, DLPackBufferError, _resolve_dtype, _Offer, _numpy_array, _dtype_cache,
+         _interface_memory)

@@ -41,6 +41,8 @@ static PyObject *ResolveDtype;   /* Python fallback for a spelling not in the ca
 static PyObject *OfferType;      /* gpuwrap._Offer */
 static PyObject *ArrayHook;      /* gpuwrap._numpy_array(a, dtype, copy) for __array__ */
 static PyObject *AuxStreams;     /* {context address: Stream}: kept for exports (see aux_wait) */
+static PyObject *OpenContexts;   /* {context address}: the C contexts of open Python Contexts */
+static PyObject *InterfaceMemory; /* gpuwrap._interface_memory(ctx, obj) for Context.wrap(obj) */
 static PyObject *DtypeNames[GW_DTYPE_COUNT];
 static PyObject *KindNames[5];
 static PyObject *BackendNames[4];
@@ -84,6 +86,9 @@ typedef struct {
 } ContextObject;
 
 static PyTypeObject ContextType, ArrayType, StreamType;
+static PyObject *int64_tuple(const int64_t *v, int n, int64_t scale);
+static int int_arg(PyObject *o, const char *what, Py_ssize_t i, long long min, unsigned long long max,
+                   long long *out, int *big);
 
 static gw_context *ctx_get(ContextObject *c) {
   if (!c->h) PyErr_SetString(PyExc_ValueError, "gpuwrap: context closed");
@@ -105,10 +110,30 @@ static void ctx_unhold(ContextObject *c) {
 
 static void aux_drop(gw_context *h);
 
+/* Only a context in OpenContexts gets a stream kept in AuxStreams: that entry goes with
+ * the Context (close), so no export after the close can make one that nothing drops. */
+static int ctx_is_open(gw_context *h) {
+  PyObject *key = PyLong_FromVoidPtr(h);
+  if (!key) return -1;
+  int r = PySet_Contains(OpenContexts, key);
+  Py_DECREF(key);
+  return r;
+}
+static void ctx_forget(gw_context *h) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject *key = PyLong_FromVoidPtr(h);
+  if (key) PySet_Discard(OpenContexts, key);
+  Py_XDECREF(key);
+  PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+}
+
 static PyObject *Context_close(ContextObject *c, PyObject *unused) {
   gw_context *h = c->h;
   if (!h) Py_RETURN_NONE;
   c->h = NULL;
+  ctx_forget(h);
   aux_drop(h); /* the stream kept for this context's exports holds a C reference on it */
   if (c->users)
     c->pending = h;
@@ -140,8 +165,8 @@ static int parse_backend(PyObject *o, int *out) {
     PyErr_Format(PyExc_ValueError, "backend %R: expected one of 'auto', 'cpu', 'cuda', 'hip'", o);
     return -1;
   }
-  long v = PyLong_AsLong(o);
-  if (v == -1 && PyErr_Occurred()) return -1;
+  long long v;
+  if (int_arg(o, "backend", -1, INT_MIN, INT_MAX, &v, NULL) < 0) return -1;
   *out = (int)v;
   return 0;
 }
@@ -172,6 +197,13 @@ static PyObject *Context_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   c->h = h;
   c->backend = gw_context_backend(h);
   c->device = gw_context_device(h);
+  PyObject *key = PyLong_FromVoidPtr(h);
+  if (!key || PySet_Add(OpenContexts, key) < 0) {
+    Py_XDECREF(key);
+    Py_DECREF(c); /* closes h */
+    return NULL;
+  }
+  Py_DECREF(key);
   return (PyObject *)c;
 }
 
@@ -223,25 +255,51 @@ static int dtype_index(PyObject *o) {
   return (int)PyLong_AsLong(v);
 }
 
-/* One int of a shape or strides (anything with __index__: int, numpy.int64, not bool) into
- *out; the error names it (`what`, and its position when i >= 0). */
-static int int64_item(PyObject *o, int64_t *out, const char *what, Py_ssize_t i) {
+/* Every int an argument gives (an address, a stream, a device pair, a shape, a version,
+ * a backend or kind number) is read here: anything with __index__ (int, numpy.int64) but
+ * bool, checked against [min, max] before any C conversion can truncate it, the error
+ * naming the argument (`what`, and its position when i >= 0) and the value as given.
+ * *out: the value, two's complement when it is above INT64_MAX (only max > INT64_MAX
+ * allows that: `*big` is then set, where the caller passed it). */
+static int int_arg(PyObject *o, const char *what, Py_ssize_t i, long long min, unsigned long long max,
+                   long long *out, int *big) {
   char at[32] = "";
   if (i >= 0) snprintf(at, sizeof at, "[%zd]", i);
+  if (big) *big = 0;
   if (PyBool_Check(o) || !PyIndex_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s%s: %s %R is not an int", what, at, Py_TYPE(o)->tp_name, o);
     return -1;
   }
   PyObject *n = PyNumber_Index(o);
   if (!n) return -1;
-  int overflow = 0;
+  int overflow = 0, ok;
   long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
-  Py_DECREF(n);
-  if (overflow) {
-    PyErr_Format(PyExc_OverflowError, "%s%s: %R does not fit in 64 bits (int64)", what, at, o);
+  if (v == -1 && !overflow && PyErr_Occurred()) {
+    Py_DECREF(n);
     return -1;
   }
-  if (v == -1 && PyErr_Occurred()) return -1;
+  if (!overflow) {
+    ok = v >= min && (v < 0 || (unsigned long long)v <= max);
+  } else {
+    unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(n) : 0;
+    ok = overflow > 0 && !PyErr_Occurred() && u <= max;
+    PyErr_Clear();
+    v = (long long)u;
+    if (big) *big = 1;
+  }
+  Py_DECREF(n);
+  if (!ok) {
+    PyErr_Format(PyExc_OverflowError, "%s%s: %R does not fit in %lld .. %llu", what, at, o, min, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* One int of a shape or strides into *out (int64). */
+static int int64_item(PyObject *o, int64_t *out, const char *what, Py_ssize_t i) {
+  long long v;
+  if (int_arg(o, what, i, INT64_MIN, INT64_MAX, &v, NULL) < 0) return -1;
   *out = v;
   return 0;
 }
@@ -272,25 +330,15 @@ static int int64_seq(PyObject *o, int64_t *out, const char *what) {
   return (int)n;
 }
 
-static int parse_ptr(PyObject *o, void **out) {
+/* An address: None (NULL) or an int 0 .. UINTPTR_MAX (a bool is not one). */
+static int parse_ptr(PyObject *o, void **out, const char *what) {
   if (o == Py_None) {
     *out = NULL;
     return 0;
   }
-  unsigned long long v;
-  if (PyLong_CheckExact(o)) {
-    v = PyLong_AsUnsignedLongLong(o);
-  } else {
-    PyObject *i = PyNumber_Index(o);
-    if (!i) return -1;
-    v = PyLong_AsUnsignedLongLong(i);
-    Py_DECREF(i);
-  }
-  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-    PyErr_Format(PyExc_ValueError, "pointer %R is not an address (an int >= 0)", o);
-    return -1;
-  }
-  *out = (void *)(uintptr_t)v;
+  long long v;
+  if (int_arg(o, what, -1, 0, UINTPTR_MAX, &v, NULL) < 0) return -1;
+  *out = (void *)(uintptr_t)(unsigned long long)v;
   return 0;
 }
 
@@ -302,13 +350,16 @@ typedef struct {
   gw_array *kept; /* taken by the first __array_interface__: NumPy's views hold this object
                    * (their base), not a gpuwrap reference, so the object keeps one until it
                    * is collected, and release() cannot free memory under such a view */
-  /* The Python deleter of the wrap that made this array (borrowed: the library holds the
-   * reference, py_deleter drops it), while this object holds the wrap's root. The
-   * collector is shown it while this object's handle is the root's only reference
-   * (owns_deleter), so a deleter that refers back to the array (self.arr = ctx.wrap(...,
-   * deleter=self._free)) is a cycle it can find and break (Array_finalize); NULL once the
-   * handle is given up, and for every other array, which the collector does not track. */
-  PyObject *deleter;
+  /* The Keeper of the wrap that made this array (borrowed: the library holds the reference,
+   * py_deleter drops it), while this object holds the wrap's root (h or kept). The
+   * collector is shown it while this object's references are all the root has
+   * (owns_keeper), so a deleter or wrapped object that refers back to the array
+   * (self.arr = ctx.wrap(..., deleter=self._free)) is a cycle it can find and break
+   * (Array_finalize, Array_clear); NULL for every other array, which it does not track. */
+  PyObject *keeper;
+  PyObject *aux;          /* a Stream for exports after the context closed (aux_get) */
+  unsigned ai_given;      /* __array_interface__ dicts handed out */
+  unsigned ai_traversed;  /* ai_given when the collector last traversed this object */
 } ArrayObject;
 
 static PyObject *array_new(gw_array *h) {
@@ -319,7 +370,9 @@ static PyObject *array_new(gw_array *h) {
   }
   a->h = h;
   a->kept = NULL;
-  a->deleter = NULL;
+  a->keeper = NULL;
+  a->aux = NULL;
+  a->ai_given = a->ai_traversed = 0;
   return (PyObject *)a;
 }
 
@@ -328,20 +381,142 @@ static gw_array *arr_get(ArrayObject *a) {
   return a->h;
 }
 
-/* A Python deleter: called with the GIL (from whichever thread drops the last reference),
- * never swallowing an exception already pending there (a release during unwinding). */
+/* ---- Keeper: what the library holds for a wrap with a Python deleter or of an object --- */
+
+/* The library's user pointer of such a wrap: the deleter and the object whose memory is
+ * wrapped (its buffer export held: a bytearray cannot resize under the array), kept until
+ * the last reference goes. A Python object the collector tracks, so a cycle through the
+ * deleter or the object back to the array can be found (see owns_keeper). It has no
+ * tp_clear: clearing it would drop the deleter before the library calls it; the array's
+ * tp_clear breaks such a cycle instead, by giving up its references, which runs it. */
+typedef struct {
+  PyObject_HEAD
+  PyObject *deleter; /* deleter(ptr), or NULL */
+  PyObject *obj;     /* an interface object (not a buffer's: view.obj holds that), or NULL */
+  Py_buffer view;
+  int has_view;
+} KeeperObject;
+
+static int Keeper_traverse(KeeperObject *k, visitproc visit, void *arg) {
+  Py_VISIT(k->deleter);
+  Py_VISIT(k->obj);
+  if (k->has_view) Py_VISIT(k->view.obj);
+  return 0;
+}
+
+static void Keeper_dealloc(KeeperObject *k) {
+  PyObject_GC_UnTrack(k);
+  if (k->has_view) {
+    k->has_view = 0;
+    PyBuffer_Release(&k->view);
+  }
+  Py_CLEAR(k->deleter);
+  Py_CLEAR(k->obj);
+  PyObject_GC_Del(k);
+}
+
+static PyTypeObject KeeperType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gpuwrap._gpuwrap._Keeper",
+    .tp_basicsize = sizeof(KeeperObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = (destructor)Keeper_dealloc,
+    .tp_traverse = (traverseproc)Keeper_traverse,
+};
+
+/* The library's deleter for a Keeper: called with the GIL (from whichever thread drops the
+ * last reference), never swallowing an exception already pending there (a release during
+ * unwinding). Runs the Python deleter, then lets the object go. */
 static void py_deleter(void *ptr, void *user) {
   if (!Py_IsInitialized()) return; /* at exit, after Python: the callable is gone with it */
   PyGILState_STATE g = PyGILState_Ensure();
   PyObject *et, *ev, *tb;
   PyErr_Fetch(&et, &ev, &tb);
-  PyObject *r = PyObject_CallFunction((PyObject *)user, "N", PyLong_FromVoidPtr(ptr));
-  if (!r)
-    PyErr_WriteUnraisable((PyObject *)user);
-  Py_XDECREF(r);
-  Py_DECREF((PyObject *)user);
+  KeeperObject *k = user;
+  if (k->deleter) {
+    PyObject *r = PyObject_CallFunction(k->deleter, "N", PyLong_FromVoidPtr(ptr));
+    if (!r) PyErr_WriteUnraisable(k->deleter);
+    Py_XDECREF(r);
+  }
+  Py_DECREF(k);
   PyErr_Restore(et, ev, tb);
   PyGILState_Release(g);
+}
+
+/* Raise exc(call, status, detail) with a detail of the face's own (not gw_last_error). */
+static PyObject *raise_detail(const char *call, gw_status st, PyObject *detail) {
+  if (!detail) return NULL;
+  PyObject *e = PyObject_CallFunction(ErrorType, "siO", call, (int)st, detail);
+  Py_DECREF(detail);
+  if (e) {
+    PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+    Py_DECREF(e);
+  }
+  return NULL;
+}
+
+/* The memory an object exposes: the buffer protocol (the export held in k->view), else
+ * __array_interface__ / __cuda_array_interface__ (gpuwrap._interface_memory reads them,
+ * waiting for a CUDA producer's stream; k->obj keeps the object). *base: its element 0,
+ * [*lo, *hi): its bytes relative to *base. */
+static int object_memory(PyObject *ctx, PyObject *o, KeeperObject *k, void **base, long long *lo,
+                         long long *hi, int *readonly) {
+  if (PyObject_CheckBuffer(o)) {
+    if (PyObject_GetBuffer(o, &k->view, PyBUF_STRIDES) < 0) return -1;
+    k->has_view = 1;
+    Py_buffer *v = &k->view;
+    *base = v->buf;
+    *readonly = v->readonly;
+    *lo = 0;
+    *hi = v->len;
+    if (v->strides && v->len) { /* a strided export: its first and last bytes */
+      long long l = 0, h = 0;
+      for (int i = 0; i < v->ndim; i++) {
+        long long span = (long long)(v->shape[i] - 1) * v->strides[i];
+        if (span < 0) l += span; else h += span;
+      }
+      *lo = l;
+      *hi = h + v->itemsize;
+    }
+    return 0;
+  }
+  PyObject *r = PyObject_CallFunctionObjArgs(InterfaceMemory, ctx, o, NULL);
+  if (!r) return -1;
+  unsigned long long addr;
+  int ok = PyArg_ParseTuple(r, "KLLp", &addr, lo, hi, readonly);
+  Py_DECREF(r);
+  if (!ok) return -1;
+  k->obj = Py_NewRef(o);
+  *base = (void *)(uintptr_t)addr;
+  return 0;
+}
+
+/* Whether shape/strides (elements of `size` bytes) from element 0 stay inside [lo, hi)
+ * bytes of it; 0 with elo .. ehi (the bytes they reach) when not, also on overflow. */
+static int span_inside(int nd, const int64_t *shape, const int64_t *strides, size_t size, long long lo,
+                       long long hi, long long *elo, long long *ehi) {
+  long long l = 0, h = 0, run = 1;
+  for (int i = nd - 1; i >= 0; i--)
+    if (shape[i] <= 0) { /* no elements (or a negative extent, which gw_wrap refuses) */
+      *elo = *ehi = 0;
+      return 1;
+    }
+  int over = 0;
+  for (int i = nd - 1; i >= 0; i--) {
+    long long st = strides ? strides[i] : run, span;
+    over |= __builtin_mul_overflow(shape[i] - 1, st, &span);
+    if (span < 0) over |= __builtin_add_overflow(l, span, &l);
+    else over |= __builtin_add_overflow(h, span, &h);
+    if (!strides) over |= __builtin_mul_overflow(run, shape[i], &run);
+  }
+  long long sz = (long long)size;
+  over |= __builtin_mul_overflow(l, sz, elo);
+  over |= __builtin_mul_overflow(h, sz, ehi) || __builtin_add_overflow(*ehi, sz, ehi);
+  if (over) {
+    *elo = LLONG_MIN;
+    *ehi = LLONG_MAX;
+    return 0;
+  }
+  return *elo >= lo && *ehi <= hi;
 }
 
 /* Context.wrap(ptr, dtype, shape, strides=None, *, readonly=False, no_register=False,
@@ -383,9 +558,18 @@ static PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_
     if (t < 0) return NULL;
     if (t) flags |= bit;
   }
-  void *ptr;
+  void *ptr = NULL;
   int64_t shape[GW_MAX_DIMS], strides[GW_MAX_DIMS];
-  if (parse_ptr(ptr_o, &ptr) < 0) return NULL;
+  /* An int (or None, or an integer scalar such as numpy.uint64) is an address nothing can
+   * check; anything else must expose its memory, which the array keeps and must stay
+   * inside. NumPy arrays have __index__ too (a one-element one converts): not addresses. */
+  int is_obj = ptr_o != Py_None && !PyLong_Check(ptr_o) && (!PyIndex_Check(ptr_o) || PySequence_Check(ptr_o));
+  if (!is_obj && parse_ptr(ptr_o, &ptr, "wrap: ptr") < 0) return NULL;
+  if (is_obj && (flags & GW_WRAP_OWN)) {
+    PyErr_Format(PyExc_ValueError, "wrap: own=True with a %s: its memory is the object's (the array "
+                 "keeps the object alive while wrapped; nothing is freed)", Py_TYPE(ptr_o)->tp_name);
+    return NULL;
+  }
   int dt = dtype_index(dtype_o);
   if (dt < 0) return NULL;
   int nd = int64_seq(shape_o, shape, "shape");
@@ -402,25 +586,55 @@ static PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_
     PyErr_SetString(PyExc_TypeError, "wrap: deleter must be a callable deleter(ptr) or None");
     return NULL;
   }
+  const int64_t *sp = strides_o == Py_None ? NULL : strides;
+  KeeperObject *k = NULL;
+  if (is_obj || deleter != Py_None) {
+    if (!(k = PyObject_GC_New(KeeperObject, &KeeperType))) return NULL;
+    k->deleter = deleter == Py_None ? NULL : Py_NewRef(deleter);
+    k->obj = NULL;
+    k->has_view = 0;
+    PyObject_GC_Track(k);
+  }
+  if (is_obj) {
+    long long lo, hi, elo, ehi;
+    int ro = 0;
+    if (object_memory((PyObject *)c, ptr_o, k, &ptr, &lo, &hi, &ro) < 0) goto fail;
+    if (ro) flags |= GW_WRAP_READONLY;
+    size_t size = gw_dtype_size((gw_dtype)dt);
+    if (!span_inside(nd, shape, sp, size, lo, hi, &elo, &ehi)) {
+      PyObject *shp = int64_tuple(shape, nd, 1);
+      PyObject *str = sp ? int64_tuple(sp, nd, 1) : PyUnicode_FromString("None (C order)");
+      if (shp && str)
+        raise_detail("gw_wrap", GW_ERANGE, PyUnicode_FromFormat(
+            "ptr: shape %R, strides %R (in elements of %zu bytes, not bytes) reach bytes %lld .. %lld "
+            "from element 0, outside the %s's memory, bytes %lld .. %lld", shp, str, size, elo, ehi,
+            Py_TYPE(ptr_o)->tp_name, lo, hi));
+      Py_XDECREF(shp);
+      Py_XDECREF(str);
+      goto fail;
+    }
+  }
   gw_context *h = ctx_get(c); /* last: the parsing above may run Python code (__index__) */
-  if (!h) return NULL;
+  if (!h) goto fail;
   gw_array *out = NULL;
   gw_status s;
-  const int64_t *sp = strides_o == Py_None ? NULL : strides;
-  if (deleter == Py_None) {
+  if (!k)
     s = gw_wrap(h, ptr, (gw_dtype)dt, nd, shape, sp, flags, &out);
-  } else {
-    Py_INCREF(deleter); /* the deleter's reference, dropped by py_deleter */
-    s = gw_wrap_with_deleter(h, ptr, (gw_dtype)dt, nd, shape, sp, flags, py_deleter, deleter, &out);
-    if (s != GW_OK) Py_DECREF(deleter); /* not called on failure: the memory stays the caller's */
+  else /* the library holds k's reference from here, dropped by py_deleter */
+    s = gw_wrap_with_deleter(h, ptr, (gw_dtype)dt, nd, shape, sp, flags, py_deleter, k, &out);
+  if (s != GW_OK) {
+    RAISE("gw_wrap", s); /* the deleter is not called on failure: the memory stays the caller's */
+    goto fail;
   }
-  if (s != GW_OK) return RAISE("gw_wrap", s);
   PyObject *a = array_new(out);
-  if (a && deleter != Py_None) {
-    ((ArrayObject *)a)->deleter = deleter;
+  if (a && k) {
+    ((ArrayObject *)a)->keeper = (PyObject *)k;
     PyObject_GC_Track(a);
   }
   return a;
+fail:
+  Py_XDECREF(k);
+  return NULL;
 }
 
 static int parse_kind(PyObject *o, int *out) {
@@ -434,8 +648,8 @@ static int parse_kind(PyObject *o, int *out) {
     PyErr_Format(PyExc_ValueError, "kind %R: expected one of 'host', 'pinned', 'device', 'managed'", o);
     return -1;
   }
-  long v = PyLong_AsLong(o);
-  if (v == -1 && PyErr_Occurred()) return -1;
+  long long v;
+  if (int_arg(o, "kind", -1, INT_MIN, INT_MAX, &v, NULL) < 0) return -1;
   *out = (int)v;
   return 0;
 }
@@ -466,9 +680,11 @@ static PyObject *Context_alloc(ContextObject *c, PyObject *args) {
 
 static PyMethodDef Context_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))Context_wrap, METH_FASTCALL | METH_KEYWORDS,
-     "wrap(ptr, dtype, shape, strides=None, *, readonly=False, no_register=False, own=False, "
-     "deleter=None): wrap memory at address ptr without copying; deleter(ptr) runs exactly once "
-     "when the last reference goes."},
+     "wrap(obj, dtype, shape, strides=None, *, readonly=False, no_register=False, deleter=None), "
+     "wrap(ptr, ..., own=False, ...): wrap an object's memory (buffer protocol, __array_interface__, "
+     "__cuda_array_interface__; kept alive, the span checked: GW_ERANGE outside it) or the memory at "
+     "int address ptr (unchecked), without copying. Strides in elements, not bytes. deleter(ptr) "
+     "runs exactly once when the last reference goes."},
     {"alloc", (PyCFunction)Context_alloc, METH_VARARGS,
      "alloc(kind, dtype, shape): a C-contiguous array of 'host', 'pinned', 'device' or 'managed' memory."},
     {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS, "Wait for all work of the device."},
@@ -610,7 +826,7 @@ static PyObject *mod_stream_borrow(PyObject *m, PyObject *args) {
       return NULL;
     }
     native = (void *)src->native;
-  } else if (parse_ptr(native_o, &native) < 0) {
+  } else if (parse_ptr(native_o, &native, "stream handle") < 0) {
     return NULL;
   }
   gw_context *ch = ctx_get(c);
@@ -699,36 +915,47 @@ static PyTypeObject StreamType = {
 
 /* ---- the stream kept per context ------------------------------------------------------ */
 /* A CUDA Array Interface export hands a stream handle to its consumer, who uses it after
- * the property returned, so it must outlive the call: one gpuwrap stream per C context,
- * made on first need, closed with the Python Context (Context.close) or kept until exit for
- * an array that outlived its Context. Keyed by the C context's address: the stream holds
- * a C reference on the context, so the address is not reused while the entry lives. */
-static StreamObject *aux_get(gw_context *ctxp) {
-  PyObject *key = PyLong_FromVoidPtr(ctxp);
-  if (!key) return NULL;
-  StreamObject *st = (StreamObject *)PyDict_GetItemWithError(AuxStreams, key);
+ * the property returned, so it must outlive the call: one gpuwrap stream per open Python
+ * Context, made on first need and closed with it (Context.close). Keyed by the C context's
+ * address: the stream holds a C reference on the context, so the address is not reused
+ * while the entry lives. An array that outlived its Context (or came from a context
+ * Python never opened: Array(handle)) has none kept: a host wait uses a stream of its
+ * own, destroyed before it returns; a CUDA Array Interface export keeps one on the Array
+ * object (holder), destroyed with it. Nothing made for such exports outlives an array. */
+static StreamObject *aux_get(gw_context *ctxp, ArrayObject *holder, int *temp) {
+  *temp = 0;
+  int open = ctx_is_open(ctxp);
+  if (open < 0) return NULL;
+  PyObject *key = NULL;
+  StreamObject *st = NULL;
+  if (open) {
+    if (!(key = PyLong_FromVoidPtr(ctxp))) return NULL;
+    st = (StreamObject *)PyDict_GetItemWithError(AuxStreams, key);
+  } else if (holder) {
+    st = (StreamObject *)holder->aux;
+  }
   if (st && st->h) {
-    Py_DECREF(key);
-    return st; /* borrowed from the dict */
+    Py_XDECREF(key);
+    return (StreamObject *)Py_NewRef(st);
   }
   if (PyErr_Occurred()) {
-    Py_DECREF(key);
+    Py_XDECREF(key);
     return NULL;
   }
   gw_stream *h = NULL;
   gw_status s = gw_stream_create(ctxp, &h);
   if (s != GW_OK) {
-    Py_DECREF(key);
+    Py_XDECREF(key);
     return (StreamObject *)RAISE("gw_stream_create", s);
   }
   st = (StreamObject *)stream_adopt(&StreamType, h, Py_None, gw_context_backend(ctxp), 0, Py_None);
-  if (!st || PyDict_SetItem(AuxStreams, key, (PyObject *)st) < 0) {
-    Py_XDECREF(st);
-    Py_DECREF(key);
-    return NULL;
-  }
-  Py_DECREF(st);
-  Py_DECREF(key);
+  if (st && open && PyDict_SetItem(AuxStreams, key, (PyObject *)st) < 0) Py_CLEAR(st);
+  Py_XDECREF(key);
+  if (!st) return NULL;
+  if (!open && holder)
+    Py_XSETREF(holder->aux, Py_NewRef((PyObject *)st));
+  else if (!open)
+    *temp = 1;
   return st;
 }
 
@@ -750,13 +977,14 @@ static void aux_drop(gw_context *h) {
   Py_DECREF(key);
 }
 
-/* Make the context's kept stream wait for a's pending work (with `host`, also wait for it
- * on the host); its native handle, or (uintptr_t)-1 with an exception. `a` is pinned by
- * the caller (gw_retain). */
-static uintptr_t aux_wait(gw_array *a, int host) {
-  StreamObject *st = aux_get(gw_array_context(a));
+/* Make a stream of a's context wait for a's pending work (with `host`, also wait for it on
+ * the host); its native handle, or (uintptr_t)-1 with an exception. `a` is pinned by the
+ * caller (gw_retain); `holder`: the Array object that keeps the stream when the context
+ * has no kept one (NULL: a host wait, after which such a stream is destroyed). */
+static uintptr_t aux_wait(gw_array *a, int host, ArrayObject *holder) {
+  int temp;
+  StreamObject *st = aux_get(gw_array_context(a), holder, &temp);
   if (!st) return (uintptr_t)-1;
-  Py_INCREF(st);
   gw_stream *sh = stream_hold(st);
   gw_status s = gw_array_wait(a, sh);
   if (s == GW_OK && host) {
@@ -766,6 +994,10 @@ static uintptr_t aux_wait(gw_array *a, int host) {
   }
   uintptr_t native = st->native;
   stream_unhold(st);
+  if (temp) {
+    PyObject *r = Stream_close(st, NULL);
+    Py_XDECREF(r);
+  }
   Py_DECREF(st);
   if (s != GW_OK) {
     RAISE(host ? "gw_stream_synchronize" : "gw_array_wait", s);
@@ -776,56 +1008,69 @@ static uintptr_t aux_wait(gw_array *a, int host) {
 
 /* ---- Array: properties ---------------------------------------------------------------- */
 
-static void Array_dealloc(ArrayObject *a) {
-  PyObject_GC_UnTrack(a);
+/* Give up this object's references (the deleter may run: a pending exception is kept). */
+static void array_drop(ArrayObject *a) {
   gw_array *h = a->h, *k = a->kept;
   a->h = a->kept = NULL;
-  a->deleter = NULL;
+  a->keeper = NULL; /* before the release: the deleter may run, and a collection in it */
   if (h || k) {
     PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb); /* a Python deleter may run: keep a pending exception */
+    PyErr_Fetch(&et, &ev, &tb);
     gw_release(h);
     gw_release(k);
     PyErr_Restore(et, ev, tb);
   }
+}
+
+static void Array_dealloc(ArrayObject *a) {
+  PyObject_GC_UnTrack(a);
+  array_drop(a);
+  Py_CLEAR(a->aux);
   PyObject_GC_Del(a);
 }
 
 /* libgpuwrap's count of an array's references (exported for this face, src/core/array.c). */
 extern int gw__array_refs(const gw_array *a);
 
-/* Whether giving up this object's handle would drop the wrap's root and so run the
- * deleter: only then does the library's reference to the deleter stand for this object's,
- * and may the collector count it as this object's. Anything else holding the root (a
- * gpuwrap view, a DLPack export, a capsule not yet consumed, a call that pinned it with
- * the GIL dropped) keeps the deleter alive and all it refers to reachable. Nor once NumPy
- * was given a reference (kept, by __array_interface__): NumPy arrays hold this object, not
- * a reference of their own, and one can be made during the collection itself (by a
- * finalizer of the same garbage), so kept is never given up before this object goes. A
- * reference made from the handle by C code without the GIL while a collection runs can
- * make the answer change between the collector's passes (docs/RELIABILITY.md, "Left"). */
-static int owns_deleter(const ArrayObject *a) {
-  return a->deleter && a->h && !a->kept && gw__array_refs(a->h) == 1;
+/* Whether giving up this object's references (h, and kept: the same root) would drop the
+ * wrap's root and so run the deleter: only then does the library's reference to the
+ * Keeper stand for this object's, and may the collector count it as this object's.
+ * Anything else holding the root (a gpuwrap view, a DLPack export, a capsule not yet
+ * consumed, a call that pinned it with the GIL dropped) keeps the Keeper alive and all it
+ * refers to reachable. NumPy arrays made by __array_interface__ hold this object (their
+ * base), not a root reference, and are not tracked by the collector: while one lives,
+ * this object looks referenced from outside and is never garbage. A reference made from
+ * the handle by C code without the GIL while a collection runs can make the answer change
+ * between the collector's passes (docs/RELIABILITY.md, "Left"). */
+static int owns_keeper(const ArrayObject *a) {
+  gw_array *r = a->h ? a->h : a->kept;
+  return a->keeper && r && gw__array_refs(r) == (a->h != NULL) + (a->kept != NULL);
 }
 
 static int Array_traverse(ArrayObject *a, visitproc visit, void *arg) {
-  if (owns_deleter(a)) Py_VISIT(a->deleter);
+  a->ai_traversed = a->ai_given; /* every collection traverses before any finalizer runs */
+  if (owns_keeper(a)) Py_VISIT(a->keeper);
   return 0;
 }
 
-/* An array found in unreachable garbage whose handle is the root's last reference (PEP
+/* An array found in unreachable garbage whose references are the root's last ones (PEP
  * 442: before anything is cleared, so the deleter runs with the objects it refers to
- * intact): give it up, which runs the deleter. Asked again here: a finalizer of the same
- * garbage that ran first may have made a NumPy array of it (kept), which then keeps it. */
+ * intact): give them up, which runs the deleter. Asked again here: a finalizer of the
+ * same garbage that ran first may have made a view or export. kept is given up here only
+ * when no NumPy array was made from this object since the collection traversed it (a
+ * finalizer of the same garbage may have made one, and keep it past the collection):
+ * else Array_clear gives it up, which runs only for garbage nothing resurrected. */
 static void Array_finalize(ArrayObject *a) {
-  if (!owns_deleter(a)) return;
-  gw_array *h = a->h;
-  a->h = NULL;
-  a->deleter = NULL; /* before the release: the deleter may run, and a collection in it */
-  PyObject *et, *ev, *tb;
-  PyErr_Fetch(&et, &ev, &tb);
-  gw_release(h);
-  PyErr_Restore(et, ev, tb);
+  if (!owns_keeper(a) || (a->kept && a->ai_given != a->ai_traversed)) return;
+  array_drop(a);
+}
+
+/* Garbage that stayed garbage after every finalizer ran: nothing can reach a NumPy array
+ * of this object any more, so both references go (the cycle through the Keeper breaks). */
+static int Array_clear(ArrayObject *a) {
+  array_drop(a);
+  Py_CLEAR(a->aux);
+  return 0;
 }
 
 static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
@@ -836,7 +1081,7 @@ static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
   }
   if (!PyArg_ParseTuple(args, "O:Array", &o)) return NULL;
   void *h;
-  if (parse_ptr(o, &h) < 0) return NULL;
+  if (parse_ptr(o, &h, "Array(handle)") < 0) return NULL;
   if (!h) {
     PyErr_SetString(PyExc_ValueError, "gpuwrap.Array: NULL handle");
     return NULL;
@@ -847,7 +1092,7 @@ static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
 static PyObject *Array_release(ArrayObject *a, PyObject *unused) {
   gw_array *h = a->h;
   a->h = NULL; /* taken out before anything can run (a deleter): exactly once */
-  a->deleter = NULL;
+  if (!a->kept) a->keeper = NULL; /* kept (NumPy's views) holds the root, and so the Keeper */
   if (h) gw_release(h);
   Py_RETURN_NONE;
 }
@@ -1154,85 +1399,90 @@ static PyObject *Array_dlpack_device(ArrayObject *a, PyObject *unused) {
   return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
 }
 
-/* The consumer's `stream` (parsed: has_stream 0 = None) for an export as `type`, checked
- * as the array API defines it. `model`: a CPU-backend array, whose streams are handles > 2. */
-static int check_stream(int has_stream, long long stream, int type, int model) {
-  if (!has_stream || stream == -1) return 0;
+/* A consumer's `stream` argument, parsed once: `has` 0 for None; `v` the value (two's
+ * complement above INT64_MAX, `big` then set); `o` the object, which every message shows
+ * as given. */
+typedef struct {
+  int has, big;
+  long long v;
+  PyObject *o;
+} stream_arg_t;
+
+static int stream_is(const stream_arg_t *st, long long v) { return st->has && !st->big && st->v == v; }
+
+/* The consumer's stream for an export as `type`, checked as the array API defines it.
+ * `model`: a CPU-backend array, whose streams are handles > 2. */
+static int check_stream(const stream_arg_t *st, int type, int model) {
+  if (!st->has || stream_is(st, -1)) return 0;
+  int neg = !st->big && st->v < 0;
   if (is_cuda_type(type)) {
-    if (stream == 0 || stream < -1) {
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %lld is not valid on CUDA: use 1 (legacy "
-                   "default stream), 2 (per-thread default stream) or a stream handle", stream);
+    if (stream_is(st, 0) || neg) {
+      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not valid on CUDA: use 1 (legacy "
+                   "default stream), 2 (per-thread default stream) or a stream handle", st->o);
       return -1;
     }
   } else if (is_rocm_type(type)) {
-    if (stream == 1 || stream == 2 || stream < -1) {
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %lld is not valid on ROCm: use 0 (default "
-                   "stream) or a stream handle", stream);
+    if (stream_is(st, 1) || stream_is(st, 2) || neg) {
+      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not valid on ROCm: use 0 (default "
+                   "stream) or a stream handle", st->o);
       return -1;
     }
-  } else if (!(model && stream > 2)) {
+  } else if (!(model && (st->big || st->v > 2))) {
     /* The CPU model's streams are handles > 2 (gw_stream_native), never 0, 1 or 2: a test
      * passes one as a GPU consumer passes its stream; gw_stream_wrap checks it. */
-    PyErr_Format(PyExc_BufferError, "__dlpack__: stream %lld given for device type %d, which has "
-                 "no streams: pass None", stream, type);
+    PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R given for device type %d, which has "
+                 "no streams: pass None", st->o, type);
     return -1;
   }
   return 0;
 }
 
-static int parse_stream_arg(PyObject *o, int *has, long long *v) {
-  *has = 0;
+static int parse_stream_arg(PyObject *o, stream_arg_t *st) {
+  *st = (stream_arg_t){.o = o};
   if (o == NULL || o == Py_None) return 0;
-  if (PyBool_Check(o) || !PyLong_Check(o)) {
+  if (PyBool_Check(o) || !PyIndex_Check(o)) {
     PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, not %s", Py_TYPE(o)->tp_name);
     return -1;
   }
-  int overflow = 0;
-  *v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  if (overflow) { /* a handle above INT64_MAX: a pointer value still */
-    unsigned long long u = PyLong_AsUnsignedLongLong(o);
-    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not a stream handle", o);
-      return -1;
-    }
-    *v = (long long)u;
-    if (*v < 0) *v = 3; /* only the class matters to the checks below; the value is re-read */
-  } else if (*v == -1 && PyErr_Occurred()) {
+  /* A handle is a pointer value (up to UINT64_MAX); negative ones are classed below. */
+  if (int_arg(o, "__dlpack__: stream", -1, INT64_MIN, UINT64_MAX, &st->v, &st->big) < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+    PyErr_Clear();
+    PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not a stream handle (not in %lld .. %llu)",
+                 o, (long long)INT64_MIN, (unsigned long long)UINT64_MAX);
     return -1;
   }
-  *has = 1;
+  st->has = 1;
   return 0;
 }
 
 /* Make the consumer's stream wait, on the device, for gpuwrap's pending work on `h`. */
-static int consumer_wait(gw_array *h, int has_stream, long long stream, PyObject *stream_o, int type) {
-  if (has_stream && stream == -1) return 0; /* the consumer opted out of synchronization */
+static int consumer_wait(gw_array *h, const stream_arg_t *st, int type) {
+  if (stream_is(st, -1)) return 0; /* the consumer opted out of synchronization */
   int pending = gw_array_pending(h);
-  void *native;
-  if (!has_stream) {
+  void *native = (void *)(uintptr_t)(unsigned long long)st->v; /* ROCm 0; handles */
+  if (!st->has) {
     if (!pending) return 0;
     if (!is_cuda_type(type) && !is_rocm_type(type)) {
       /* A kDLCPU consumer reads on the host (NumPy): no consumer stream to wait on the
        * device, so the export waits here for the pending work. */
-      return aux_wait(h, 1) == (uintptr_t)-1 ? -1 : 0;
+      return aux_wait(h, 1, NULL) == (uintptr_t)-1 ? -1 : 0;
     }
     native = NULL; /* the array API: None means the legacy default stream on CUDA / ROCm */
   } else if (is_cuda_type(type)) {
     /* 1: the legacy default stream (handle NULL); 2: cudaStreamPerThread's own value. */
-    if (!pending && (stream == 1 || stream == 2)) return 0; /* valid, nothing to wait for */
-    native = stream == 1 ? NULL : (void *)(uintptr_t)PyLong_AsUnsignedLongLong(stream_o);
+    if (!pending && (stream_is(st, 1) || stream_is(st, 2))) return 0; /* valid, nothing to wait for */
+    if (stream_is(st, 1)) native = NULL;
   } else {
-    if (!pending && stream == 0 && is_rocm_type(type)) return 0;
-    native = (void *)(uintptr_t)PyLong_AsUnsignedLongLong(stream_o); /* ROCm 0; model handles */
+    if (!pending && stream_is(st, 0) && is_rocm_type(type)) return 0;
   }
   if (PyErr_Occurred()) return -1;
   gw_stream *b = NULL;
   gw_status s = gw_stream_wrap(gw_array_context(h), native, &b);
   if (s != GW_OK) { /* not a stream of this backend / device: the consumer gave a bad one */
-    char call[64];
-    snprintf(call, sizeof call, "__dlpack__(stream=%lld)", stream);
-    raise_status(BufErrorType, call, s);
+    PyObject *call = PyUnicode_FromFormat("__dlpack__(stream=%R)", st->o);
+    if (call) raise_status(BufErrorType, PyUnicode_AsUTF8(call), s);
+    Py_XDECREF(call);
     return -1;
   }
   s = gw_array_wait(h, b); /* a handle given explicitly waits even when nothing is pending */
@@ -1249,8 +1499,10 @@ static int parse_device_pair(PyObject *o, DLDevice *d, const char *what) {
     PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) tuple, not %R", what, o);
     return -1;
   }
-  long t = PyLong_AsLong(PyTuple_GET_ITEM(o, 0)), i = PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
-  if ((t == -1 || i == -1) && PyErr_Occurred()) return -1;
+  long long t, i; /* both int32 in DLDevice */
+  if (int_arg(PyTuple_GET_ITEM(o, 0), what, 0, INT32_MIN, INT32_MAX, &t, NULL) < 0 ||
+      int_arg(PyTuple_GET_ITEM(o, 1), what, 1, INT32_MIN, INT32_MAX, &i, NULL) < 0)
+    return -1;
   d->device_type = (DLDeviceType)t;
   d->device_id = (int32_t)i;
   return 0;
@@ -1294,8 +1546,10 @@ static PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t 
       PyErr_Format(PyExc_TypeError, "__dlpack__: max_version must be a (major, minor) tuple of ints, not %R", maxv);
       return NULL;
     }
-    long major = PyLong_AsLong(PyTuple_GET_ITEM(maxv, 0)), minor = PyLong_AsLong(PyTuple_GET_ITEM(maxv, 1));
-    if ((major == -1 || minor == -1) && PyErr_Occurred()) return NULL;
+    long long major, minor; /* DLPackVersion's fields are uint32 */
+    if (int_arg(PyTuple_GET_ITEM(maxv, 0), "__dlpack__: max_version", 0, LLONG_MIN, UINT32_MAX, &major, NULL) < 0 ||
+        int_arg(PyTuple_GET_ITEM(maxv, 1), "__dlpack__: max_version", 1, LLONG_MIN, UINT32_MAX, &minor, NULL) < 0)
+      return NULL;
     if (major < 0 || minor < 0) {
       PyErr_Format(PyExc_ValueError, "__dlpack__: max_version %R is not a version", maxv);
       return NULL;
@@ -1305,9 +1559,8 @@ static PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t 
   DLDevice want;
   if (dl_device && dl_device != Py_None && parse_device_pair(dl_device, &want, "__dlpack__: dl_device") < 0)
     return NULL;
-  int has_stream;
-  long long stream = 0;
-  if (parse_stream_arg(stream_o, &has_stream, &stream) < 0) return NULL;
+  stream_arg_t st;
+  if (parse_stream_arg(stream_o, &st) < 0) return NULL;
 
   ARR_OR_NULL(a, h);
   gw_retain(h); /* the export may drop the GIL (a host wait): pin the array */
@@ -1325,8 +1578,8 @@ static PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t 
     type = d.device_type;
   }
   int model = gw_context_backend(gw_array_context(h)) == GW_BACKEND_CPU;
-  if (check_stream(has_stream, stream, type, model) < 0) goto out;
-  if (consumer_wait(h, has_stream, stream, stream_o, type) < 0) goto out;
+  if (check_stream(&st, type, model) < 0) goto out;
+  if (consumer_wait(h, &st, type) < 0) goto out;
   void *t = NULL;
   gw_status s;
   int as = dl_device && dl_device != Py_None;
@@ -1334,6 +1587,19 @@ static PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t 
     s = as ? gw_to_dlpack_as(h, want, (DLManagedTensorVersioned **)&t) : gw_to_dlpack(h, (DLManagedTensorVersioned **)&t);
   else
     s = as ? gw_to_dlpack_legacy_as(h, want, (DLManagedTensor **)&t) : gw_to_dlpack_legacy(h, (DLManagedTensor **)&t);
+  if (s == GW_EREADONLY && !versioned) { /* the library's message names its C calls */
+    PyObject *e = PyObject_CallFunction(
+        BufErrorType, "sis", "__dlpack__", (int)s,
+        "a read-only array, and the consumer asked for a legacy capsule (no max_version, or "
+        "one below (1, 0)), which cannot say read-only: a consumer of DLPack >= 1.0 gets it "
+        "(a.__dlpack__(max_version=(1, 0)); NumPy >= 2.1's np.from_dlpack); np.asarray(a) "
+        "shares it read-only through the array interface");
+    if (e) {
+      PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+      Py_DECREF(e);
+    }
+    goto out;
+  }
   if (s == GW_ENOTSUP || s == GW_EREADONLY) { /* not shareable this way without a copy */
     raise_status(BufErrorType, "__dlpack__", s);
     goto out;
@@ -1415,7 +1681,7 @@ static PyObject *Array_get_cai(ArrayObject *a, void *u) {
   PyObject *stream = Py_NewRef(Py_None);
   if (gw_array_pending(h)) {
     gw_retain(h);
-    uintptr_t native = aux_wait(h, 0);
+    uintptr_t native = aux_wait(h, 0, a);
     gw_release(h);
     Py_DECREF(stream);
     if (native == (uintptr_t)-1) return NULL;
@@ -1449,12 +1715,13 @@ static PyObject *Array_get_ai(ArrayObject *a, void *u) {
   }
   if (gw_array_pending(h)) {
     gw_retain(h);
-    uintptr_t r = aux_wait(h, 1);
+    uintptr_t r = aux_wait(h, 1, NULL);
     gw_release(h);
     if (r == (uintptr_t)-1) return NULL;
     if (!(h = arr_get(a))) return NULL;
   }
   if (!a->kept) a->kept = gw_retain(h);
+  a->ai_given++;
   /* NumPy refuses a data address of 0 even with no elements (1.24: a TypeError from
    * np.asarray of an empty wrap(0, ...)), so an array without elements and without an
    * address points at a dummy that is never read nor written. */
@@ -1546,6 +1813,7 @@ static PyTypeObject ArrayType = {
     .tp_new = Array_new,
     .tp_dealloc = (destructor)Array_dealloc,
     .tp_traverse = (traverseproc)Array_traverse,
+    .tp_clear = (inquiry)Array_clear,
     .tp_finalize = (destructor)Array_finalize,
     .tp_repr = (reprfunc)Array_repr,
     .tp_methods = Array_methods,
@@ -1592,7 +1860,7 @@ static PyObject *mod_sync_native(PyObject *m, PyObject *args) {
   PyObject *native_o;
   if (!PyArg_ParseTuple(args, "O!O", &ContextType, &c, &native_o)) return NULL;
   void *native;
-  if (parse_ptr(native_o, &native) < 0) return NULL;
+  if (parse_ptr(native_o, &native, "native stream") < 0) return NULL;
   gw_context *ch = ctx_get(c);
   if (!ch) return NULL;
   gw_stream *b = NULL;
@@ -1614,20 +1882,19 @@ static PyObject *mod_check_stream(PyObject *m, PyObject *args) {
   PyObject *stream;
   int type, model = 0;
   if (!PyArg_ParseTuple(args, "Oi|p", &stream, &type, &model)) return NULL;
-  int has;
-  long long v = 0;
-  if (parse_stream_arg(stream, &has, &v) < 0 || check_stream(has, v, type, model) < 0) return NULL;
+  stream_arg_t st;
+  if (parse_stream_arg(stream, &st) < 0 || check_stream(&st, type, model) < 0) return NULL;
   Py_RETURN_NONE;
 }
 
 static PyObject *mod_err_name(PyObject *m, PyObject *arg) {
-  long s = PyLong_AsLong(arg);
-  if (s == -1 && PyErr_Occurred()) return NULL;
+  long long s;
+  if (int_arg(arg, "status", -1, INT_MIN, INT_MAX, &s, NULL) < 0) return NULL;
   return PyUnicode_FromString(gw_err_name((gw_status)s));
 }
 static PyObject *mod_strerror(PyObject *m, PyObject *arg) {
-  long s = PyLong_AsLong(arg);
-  if (s == -1 && PyErr_Occurred()) return NULL;
+  long long s;
+  if (int_arg(arg, "status", -1, INT_MIN, INT_MAX, &s, NULL) < 0) return NULL;
   return PyUnicode_FromString(gw_strerror((gw_status)s));
 }
 static PyObject *mod_last_error(PyObject *m, PyObject *unused) {
@@ -1658,9 +1925,10 @@ static PyObject *mod_info(PyObject *m, PyObject *unused) {
 }
 
 static PyObject *mod_init(PyObject *m, PyObject *args) {
-  if (!PyArg_ParseTuple(args, "OOOOOO", &ErrorType, &BufErrorType, &ResolveDtype, &OfferType, &ArrayHook,
-                        &DtypeCache))
+  if (!PyArg_ParseTuple(args, "OOOOOOO", &ErrorType, &BufErrorType, &ResolveDtype, &OfferType, &ArrayHook,
+                        &DtypeCache, &InterfaceMemory))
     return NULL;
+  Py_INCREF(InterfaceMemory);
   Py_INCREF(ErrorType); Py_INCREF(BufErrorType); Py_INCREF(ResolveDtype);
   Py_INCREF(OfferType); Py_INCREF(ArrayHook); Py_INCREF(DtypeCache);
   Py_RETURN_NONE;
@@ -1683,7 +1951,8 @@ static PyMethodDef mod_methods[] = {
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_gpuwrap", NULL, -1, mod_methods};
 
 PyMODINIT_FUNC PyInit__gpuwrap(void) {
-  if (PyType_Ready(&ContextType) < 0 || PyType_Ready(&ArrayType) < 0 || PyType_Ready(&StreamType) < 0)
+  if (PyType_Ready(&ContextType) < 0 || PyType_Ready(&ArrayType) < 0 || PyType_Ready(&StreamType) < 0 ||
+      PyType_Ready(&KeeperType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
@@ -1701,7 +1970,8 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
   S_own = PyUnicode_InternFromString("own");
   S_deleter = PyUnicode_InternFromString("deleter");
   AuxStreams = PyDict_New();
-  if (!AuxStreams || PyModule_AddObjectRef(m, "aux_streams", AuxStreams) < 0 ||
+  OpenContexts = PySet_New(NULL);
+  if (!AuxStreams || !OpenContexts || PyModule_AddObjectRef(m, "aux_streams", AuxStreams) < 0 ||
       PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
       PyModule_AddObjectRef(m, "Array", (PyObject *)&ArrayType) < 0 ||
       PyModule_AddObjectRef(m, "Stream", (PyObject *)&StreamType) < 0 ||

@@ -131,3 +131,48 @@ def test_shape_arguments(ctx):
                            ((2, False), TypeError, r"shape\[1\]: bool")]:
         with pytest.raises(exc, match=says):
             ctx.alloc("host", "f8", bad)
+
+
+def test_int_arguments_checked_before_conversion(ctx):
+    """Every int argument is range-checked as given (never truncated to its C type first),
+    the error showing the value as given; a bool is never an int argument."""
+    a = ctx.alloc("pinned", "float32", (4,))
+    big = 2**32
+    # a device id that a 32-bit store would make 0: refused, not exported as device 0
+    for dev, says in [((gpuwrap.kDLCPU, big), r"dl_device\[1\]: 4294967296 does not fit"),
+                      ((2**40, 0), r"dl_device\[0\]: 1099511627776 does not fit"),
+                      ((gpuwrap.kDLCPU, -big), r"dl_device\[1\]: -4294967296 does not fit")]:
+        with pytest.raises(OverflowError, match=says):
+            a.__dlpack__(max_version=(1, 0), dl_device=dev)
+    with pytest.raises(TypeError, match=r"dl_device\[0\]: bool"):
+        a.__dlpack__(dl_device=(True, 0))
+    with pytest.raises(gpuwrap.GpuwrapError, match="device"):  # the library's rule: id 0 on kDLCPU
+        a.__dlpack__(max_version=(1, 0), dl_device=(gpuwrap.kDLCPU, 1))
+    # a stream handle above INT64_MAX is reported as given (it was reported as stream=3)
+    h = 2**64 - 1
+    with pytest.raises(BufferError) as e:
+        a.__dlpack__(stream=h)
+    assert f"stream={h}" in str(e.value) and "stream=3" not in str(e.value)
+    with pytest.raises(BufferError, match=str(2**64)):
+        a.__dlpack__(stream=2**64)
+    with pytest.raises(BufferError, match=str(-2**63 - 1)):
+        a.__dlpack__(stream=-2**63 - 1)
+    with pytest.raises(BufferError, match=str(-5)):  # the class rule still reads the value
+        a.__dlpack__(stream=-5)
+    with pytest.raises(OverflowError, match=r"max_version\[0\]: 4294967297 does not fit"):
+        a.__dlpack__(max_version=(2**32 + 1, 0))
+    # an address: a bool is not one (True was taken as address 1), nor a negative or too big int
+    for bad, exc, says in [(True, TypeError, "ptr: bool True is not an int"),
+                           (False, TypeError, "ptr: bool False is not an int"),
+                           (-8, OverflowError, "ptr: -8 does not fit"),
+                           (2**64, OverflowError, f"ptr: {2**64} does not fit")]:
+        with pytest.raises(exc, match=says):
+            ctx.wrap(bad, "float32", (0,))
+    with pytest.raises(TypeError, match="Array.handle.: bool"):
+        gpuwrap.Array(True)
+    # backends and kinds given as numbers: checked before the cast to int (2**32 was 'auto')
+    with pytest.raises(OverflowError, match=f"backend: {big} does not fit"):
+        gpuwrap.Context(big)
+    with pytest.raises(OverflowError, match=f"kind: {big + 1} does not fit"):
+        ctx.alloc(big + 1, "float32", (1,))
+    a.release()

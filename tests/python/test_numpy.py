@@ -133,7 +133,10 @@ def test_from_numpy(ctx):
 
 def test_round_trip(ctx, counter):
     buf, a = wrapped(ctx, counter, 6)
-    b = gpuwrap.from_dlpack(np.from_dlpack(a) if NP_2 else a, ctx)
+    n = np.from_dlpack(a)  # read-only on NumPy 1.x, which then refuses to export it by DLPack
+    b = gpuwrap.from_dlpack(n, ctx)  # ...so it comes through the array interface, read-only
+    assert b.readonly == (not n.flags.writeable) and b.shape == (6,) and b.dtype == "float32"
+    assert (np.asarray(b) == np.arange(6, dtype=np.float32)).all()
     c = gpuwrap.from_dlpack(a.__dlpack__(max_version=(1, 0)), ctx)
     d = gpuwrap.from_dlpack(a.__dlpack__(), ctx)
     e = gpuwrap.from_dlpack(np.asarray(a), ctx)  # array interface out, DLPack in
@@ -141,7 +144,7 @@ def test_round_trip(ctx, counter):
         assert x.host_ptr == ctypes.addressof(buf)
     for x in (a, b, c, d, e):
         x.release()
-    del a, x  # `a` exported its array interface: the object holds a reference until collected
+    del a, b, x, n  # `a`, `b` exported their array interface: each object holds a reference until collected
     gc.collect()
     assert counter.calls == 1
 
@@ -445,3 +448,226 @@ def test_deleter_cycle_waits_for_other_holders(ctx, holder):
     assert sorted(log, key=str) == sorted([(addr, addr, n), "finalized"], key=str), \
         "the deleter ran once, after the holder went, owner intact"
     assert ref() is None and _owners(log) == []
+
+
+def test_read_only_numpy_round_trip(ctx, counter):
+    """np.from_dlpack of a gpuwrap array and back: on NumPy < 2 the NumPy array is read-only
+    and NumPy refuses to export it by DLPack; gpuwrap takes it through the array interface
+    as a read-only array over the same memory. A read-only gpuwrap array asked for a legacy
+    capsule names the Python ways to share it."""
+    vals = rng.random(8).astype(np.float32)
+    buf = (ctypes.c_float * 8)(*vals)
+    a = ctx.wrap(ctypes.addressof(buf), "float32", (2, 4), deleter=counter)
+    n = np.from_dlpack(a)
+    ro = np.asarray(a)
+    ro.flags.writeable = False
+    for src in (n, ro, ro[:, ::2]):
+        b = gpuwrap.from_dlpack(src, ctx)
+        assert b.readonly == (not src.flags.writeable)
+        assert b.host_ptr == src.ctypes.data and b.shape == src.shape
+        assert b.strides == tuple(s // 4 for s in src.strides)
+        assert (np.asarray(b) == src).all()
+        if b.readonly:
+            with pytest.raises(gpuwrap.GpuwrapError, match="GW_EREADONLY"):
+                b.fill(0.0)
+        b.release()
+    assert list(buf) == list(vals), "nothing wrote into the memory"
+    r = ctx.wrap(ctypes.addressof(buf), "float32", (8,), readonly=True)
+    with pytest.raises(BufferError) as e:
+        r.__dlpack__()  # what NumPy < 2.1's np.from_dlpack asks for: a legacy capsule
+    msg = str(e.value)
+    assert "gw_to_dlpack" not in msg and "max_version=(1, 0)" in msg and "np.asarray" in msg
+    assert not np.asarray(r).flags.writeable
+    r.release()
+    a.release()
+    del a, b, n, ro, src, r
+    gc.collect()
+    assert counter.calls == 1
+
+
+class _Holder:
+    """Holds an array whose deleter is its own bound method: holder -> array -> (the
+    library) -> deleter -> holder, a cycle only the collector can break."""
+
+    def __init__(self, ctx, log, n):
+        self.vals = rng.random(n)
+        self.buf = (ctypes.c_double * n)(*self.vals)
+        self.log = log
+        self.arr = ctx.wrap(ctypes.addressof(self.buf), "float64", (n,), deleter=self._free)
+
+    def _free(self, ptr):
+        # runs with the holder intact: its attributes and its buffer's values still there
+        self.log.append((ptr, ptr == ctypes.addressof(self.buf), list(self.buf) == list(self.vals)))
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_bound_method_deleter_after_numpy(ctx, release):
+    """A deleter that refers back to its holder runs exactly once when NumPy's views and the
+    holder are gone and the collector runs: the array object shows the collector the
+    deleter while its references are all the wrap has, NumPy's included."""
+    log = []
+    h = _Holder(ctx, log, 16)
+    views = [np.asarray(h.arr), np.asarray(h.arr)[::3], np.from_dlpack(h.arr)]
+    assert (views[0] == h.vals).all() and (views[1] == h.vals[::3]).all()
+    if release:
+        h.arr.release()  # NumPy's views keep the memory: the array object still holds it
+    gc.collect()
+    assert log == [], "the views hold the memory"
+    assert (views[0] == h.vals).all()
+    ref = weakref.ref(h)
+    del views, h
+    gc.collect()
+    assert len(log) == 1 and log[0][1:] == (True, True), log
+    assert ref() is None, "the holder was collected"
+    gc.collect()
+    assert len(log) == 1
+
+
+def test_bound_method_deleter_new_view_in_finalizer(ctx):
+    """A finalizer of the same garbage that makes a NumPy view of the array and keeps it
+    past the collection keeps the memory (the deleter waits for that view); one that runs
+    after the array's finalizer finds it released. Either way the deleter runs once and no
+    view reads freed memory."""
+    log, kept, errors = [], [], []
+
+    class Rescuer:
+        def __del__(self):
+            try:
+                kept.append(np.asarray(self.h.arr))
+            except ValueError as e:  # the array's finalizer ran first: released
+                errors.append(str(e))
+
+    r = Rescuer()  # made first: CPython finalizes this garbage in the order it was made
+    h = _Holder(ctx, log, 8)
+    vals, addr = list(h.vals), ctypes.addressof(h.buf)
+    np.asarray(h.arr)  # the array object holds a reference for NumPy from now on
+    r.h, h.r = h, r
+    del h, r
+    gc.collect()
+    if kept:
+        assert log == [] and not errors, "a view made during the collection keeps the memory"
+        assert kept[0].ctypes.data == addr and list(kept[0]) == vals
+        del kept[:]
+        gc.collect()
+    else:
+        assert errors and "released" in errors[0]
+    assert len(log) == 1 and log[0][1:] == (True, True), log
+
+
+def test_wrap_object_refuses_span_outside_it(ctx):
+    """Context.wrap of an object that exposes its memory checks shape and strides (in
+    elements) against it: NumPy's byte strides given by mistake are refused with GW_ERANGE
+    naming the extent, before anything is written."""
+    y = rng.random((3, 4))
+    guard = y.copy()
+    with pytest.raises(gpuwrap.GpuwrapError) as e:
+        ctx.wrap(y, "float64", (3, 4), y.strides)  # (32, 8): bytes, not elements
+    err = e.value
+    assert err.name == "GW_ERANGE" and err.status == -5
+    assert "strides (32, 8)" in err.detail and "0 .. 712" in err.detail and "0 .. 96" in err.detail
+    assert "not bytes" in err.detail
+    assert (y == guard).all()
+    for shape, strides in [((13,), None), ((3, 5), None), ((4, 3), (4, 1)), ((2,), (12,)),
+                           ((2, 2), (-1, 1)), ((1 << 62,), (1 << 62,))]:
+        with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):
+            ctx.wrap(y, "float64", shape, strides)
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):
+        ctx.wrap(y, "complex128", (7,))  # 112 bytes of 96
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):  # a view starts inside its base
+        ctx.wrap(y[1:], "float64", (3, 4))
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):  # the interface says 4 bytes
+        ctx.wrap(_Iface(y[0, :1]), "float64", (2,))
+    assert (y == guard).all()
+    # inside: every element written where the shape and strides say, the rest untouched
+    for shape, strides in [((3, 4), (4, 1)), ((3, 4), None), ((12,), None), ((2, 2), (4, 2)),
+                           ((0, 99), (1, 1))]:
+        y[...] = guard
+        a = ctx.wrap(y, np.float64, shape, strides)
+        v = float(rng.random())
+        a.fill(v)
+        want = guard.copy()
+        if 0 not in shape:
+            idx = np.lib.stride_tricks.as_strided(np.arange(12), shape,
+                                                  tuple(8 * s for s in strides) if strides else None)
+            want.flat[idx.ravel()] = v
+        assert (y == want).all()
+        assert np.asarray(a).shape == shape
+        a.release()
+    # an object whose element 0 is not its first byte: negative strides reach back inside it
+    y[...] = guard
+    r = y[::-1, ::-1]
+    a = ctx.wrap(r, "float64", (3, 4), (-4, -1))
+    assert a.host_ptr == r.ctypes.data == y[2:, 3:].ctypes.data
+    a.fill(5.0)
+    assert (y == 5.0).all()
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):
+        ctx.wrap(r, "float64", (3, 4))  # forward from the last element
+    a.release()
+
+
+class _Iface:
+    """An object with only __array_interface__ (NumPy's), no buffer protocol."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.__array_interface__ = arr.__array_interface__
+
+
+def test_wrap_object_memory_and_lifetime(ctx, counter):
+    """wrap(obj, ...): the buffer protocol, __array_interface__ and a gpuwrap Array's
+    interface; the object stays alive (its buffer exported) while wrapped; a read-only
+    buffer gives a read-only array; own=True is refused; a deleter runs once, after which
+    the object is let go."""
+    x = rng.random(8)
+    ref = weakref.ref(_Iface(x))  # dropped at once
+    assert ref() is None
+    for make in (lambda: x, lambda: memoryview(x), lambda: _Iface(x)):
+        obj = make()
+        r = weakref.ref(obj) if not isinstance(obj, (np.ndarray, memoryview)) else None
+        a = ctx.wrap(obj, "float64", (2, 4))
+        assert a.host_ptr == x.ctypes.data and not a.readonly
+        del obj
+        gc.collect()
+        if r is not None:
+            assert r() is not None, "the array keeps the object"
+        v = float(rng.random())
+        a.fill(v)
+        assert (x == v).all()
+        a.release()
+        gc.collect()
+        if r is not None:
+            assert r() is None, "released: the object is let go"
+    ba = bytearray(rng.bytes(32))
+    a = ctx.wrap(ba, "uint8", (32,), deleter=counter)
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # exported: it cannot move under the array
+    a.fill(7)
+    assert ba == bytearray([7] * 32)
+    a.release()
+    assert counter.calls == 1 and counter.ptr == np.frombuffer(ba, np.uint8).ctypes.data
+    ba.extend(b"x")  # let go
+    data = rng.bytes(16)
+    ro = ctx.wrap(data, "uint8", (16,))
+    assert ro.readonly and bytes(np.asarray(ro)) == data
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_EREADONLY"):
+        ro.fill(0)
+    ro.release()
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    ro = ctx.wrap(frozen, "float64", (8,))
+    assert ro.readonly
+    ro.release()
+    with pytest.raises(ValueError, match="own=True"):
+        ctx.wrap(x, "float64", (8,), own=True)
+    src = ctx.alloc("host", "float32", (6,))  # a gpuwrap Array through its array interface
+    w = ctx.wrap(src, "float32", (2, 3))
+    assert w.host_ptr == src.host_ptr
+    with pytest.raises(gpuwrap.GpuwrapError, match="GW_ERANGE"):
+        ctx.wrap(src, "float32", (7,))
+    with pytest.raises(TypeError, match="exposes its memory"):
+        ctx.wrap(object(), "float32", (1,))
+    with pytest.raises(TypeError, match="exposes its memory"):
+        ctx.wrap("0x1000", "float32", (1,))
+    assert ctx.wrap(np.uint64(0), "float32", (0,)).size == 0  # an integer scalar is an address
+    for z in (w, src):
+        z.release()

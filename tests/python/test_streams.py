@@ -409,3 +409,38 @@ def test_kept_stream_closed_with_context():
     assert key not in gpuwrap._aux_streams
     g.release()
     s.close()
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_export_after_context_close_leaks_nothing():
+    """Exports of arrays whose Context was closed while their fill was queued: each waits
+    with a stream of its own that goes with it (a stream kept per closed context was never
+    dropped, with its worker thread and the C context it held)."""
+    other = gpuwrap._default_context()
+    gc.collect()
+    threads, kept = _threads(), len(gpuwrap._aux_streams)
+    for i in range(20):
+        c = gpuwrap.Context("cpu")
+        s = c.stream()
+        g = c.alloc("pinned", "float64", (NS,))
+        v = float(rng.random())
+        g.fill(v, stream=s)
+        c.close()
+        assert g.pending()
+        if i % 2:
+            n = np.asarray(g)  # waits on the host, on a stream made for it
+        else:
+            n = np.from_dlpack(g)  # a kDLCPU export waits on the host too
+        assert (n == v).all()
+        imp = gpuwrap.from_dlpack(g, other)
+        assert (np.asarray(imp) == v).all()
+        s.close()
+        imp.release()
+        g.release()
+        del n, imp, g, s
+        gc.collect()
+    assert len(gpuwrap._aux_streams) == kept, "no stream is kept for a closed context"
+    assert _threads() == threads, "no stream worker thread outlives the arrays"
