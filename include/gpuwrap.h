@@ -388,6 +388,9 @@ GW_API gw_status gw_fill(gw_array *dst, const void *value);
 GW_API gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes);
 /** Drop the reference gw_pin took (same ptr and bytes). GW_ENOTREG if none was taken. */
 GW_API gw_status gw_unpin(gw_context *ctx, void *ptr, size_t bytes);
+/** Byte ranges in gpuwrap's own registration registry now, all backends and contexts (a
+ *  diagnostic: 0 once every wrap and pin of pageable memory has been released). */
+GW_API size_t gw_registry_ranges(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Streams (asynchronous variants)                                                        */

@@ -2,12 +2,11 @@
  * to copying the pairs one by one in order, whichever way it runs them (one backend
  * copy_batch when the pairs are independent; one by one when a pair aliases itself or
  * meets another pair); every pair checked before anything runs; pending-work events on a
- * stream. Internal API: libgpuwrap exports this one gw__ symbol for libgpuwrap_halo, so
- * the test declares it itself. On the CPU backend the backend copy calls are counted. */
+ * stream. Private API (src/core/private.h). On the CPU backend the backend copy calls are
+ * counted. */
 #include "gpuwrap/cpu.h"
+#include "private.h"
 #include "test.h"
-
-gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *s);
 
 enum { N = 1000 };
 

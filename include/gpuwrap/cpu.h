@@ -131,9 +131,6 @@ GW_API gw_status gw_cpu_stream_create_external(int device, int nonblocking, void
  *  used after it (GW_EINVAL). A stream_destroy call; GW_EINVAL for anything else. */
 GW_API gw_status gw_cpu_stream_destroy_external(void *native);
 
-/** Ranges in gpuwrap's own registration registry, all backends (a core counter, declared
- *  here for tests). */
-GW_API size_t gw_registry_ranges(void);
 
 #ifdef __cplusplus
 }

@@ -101,6 +101,8 @@ static void destroy_root(gw_array *a) {
 
 /* For the Python face's collector support (python/gpuwrap/_gpuwrap.c): how many
  * references a holds now. Exact only while no other thread can make or drop one. */
+GW_API int gw__private_abi(void) { return GW__PRIVATE_ABI; }
+
 GW_API int gw__array_refs(const gw_array *a) { return a ? atomic_load_explicit(&a->refs, memory_order_acquire) : 0; }
 
 gw_array *gw_retain(gw_array *a) {

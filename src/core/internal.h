@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "gpuwrap.h"
+#include "private.h"
 #include "settings.h"
 
 #include <stdatomic.h>
@@ -263,36 +264,6 @@ typedef struct {
  */
 gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out);
 
-/* ---- batched copies (transfer.c) ---- */
-/*
- * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with
- * gw_copy_async's checks (every pair is checked before anything is queued). Independent
- * pairs on one backend and device go to the backend as ONE copy_batch (one queued item,
- * one kernel launch); pairs that alias, or meet each other, go one by one (same results).
- * Each distinct root's pending-work event is recorded once. Exported (default visibility)
- * for libgpuwrap_halo's local periodic copies; not part of the installed API.
- */
-GW_API int gw__array_refs(const gw_array *a);
-GW_API gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
-                               gw_stream *s);
-
-/*
- * The same, prepared once and run many times (the halo exchange's local copies, every
- * update): gw__batch_make does every check, the independence test and the planning, and
- * holds references to the arrays; gw__batch_run queues the copies on s (NULL: synchronous)
- * as gw__copy_many would, with no per-run planning. Pairs are independent when no dst
- * shares memory with another pair's dst or src: decided exactly for views that step alike
- * (the boxes of a field's halo shell), assumed otherwise (then one by one, same results).
- * Exported like gw__copy_many; not part of the installed API.
- */
-typedef struct gw__batch gw__batch;
-GW_API gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n,
-                                gw__batch **out);
-GW_API gw_status gw__batch_run(gw__batch *b, gw_stream *s);
-/* gw__batch_run on s, then synchronize s: complete on return, so no pending-work event is
- * recorded (recording one costs about half a microsecond on the H200 test machine, 2026-12-01:
- * a fortieth of a one-rank halo update). For callers that wait right away. */
-GW_API gw_status gw__batch_run_wait(gw__batch *b, gw_stream *s);
-GW_API void gw__batch_free(gw__batch *b);
+/* ---- batched copies (transfer.c): declared in private.h ---- */
 
 #endif /* GW_CORE_INTERNAL_H */

@@ -21,7 +21,6 @@
  * reference goes on a count of its thread's own (warm_counts), so that threads wrapping one
  * registered buffer share no written cache line.
  */
-#include "gpuwrap/cpu.h"
 #include "brlock.h"
 #include "internal.h"
 

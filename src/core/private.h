@@ -1,0 +1,54 @@
+/*
+ * The private ABI: what one gpuwrap library calls in another, and nothing else. libgpuwrap
+ * exports these (default visibility) for libgpuwrap-halo and the Python extension, which
+ * are built from the same tree; no other file declares a gw__ symbol of another library.
+ * Not installed, not for applications. GW__PRIVATE_ABI changes whenever a declaration here
+ * does; a caller checks gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
+ * at plan creation, the Python extension at import), so a mixed install fails with a
+ * message instead of a wrong call. GPU plugins get what they need through gw__host_api
+ * (backend.h), versioned by GW__BACKEND_ABI.
+ */
+#ifndef GW_CORE_PRIVATE_H
+#define GW_CORE_PRIVATE_H
+
+#include "gpuwrap.h"
+#include "settings.h"
+
+#define GW__PRIVATE_ABI 1
+
+GW_API int gw__private_abi(void);
+
+/* Live references of a (its retain count): the Python extension tells "only its own
+ * references are left" from "someone else still holds the array". */
+GW_API int gw__array_refs(const gw_array *a);
+
+/*
+ * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with
+ * gw_copy_async's checks (every pair is checked before anything is queued). Independent
+ * pairs on one backend and device go to the backend as ONE copy_batch (one queued item,
+ * one kernel launch); pairs that alias, or meet each other, go one by one (same results).
+ * Each distinct root's pending-work event is recorded once. For the halo's local
+ * periodic copies.
+ */
+GW_API gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n,
+                               gw_stream *s);
+
+/*
+ * The same, prepared once and run many times (the halo exchange's local copies, every
+ * update): gw__batch_make does every check, the independence test and the planning, and
+ * holds references to the arrays; gw__batch_run queues the copies on s (NULL: synchronous)
+ * as gw__copy_many would, with no per-run planning. Pairs are independent when no dst
+ * shares memory with another pair's dst or src: decided exactly for views that step alike
+ * (the boxes of a field's halo shell), assumed otherwise (then one by one, same results).
+ */
+typedef struct gw__batch gw__batch;
+GW_API gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n,
+                                gw__batch **out);
+GW_API gw_status gw__batch_run(gw__batch *b, gw_stream *s);
+/* gw__batch_run on s, then synchronize s: complete on return, so no pending-work event is
+ * recorded (an event record costs a measurable part of a one-rank halo update, see
+ * BENCHMARKS.md). For callers that wait right away. */
+GW_API gw_status gw__batch_run_wait(gw__batch *b, gw_stream *s);
+GW_API void gw__batch_free(gw__batch *b);
+
+#endif /* GW_CORE_PRIVATE_H */
