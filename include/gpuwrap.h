@@ -71,9 +71,12 @@ extern "C" {
 #define GW_API
 #endif
 
-#define GW_VERSION_MAJOR 0
-#define GW_VERSION_MINOR 1
-#define GW_VERSION_PATCH 0
+#include <gpuwrap/version.h> /* GW_VERSION_MAJOR, _MINOR, _PATCH, GW_VERSION_STRING */
+
+/** The library's version, "MAJOR.MINOR.PATCH" (static storage, never NULL). It differs from
+ *  GW_VERSION_STRING, the headers' version, when a program runs against another build of
+ *  libgpuwrap than the one it was compiled with. */
+GW_API const char *gw_version_string(void);
 
 /** Most dimensions an array may have. */
 #define GW_MAX_DIMS 16

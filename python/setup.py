@@ -66,12 +66,20 @@ else:
         for p in sorted(glob.glob(os.path.join(build, "lib", "libgpuwrap-*.so")))]
 if not os.path.exists(os.path.join(INCLUDE, "gpuwrap.h")):
     fail(f"no gpuwrap.h in {INCLUDE}")
+# The version's one source is CMake's project(VERSION): its generated gpuwrap/version.h,
+# in the build tree (beside the source headers) or installed with them.
+GENERATED = os.path.join(prefix, "include") if prefix else os.path.join(build, "include")
+try:
+    with open(os.path.join(GENERATED, "gpuwrap", "version.h")) as f:
+        VERSION = re.search(r'#define GW_VERSION_STRING "([^"]+)"', f.read()).group(1)
+except (OSError, AttributeError) as e:
+    fail(f"no GW_VERSION_STRING in {GENERATED}/gpuwrap/version.h ({e}): configure the library with CMake")
 
 # `python3 -m gpuwrap info` runs the tool's own report (tools/cmd_info.c, public API only),
 # compiled in, so that it prints exactly what `gpuwrap info` prints.
 INFO = os.path.join(REPO, "tools", "cmd_info.c")
 sources = ["gpuwrap/_gpuwrap.c"]
-macros, includes = [], [INCLUDE]
+macros, includes = [], [INCLUDE] + ([GENERATED] if GENERATED != INCLUDE else [])
 if os.path.exists(INFO):
     sources.append(os.path.relpath(INFO, HERE))
     macros.append(("GW_PY_WITH_INFO", "1"))
@@ -102,6 +110,7 @@ build_base = os.path.join(os.path.dirname(os.path.dirname(LIB)) if not prefix el
                           "python-setuptools" if not prefix else "build")
 
 setup(
+    version=VERSION,
     ext_modules=[Extension(
         "gpuwrap._gpuwrap", sources=sources, include_dirs=includes, define_macros=macros,
         extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # The performance run of issue 18 on a device machine (one H200), in one command of about
 # seven minutes: build with CUDA, the CUDA suite, the PyTorch/CuPy DLPack tests, `gpuwrap
-# bench --strict`, a staging A/B (settings in H200_AB, two rounds), the staged-copy
-# timeline (tools/probes/staging_timeline.cu on a build with tools/probes/staging_trace.patch;
-# settings in H200_TIMELINE), tools/probes/fill_gap.cu (also on a build with
-# tools/probes/fill_trace.patch), `bench --only query,wrap` twice, a second `bench --strict`
-# (H200_STRICT2=0 skips it). Logs under $OUT (default ./h200-perf-out): summary.txt,
-# bench.txt, bench2.txt, fill_trace.txt, logs.tgz (the timelines' traces in it).
+# bench --strict`, a staging A/B (settings in H200_AB, two rounds), tools/probes/fill_gap.cu,
+# `bench --only query,wrap` twice, a second `bench --strict` (H200_STRICT2=0 skips it).
+# Build in build/h200-perf; logs under $OUT (default ./h200-perf-out): summary.txt,
+# bench.txt, bench2.txt, logs.tgz.
 # Usage: scripts/h200-perf.sh [--no-suite | --staging-suite] [--help]
 #   --staging-suite: only the suite's staging, copy and fill tests, no PyTorch/CuPy
 set -uo pipefail
@@ -15,7 +13,7 @@ for a in "$@"; do
   case "$a" in
     --no-suite) suite=0 ;;
     --staging-suite) suite=2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200-perf: unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -26,11 +24,11 @@ t0=$(date +%s)
 log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary.txt"; }
 
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';') $(date -u +%FT%TZ)"
-B=build-h200-perf
+B=build/h200-perf
 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -20 "$L/configure.txt"; exit 1; }
 cmake --build $B -j"$(nproc)" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -20; exit 1; }
-nvcc -O3 -arch=sm_90 -I include -o $B/fill_gap tools/probes/fill_gap.cu -L $B/lib -lgpuwrap -lcuda \
+nvcc -O3 -arch=sm_90 -I include -I $B/include -o $B/fill_gap tools/probes/fill_gap.cu -L $B/lib -lgpuwrap -lcuda \
   -Xlinker -rpath,$PWD/$B/lib > "$L/fill_gap_build.txt" 2>&1 || log "fill_gap build FAILED"
 log "built"
 
@@ -70,28 +68,6 @@ for rep in 1 2; do
     log "staging $name (${envs[*]}), round $rep: H2D $(gbs "$L/ab_${name}_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_${name}_$rep.txt" 'device->host')"
   done
 done
-T=build-h200-trace
-rm -rf "$T.src" && mkdir -p "$T.src" && tar --exclude="./build-h200-*" --exclude=./h200-perf-out --exclude=./.git -cf - . | tar -xf - -C "$T.src" \
-  && (cd "$T.src" && patch -s -p1 < tools/probes/staging_trace.patch && patch -s -p1 < tools/probes/fill_trace.patch \
-      && cmake -S . -B b -DCMAKE_BUILD_TYPE=Release -DGW_CUDA=ON -DGW_HIP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_TESTING=OFF \
-      && cmake --build b -j"$(nproc)" --target gpuwrap gpuwrap-cuda \
-      && nvcc -O2 -arch=sm_90 -I include -o staging_timeline tools/probes/staging_timeline.cu -L b/lib -lgpuwrap -Xlinker -rpath,$PWD/b/lib \
-      && nvcc -O3 -arch=sm_90 -I include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda -Xlinker -rpath,$PWD/b/lib) > "$L/trace_build.txt" 2>&1 \
-  || log "trace build FAILED"
-if [ -x "$T.src/staging_timeline" ]; then
-  TL=${H200_TIMELINE:-"default -;plain RAMP=0 NT_EDGE=0;ramp2-h0-t3 RAMP=2 EDGE_HEAD=0 EDGE_TAIL=3"}
-  IFS=';' read -ra cfgs <<< "$TL"
-  for cfg in "${cfgs[@]}"; do
-    setting $cfg
-    env GPUWRAP_STAGING_TRACE=10 "${envs[@]}" timeout 60 "$T.src/staging_timeline" > "$L/timeline_$name.txt" 2> "$L/trace_$name.txt"
-    log "timeline $name rc=$?: $(grep -E 'round 1 H2D (16|64) MiB' "$L/timeline_$name.txt" | cut -d: -f2 | cut -d, -f1 | tr '\n' ' ')"
-  done
-  # gw_fill's segments (fill_trace.patch) against the probe's own launch-call times
-  GPUWRAP_BACKEND=cuda timeout 60 "$T.src/fill_gap" > "$L/fill_gap_trace.txt" 2> "$OUT/fill_trace.txt"
-  log "fill_gap on the trace build rc=$?: $(grep -E 'launch call alone' "$L/fill_gap_trace.txt" | tr -s ' ' | tr '\n' ';')"
-  grep TRACE "$OUT/fill_trace.txt" >> "$OUT/summary.txt"
-fi
-
 if [ -x $B/fill_gap ]; then
   for rep in 1 2; do GPUWRAP_BACKEND=cuda timeout 60 $B/fill_gap > "$L/fill_gap_$rep.txt" 2>&1; log "fill_gap run $rep rc=$?"; done
   cat "$L/fill_gap_1.txt" >> "$OUT/summary.txt"

@@ -15,16 +15,16 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary
 { nvidia-smi; nvidia-smi -q | grep -iE "driver version|cuda version|product name|link|bus id"; } > "$L/nvidia-smi.txt" 2>&1
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 
-cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
+cmake -S . -B build/h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -30 "$L/configure.txt"; }
-cmake --build build-h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+cmake --build build/h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
 grep -E "warning:" "$L/build.txt" | sort -u | head -20 | tee -a "$OUT/summary.txt"
 log "built"
 
-build-h200/bin/gpuwrap info > "$L/info.txt" 2>&1; log "info rc=$?"
-build-h200/bin/gpuwrap demo --backend cuda > "$L/demo.txt" 2>&1; log "demo rc=$? $(tail -1 "$L/demo.txt")"
+build/h200/bin/gpuwrap info > "$L/info.txt" 2>&1; log "info rc=$?"
+build/h200/bin/gpuwrap demo --backend cuda > "$L/demo.txt" 2>&1; log "demo rc=$? $(tail -1 "$L/demo.txt")"
 
-ctest --test-dir build-h200 -j8 --timeout 600 --output-on-failure > "$L/ctest.txt" 2>&1
+ctest --test-dir build/h200 -j8 --timeout 600 --output-on-failure > "$L/ctest.txt" 2>&1
 log "ctest (all backends): $(grep -E 'tests passed|tests failed' "$L/ctest.txt")"
 grep -E "\*\*\*Failed|\(Failed\)|Timeout|Not Run" "$L/ctest.txt" | head -40 | tee -a "$OUT/summary.txt"
 log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*Skipped' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*(Failed|Exception|Timeout)' "$L/ctest.txt")"
@@ -35,9 +35,9 @@ log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/cte
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     n=0; bad=0
-    for t in $(ctest --test-dir build-h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
+    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
       [ $tool = racecheck ] && ! [[ $t == gpu.cuda.* ]] && continue
-      cmd=$(ctest --test-dir build-h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
+      cmd=$(ctest --test-dir build/h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
       [ -z "$cmd" ] && continue
       n=$((n+1))
       GPUWRAP_TEST_BACKEND=cuda timeout 300 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $cmd >> "$L/$tool.txt" 2>&1
@@ -49,36 +49,36 @@ if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; 
 fi
 
 # DLPack against the real consumers
-GPUWRAP_LIB=$PWD/build-h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
   timeout 300 python3 tests/dlpack/test_torch_cupy.py > "$L/dlpack_torch_cupy.txt" 2>&1
 log "dlpack torch/cupy rc=$? $(tail -1 "$L/dlpack_torch_cupy.txt")"
-GPUWRAP_LIB=$PWD/build-h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/share_with_torch.py > "$L/share_with_torch.txt" 2>&1
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/share_with_torch.py > "$L/share_with_torch.txt" 2>&1
 log "share_with_torch rc=$?"
 
 # staging bandwidth next to cudaMemcpy
-GPUWRAP_TEST_BACKEND=cuda timeout 300 build-h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1
+GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1
 log "staging bandwidth rc=$?"; tail -12 "$L/staging_bw.txt" >> "$OUT/summary.txt"
 
 # MPI halo on the GPUs (one rank per GPU)
 ngpu=$(nvidia-smi -L | wc -l)
-if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
+if command -v mpirun >/dev/null && [ -x build/h200/bin/diffusion3d ]; then
   M="mpirun --allow-run-as-root --oversubscribe --bind-to none -x GPUWRAP_BACKEND=cuda"
   for np in 1 $ngpu; do
-    timeout 300 $M -np $np build-h200/tests/halo/test_halo_mpi > "$L/halo_test_np$np.txt" 2>&1
+    timeout 300 $M -np $np build/h200/tests/halo/test_halo_mpi > "$L/halo_test_np$np.txt" 2>&1
     log "halo test np=$np rc=$? $(tail -1 "$L/halo_test_np$np.txt")"
-    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 64 -s 20 --check > "$L/diff_check_np$np.txt" 2>&1
+    timeout 300 $M -np $np build/h200/bin/diffusion3d -n 64 -s 20 --check > "$L/diff_check_np$np.txt" 2>&1
     log "diffusion3d --check np=$np rc=$? $(tail -2 "$L/diff_check_np$np.txt" | tr '\n' ' ')"
     # the GPU stencil (default on CUDA) against the host reference: split-phase and periodic too
-    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 64 -s 20 --periodic --overlap --check > "$L/diff_check_gpu_overlap_np$np.txt" 2>&1
+    timeout 300 $M -np $np build/h200/bin/diffusion3d -n 64 -s 20 --periodic --overlap --check > "$L/diff_check_gpu_overlap_np$np.txt" 2>&1
     log "diffusion3d --check (gpu stencil, periodic, overlap) np=$np rc=$? $(grep -E 'stencil|check:' "$L/diff_check_gpu_overlap_np$np.txt" | tr '\n' ' ')"
     for n in 128 256 384; do
-      timeout 300 $M -np $np build-h200/bin/diffusion3d -n $n -s 100 --mem device --halo-only --path host > "$L/diff_halo_np${np}_n$n.txt" 2>&1
+      timeout 300 $M -np $np build/h200/bin/diffusion3d -n $n -s 100 --mem device --halo-only --path host > "$L/diff_halo_np${np}_n$n.txt" 2>&1
       log "diffusion3d halo-only (non-periodic) np=$np n=$n rc=$? $(grep -E 'time/step|bytes sent' "$L/diff_halo_np${np}_n$n.txt" | tr '\n' ' ')"
     done
-    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 50 --periodic --stencil host --mem managed > "$L/diff_weak_np$np.txt" 2>&1
+    timeout 300 $M -np $np build/h200/bin/diffusion3d -n 256 -s 50 --periodic --stencil host --mem managed > "$L/diff_weak_np$np.txt" 2>&1
     log "diffusion3d periodic n=256 (stencil on the host, managed memory) np=$np rc=$? $(grep -E 'time/step|halo/step' "$L/diff_weak_np$np.txt" | tr '\n' ' ')"
     # weak scaling with the GPU stencil (device memory, CUDA kernel): same -n per rank
-    timeout 300 $M -np $np build-h200/bin/diffusion3d -n 256 -s 100 --periodic --stencil gpu > "$L/diff_gpu_np$np.txt" 2>&1
+    timeout 300 $M -np $np build/h200/bin/diffusion3d -n 256 -s 100 --periodic --stencil gpu > "$L/diff_gpu_np$np.txt" 2>&1
     log "diffusion3d periodic n=256 GPU stencil np=$np rc=$? $(grep -E 'stencil|time/step|halo/step' "$L/diff_gpu_np$np.txt" | tr '\n' ' ')"
   done
   # weak-scaling efficiency t1/tN (time/step at np=1 over np=$ngpu, same -n per rank)
@@ -90,28 +90,28 @@ if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
 fi
 
 # issue 17 targets: the halo update against its raw stages, local periodic copies, overlap
-if command -v mpirun >/dev/null && [ -x build-h200/bin/diffusion3d ]; then
+if command -v mpirun >/dev/null && [ -x build/h200/bin/diffusion3d ]; then
   R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
   # the host path between the two ranks of this node: the shared-memory window (default),
   # then MPI carrying the faces (GPUWRAP_HALO_SHM=0), in pieces and whole
   for rep in 1 2; do
-    timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_shm$rep.txt" 2>&1
+    timeout 120 $R -np 2 build/h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_shm$rep.txt" 2>&1
     log "halo-bench np=2 host path 256^3 shared memory (run $rep) rc=$? $(grep -iE 'update|ratio|sum|raw' "$L/halo_bench_np2_shm$rep.txt" | tr '\n' ' ' | cut -c1-900)"
   done
   for chunk in 131072 0; do
-    GPUWRAP_HALO_SHM=0 GPUWRAP_HALO_CHUNK=$chunk timeout 120 $R -x GPUWRAP_HALO_SHM -x GPUWRAP_HALO_CHUNK -np 2 build-h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_chunk$chunk.txt" 2>&1
+    GPUWRAP_HALO_SHM=0 GPUWRAP_HALO_CHUNK=$chunk timeout 120 $R -x GPUWRAP_HALO_SHM -x GPUWRAP_HALO_CHUNK -np 2 build/h200/bin/diffusion3d -n 256 -s 200 --halo-bench --path host > "$L/halo_bench_np2_chunk$chunk.txt" 2>&1
     log "halo-bench np=2 host path 256^3 MPI transport chunk=$chunk rc=$? $(grep -iE 'update|ratio|sum' "$L/halo_bench_np2_chunk$chunk.txt" | tr '\n' ' ' | cut -c1-600)"
   done
-  timeout 120 $R -np 1 build-h200/bin/diffusion3d -n 256 -s 200 --periodic --halo-bench > "$L/halo_bench_np1_periodic.txt" 2>&1
+  timeout 120 $R -np 1 build/h200/bin/diffusion3d -n 256 -s 200 --periodic --halo-bench > "$L/halo_bench_np1_periodic.txt" 2>&1
   log "halo-bench np=1 periodic 256^3 rc=$? $(grep -iE 'update|ratio|local' "$L/halo_bench_np1_periodic.txt" | tr '\n' ' ' | cut -c1-600)"
   for ov in "" "--overlap" "--overlap"; do
-    timeout 120 $R -np 1 build-h200/bin/diffusion3d -n 256 -s 200 --periodic $ov > "$L/diff_np1_periodic$ov.txt" 2>&1
+    timeout 120 $R -np 1 build/h200/bin/diffusion3d -n 256 -s 200 --periodic $ov > "$L/diff_np1_periodic$ov.txt" 2>&1
     log "diffusion3d np=1 periodic 256^3 ${ov:-blocking} rc=$? $(grep -iE 'time/step|max\(|stencil/step|halo/step' "$L/diff_np1_periodic$ov.txt" | tr '\n' ' ' | cut -c1-600)"
   done
   for p in "" "--periodic"; do
-    timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 32 -s 20 --overlap --check $p > "$L/diff_np2_check_overlap$p.txt" 2>&1
+    timeout 120 $R -np 2 build/h200/bin/diffusion3d -n 32 -s 20 --overlap --check $p > "$L/diff_np2_check_overlap$p.txt" 2>&1
     log "diffusion3d np=2 --overlap --check $p rc=$? $(grep -E 'check:' "$L/diff_np2_check_overlap$p.txt" | tr '\n' ' ')"
-    timeout 120 $R -np 2 build-h200/bin/diffusion3d -n 32 -s 20 --check $p > "$L/diff_np2_check$p.txt" 2>&1
+    timeout 120 $R -np 2 build/h200/bin/diffusion3d -n 32 -s 20 --check $p > "$L/diff_np2_check$p.txt" 2>&1
     log "diffusion3d np=2 --check $p (blocking, shared memory) rc=$? $(grep -E 'check:|halo path' "$L/diff_np2_check$p.txt" | tr '\n' ' ')"
   done
 fi
@@ -124,9 +124,9 @@ fi
 
 # the bench
 if [ "$mode" = full ]; then
-  timeout 540 build-h200/bin/gpuwrap bench --backend cuda --json "$OUT/bench.json" --csv "$OUT/bench.csv" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
+  timeout 540 build/h200/bin/gpuwrap bench --backend cuda --json "$OUT/bench.json" --csv "$OUT/bench.csv" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
 else
-  timeout 240 build-h200/bin/gpuwrap bench --backend cuda --quick --json "$OUT/bench.json" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
+  timeout 240 build/h200/bin/gpuwrap bench --backend cuda --quick --json "$OUT/bench.json" --svg "$OUT/bench.svg" > "$OUT/bench.txt" 2> "$L/bench.err"
 fi
 log "bench ($mode) rc=$?"
 tail -40 "$OUT/bench.txt"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Reliability runs (docs/RELIABILITY.md): each in its own build directory, -j2.
+# Reliability runs (docs/RELIABILITY.md): each in its own build directory under build/
+# (covered by .gitignore), its logs beside it (build/rel-*.{configure,build,ctest}.log), -j2.
 #
-#   asan      whole suite under AddressSanitizer + UndefinedBehaviorSanitizer  (build-rel-asan)
-#   tsan      whole suite under ThreadSanitizer                                 (build-rel-tsan)
-#   valgrind  CPU suite under valgrind memcheck (every test through valgrind)   (build-rel-valgrind)
-#   fuzz      libFuzzer targets for a bounded time, clang + ASan + UBSan        (build-rel-fuzz)
+#   asan      whole suite under AddressSanitizer + UndefinedBehaviorSanitizer  (build/rel-asan)
+#   tsan      whole suite under ThreadSanitizer                                 (build/rel-tsan)
+#   valgrind  CPU suite under valgrind memcheck (every test through valgrind)   (build/rel-valgrind)
+#   fuzz      libFuzzer targets for a bounded time, clang + ASan + UBSan        (build/rel-fuzz)
 #
 # usage: scripts/reliability.sh [asan] [tsan] [valgrind] [fuzz]     (default: all four)
 # environment: FUZZ_SECONDS (default 60 per target), JOBS (default 2),
@@ -21,6 +22,7 @@ STEPS=("$@")
 COMMON=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_CUDA=OFF -DGW_HIP=OFF -DGW_MPI=OFF -DBUILD_TESTING=ON)
 SUMMARY=()
 FAILED=0
+mkdir -p "$ROOT/build"
 
 log() { printf '\n=== %s\n' "$*"; }
 result() { # step rc detail
@@ -54,20 +56,20 @@ run_ctest() { # dir, label, extra ctest args...
 }
 
 step_asan() {
-  log "ASan + UBSan: whole suite (build-rel-asan)"
-  if ! configure_build build-rel-asan -DGW_SANITIZE="address;undefined"; then result asan 1 "build failed"; return; fi
+  log "ASan + UBSan: whole suite (build/rel-asan)"
+  if ! configure_build build/rel-asan -DGW_SANITIZE="address;undefined"; then result asan 1 "build failed"; return; fi
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest build-rel-asan asan
+    run_ctest build/rel-asan asan
 }
 
 step_tsan() {
-  log "TSan: whole suite (build-rel-tsan)"
-  if ! configure_build build-rel-tsan -DGW_SANITIZE=thread; then result tsan 1 "build failed"; return; fi
+  log "TSan: whole suite (build/rel-tsan)"
+  if ! configure_build build/rel-tsan -DGW_SANITIZE=thread; then result tsan 1 "build failed"; return; fi
   # Some kernels (high vm.mmap_rnd_bits) make TSan die with "unexpected memory mapping";
   # then every test runs with address randomisation off (setarch -R).
   local probe
-  probe=$(ls "$ROOT"/build-rel-tsan/tests/reliability/stress 2>/dev/null || true)
+  probe=$(ls "$ROOT"/build/rel-tsan/tests/reliability/stress 2>/dev/null || true)
   local wrap=()
   if [ -n "$probe" ] && "$probe" 2>&1 | grep -q 'unexpected memory mapping'; then
     echo "TSan needs setarch -R on this kernel"
@@ -77,45 +79,45 @@ step_tsan() {
   if [ ${#wrap[@]} -gt 0 ]; then
     # setarch is inherited by the children ctest starts
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "${wrap[@]}" \
-      bash -c "cd '$ROOT/build-rel-tsan' && ctest -j$JOBS --output-on-failure --timeout 900" \
-      >"$ROOT/build-rel-tsan.ctest.log" 2>&1
+      bash -c "cd '$ROOT/build/rel-tsan' && ctest -j$JOBS --output-on-failure --timeout 900" \
+      >"$ROOT/build/rel-tsan.ctest.log" 2>&1
     local rc=$?
-    grep -E 'tests passed|tests failed|^\s+[0-9]+ - ' "$ROOT/build-rel-tsan.ctest.log" | tail -25
-    figures build-rel-tsan
-    result tsan $rc "(setarch -R; $((SECONDS - t0)) s; log build-rel-tsan.ctest.log)"
+    grep -E 'tests passed|tests failed|^\s+[0-9]+ - ' "$ROOT/build/rel-tsan.ctest.log" | tail -25
+    figures build/rel-tsan
+    result tsan $rc "(setarch -R; $((SECONDS - t0)) s; log build/rel-tsan.ctest.log)"
   else
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-rel-tsan tsan
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build/rel-tsan tsan
   fi
 }
 
 step_valgrind() {
-  log "valgrind memcheck: CPU suite (build-rel-valgrind)"
+  log "valgrind memcheck: CPU suite (build/rel-valgrind)"
   if ! command -v valgrind >/dev/null; then result valgrind 1 "valgrind not installed"; return; fi
   # Every add_test() of a target runs through the emulator: valgrind.
-  if ! configure_build build-rel-valgrind \
+  if ! configure_build build/rel-valgrind \
       "-DCMAKE_CROSSCOMPILING_EMULATOR=valgrind;--error-exitcode=99;--leak-check=full;--errors-for-leak-kinds=definite;--track-fds=no;--quiet"; then
     result valgrind 1 "build failed"; return
   fi
   # fork.busy detects hangs by a deadline, meaningless at valgrind's speed: ASan/TSan run it.
-  GW_STRESS_OPS=${GW_STRESS_OPS:-500} run_ctest build-rel-valgrind valgrind -L cpu -E 'fork\.busy'
+  GW_STRESS_OPS=${GW_STRESS_OPS:-500} run_ctest build/rel-valgrind valgrind -L cpu -E 'fork\.busy'
 }
 
 step_fuzz() {
-  log "libFuzzer: ${FUZZ_SECONDS} s per target (build-rel-fuzz, clang + ASan + UBSan)"
+  log "libFuzzer: ${FUZZ_SECONDS} s per target (build/rel-fuzz, clang + ASan + UBSan)"
   if ! command -v clang >/dev/null; then result fuzz 1 "clang not installed"; return; fi
   # only the fuzz targets: they compile the library sources in, with coverage
-  if ! CC=clang BUILD_TARGETS="fuzz_wrap fuzz_dlpack" configure_build build-rel-fuzz \
+  if ! CC=clang BUILD_TARGETS="fuzz_wrap fuzz_dlpack" configure_build build/rel-fuzz \
       -DGW_FUZZ=ON -DGW_SANITIZE="address;undefined"; then
     result fuzz 1 "build failed"; return
   fi
   local targets=()
   for t in fuzz_wrap fuzz_dlpack; do
-    [ -x "$ROOT/build-rel-fuzz/fuzz/$t" ] && targets+=("$t")
+    [ -x "$ROOT/build/rel-fuzz/fuzz/$t" ] && targets+=("$t")
   done
   for t in "${targets[@]}"; do
-    local work="$ROOT/build-rel-fuzz/fuzz-work/$t"
+    local work="$ROOT/build/rel-fuzz/fuzz-work/$t"
     rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
-    (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$ROOT/build-rel-fuzz/fuzz/$t" \
+    (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$ROOT/build/rel-fuzz/fuzz/$t" \
       -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$work/artifacts/" corpus "$ROOT/tests/reliability/corpus/$t" \
       >"$work/log" 2>&1)
@@ -128,7 +130,7 @@ step_fuzz() {
       grep -aE 'runtime error|ERROR: |invariant broken|SUMMARY' "$work/log" | head -5 | sed 's/^/    /'
       ls "$work/artifacts" | sed 's/^/    artifact: /'
     fi
-    result "fuzz:$t" $rc "(executions ${execs:-?}, ${cov:-?}; log build-rel-fuzz/fuzz-work/$t/log)"
+    result "fuzz:$t" $rc "(executions ${execs:-?}, ${cov:-?}; log build/rel-fuzz/fuzz-work/$t/log)"
   done
   [ ${#targets[@]} -eq 0 ] && result fuzz 1 "no fuzz target built"
 }

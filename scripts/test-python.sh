@@ -1,7 +1,7 @@
 #!/bin/sh
 # The Python package's tests, against the INSTALLED package (what a user gets):
 #   1. builds the C library if needed (CPU backend is enough; an existing build is reused),
-#   2. makes a virtual environment under build-python/ with --system-site-packages (for
+#   2. makes a virtual environment under build/python/ with --system-site-packages (for
 #      Debian's NumPy and pytest), using Debian's /usr/bin/python3,
 #   3. installs ./python into it offline (pip --no-index --no-build-isolation), bundling
 #      the library of that build,
@@ -9,7 +9,7 @@
 #      be the installed package), with GPUWRAP_LIB unset.
 # Exit status: pytest's, except that "no tests collected" (5) is an error too.
 # Environment: GPUWRAP_BUILD_DIR (default build), PYTHON (default /usr/bin/python3),
-# GW_TEST_PYTHON_DIR (default build-python); extra arguments go to pytest.
+# GW_TEST_PYTHON_DIR (default build/python); extra arguments go to pytest.
 # Debian packages: python3 python3-venv python3-pip python3-setuptools python3-wheel
 # python3-dev python3-numpy python3-pytest (plus the library's cmake and gcc).
 set -eu
@@ -18,7 +18,7 @@ ROOT=$PWD
 PY=${PYTHON:-/usr/bin/python3}
 BUILD=${GPUWRAP_BUILD_DIR:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-OUT=${GW_TEST_PYTHON_DIR:-build-python}
+OUT=${GW_TEST_PYTHON_DIR:-build/python}
 case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac
 
 for mod in venv pip setuptools wheel numpy pytest; do

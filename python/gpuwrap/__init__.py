@@ -245,6 +245,15 @@ def load_library():
         return _lib
 
 
+def _library_version():
+    f = ctypes.CDLL(_c.library_path()).gw_version_string
+    f.restype = ctypes.c_char_p
+    return f().decode()
+
+
+__version__ = _library_version()  # the loaded library's, from CMake's project(VERSION)
+
+
 def info():
     """Print what `gpuwrap info` prints (backends, devices, capabilities); its exit status."""
     sys.stdout.flush()

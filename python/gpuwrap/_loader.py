@@ -73,7 +73,7 @@ def _compile_and_load(env_lib):
         tmp = f"{out}.{os.getpid()}.tmp"
         cc = (sysconfig.get_config_var("CC") or "cc").split()
         cmd = cc + ["-shared", "-fPIC", "-O2", "-std=gnu11", "-I" + sysconfig.get_paths()["include"],
-                    "-I" + include, src]
+                    "-I" + include, "-I" + os.path.join(os.path.dirname(libdir), "include"), src]
         if os.path.exists(info_src):
             cmd += ["-DGW_PY_WITH_INFO", "-I" + os.path.join(repo, "tools"), info_src]
         cmd += ["-o", tmp, lib, "-Wl,-rpath," + libdir, "-ldl"]

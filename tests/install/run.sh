@@ -12,11 +12,11 @@
 #   - `gpuwrap info` from the moved prefix: the CUDA and HIP plugins found in
 #     <libdir>/gpuwrap, their runtimes reported with the loader's own message; and
 #     GPUWRAP_PLUGIN_DIR winning over the installed plugins.
-# Usage: tests/install/run.sh [BUILD_DIR]   (default build-ci; configured and built if absent)
+# Usage: tests/install/run.sh [BUILD_DIR]   (default build/ci; configured and built if absent)
 # Called by scripts/run-tests as its own step. Exit status 0 when every check passed.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-build-ci}
+build=${1:-build/ci}
 case $build in /*) ;; *) build=$src/$build ;; esac
 jobs=$(nproc)
 if [ ! -f "$build/CMakeCache.txt" ]; then

@@ -17,13 +17,12 @@
 //      tail code and two parameters cost
 // and, first, the host cost of single calls (idle GPU, tight loops): cudaGetDevice,
 // cuCtxGetCurrent, the two synchronizes of an idle stream, gw_pointer_query; last, the launch
-// call alone of B and C (the time until it returns), to set against gw_fill's own launch in
-// the trace build of tools/probes/fill_trace.patch.
-// Variants A-H ran twice on the H200 (2026-12-01 18:50 UTC, docs/runs/h200-1836-2026-12-01.txt;
+// call alone of B and C (the time until it returns), to set against gw_fill's own launch.
+// Variants A-H ran twice on the H200 (2026-12-01 18:50 UTC, run log in git history, commit 7f3ae15;
 // the table is in docs/BENCHMARKS.md). Variant I and the single-call costs were added after
 // that start, to tell which of gw_fill's runtime calls holds the rest; they have not run yet.
 // Build on the GPU machine from the repository root, after building gpuwrap in b/:
-//   nvcc -O3 -arch=sm_90 -I include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda \
+//   nvcc -O3 -arch=sm_90 -I include -I b/include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda \
 //        -Xlinker -rpath,$PWD/b/lib && GPUWRAP_BACKEND=cuda ./fill_gap
 #include <cstdio>
 #include <cstdint>

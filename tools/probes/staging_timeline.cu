@@ -1,13 +1,11 @@
 // Probe (not part of the build): the staged pageable copy, chunk by chunk. Copies of 16, 64 and
 // 256 MiB host->device and device->host, 10 in a row each, two rounds; prints the median time of
-// the first 9. Against a trace build of the plugin (tools/probes/staging_trace.patch applied to
-// src/backends/gpu/gpu_staging.c) with GPUWRAP_STAGING_TRACE=10, the 10th copy of each group
-// also prints, to stderr, when each chunk was free, filled, issued and seen done on the host,
-// and when its DMA ran on the GPU (CUDA events). Build, from a build tree `b` of the patched source:
-//   nvcc -O2 -arch=sm_90 -I include -o staging_timeline tools/probes/staging_timeline.cu \
+// the first 9. The per-chunk trace (GPUWRAP_STAGING_TRACE=10: when each chunk was free,
+// filled, issued and seen done, and when its DMA ran) came from a patch to gpu_staging.c that
+// no longer applies (git history, commit f749a6b; its results: docs/STAGING.md).
+// Build, from a build tree `b`:
+//   nvcc -O2 -arch=sm_90 -I include -I b/include -o staging_timeline tools/probes/staging_timeline.cu \
 //        -L b/lib -lgpuwrap -Xlinker -rpath,$PWD/b/lib
-//   GPUWRAP_STAGING_TRACE=10 ./staging_timeline 2> trace.txt
-// Measured with it: docs/runs/h200-staging-trace-2026-12-01.txt, docs/BENCHMARKS.md.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
