@@ -10,12 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *version_text(void) {
-  static char v[32];
-  snprintf(v, sizeof v, "%d.%d.%d", GW_VERSION_MAJOR, GW_VERSION_MINOR, GW_VERSION_PATCH);
-  return v;
-}
-
 #define KINDS 4
 static const gw_memkind kinds[KINDS] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED, GW_MEM_HOST};
 
@@ -143,7 +137,7 @@ static gw_status gather(report *r) {
 }
 
 static void print_text(FILE *f, const report *r, int all_settings) {
-  fprintf(f, "gpuwrap %s\n", version_text());
+  fprintf(f, "gpuwrap %s\n", gw_version_string());
   for (int i = 0; i < 3; i++) {
     const backend_report *br = &r->backend[i];
     if (!br->present) {
@@ -205,7 +199,7 @@ static void json_str(FILE *f, const char *s) {
 
 static void print_json(FILE *f, const report *r, int all_settings) {
   fprintf(f, "{\"version\": ");
-  json_str(f, version_text());
+  json_str(f, gw_version_string());
   fprintf(f, ", \"backends\": [");
   for (int i = 0; i < 3; i++) {
     const backend_report *br = &r->backend[i];
