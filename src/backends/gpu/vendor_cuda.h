@@ -27,7 +27,6 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_MEMCPY_DEFAULT cudaMemcpyDefault
 #define GWV_STREAM_FLAGS cudaStreamDefault
 #define GWV_HOST_ALLOC_FLAGS (cudaHostAllocMapped | cudaHostAllocPortable)
-#define GWV_HOST_ALLOC_WC cudaHostAllocWriteCombined
 #define GWV_HOST_REGISTER_FLAGS (cudaHostRegisterMapped | cudaHostRegisterPortable)
 /* Added for GW__REG_READONLY: the only way to register pages the process cannot write. */
 #define GWV_HOST_REGISTER_READONLY cudaHostRegisterReadOnly
