@@ -59,7 +59,7 @@ setting() { name=$1; shift; envs=(); for kv in "$@"; do [ "$kv" = - ] || envs+=(
 gbs() { grep -E "^ +$2 +(1|4|16|64) MiB" "$1" | awk '{printf "%s%s=%s ", $2,$3,$8}'; }
 # Staging A/B: name, then the settings (GPUWRAP_STAGING_*; "-" for none). Override with
 # H200_AB="name VAR=v ...;name2 ..." to measure other settings.
-AB=${H200_AB:-"default -;plain RAMP=0 NT_EDGE=0;h0-t3 RAMP=0 EDGE_HEAD=0 EDGE_TAIL=3;ramp2-h0-t3 RAMP=2 EDGE_HEAD=0 EDGE_TAIL=3;ramp2-h1-t3 RAMP=2 EDGE_HEAD=1 EDGE_TAIL=3;ramp2-h2-t3 RAMP=2 EDGE_HEAD=2 EDGE_TAIL=3;ramp2-h3-t4 RAMP=2 EDGE_HEAD=3 EDGE_TAIL=4;ramp3-h4-t3 RAMP=3 EDGE_HEAD=4 EDGE_TAIL=3"}
+AB=${H200_AB:-"default -;plain EDGE_TAIL=0;t2 EDGE_TAIL=2;t4 EDGE_TAIL=4"}
 for rep in 1 2; do
   IFS=';' read -ra cfgs <<< "$AB"
   for cfg in "${cfgs[@]}"; do

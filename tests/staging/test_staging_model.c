@@ -11,10 +11,10 @@
  * memory here. Failure injection: the k-th call of one runtime function fails.
  *
  * Tests (CPU backend only; on a GPU backend they skip, gpu.staging.* runs the real thing):
- *   random   random settings (chunk, threads, buffers, pieces, split, ramp, streamed stores,
- *            spins, flow and barrier pipelines, write-combined buffers), copies of 1 B to
- *            6 MiB both ways at odd offsets: every byte and the guards around it checked
- *   fail     every runtime call of a staged copy failed in turn, both ways, both pipelines:
+ *   random   random settings (chunk, threads, buffers, pieces, split, small, streamed and
+ *            demoted stores, spins), copies of 1 B to 6 MiB both ways at odd offsets: every
+ *            byte and the guards around it checked
+ *   fail     every runtime call of a staged copy failed in turn, both ways:
  *            the copy reports the failure (or, when the setup fails, declines and leaves
  *            the copy to the plain path), writes nothing outside its destination, leaves no
  *            DMA running, and the next copy on the same context is right; buffers and
@@ -304,31 +304,23 @@ TEST_IMPL(random) {
   const char *smalls[] = {"", "0", "1M"};
   const char *ntup[] = {"off", "", "1G", "2M"};
   const char *spins[] = {"", "1", "64"};
-  const char *edges[] = {"", "1", "2"};
-  const char *edge_hows[] = {"", "stream", "demote", "flush"};
+  const char *edges[] = {"", "0", "1", "2"};
   const char *e = getenv("GW_STAGING_MODEL_CONFIGS");
   long configs = e ? atol(e) : 24;
   rig r;
   rig_make(&r, 6 * MiB);
   for (long k = 0; k < configs; k++) {
-    char nbuf[8], ramp[8];
+    char nbuf[8];
     snprintf(nbuf, sizeof nbuf, "%d", 2 + (int)tst_rand_below(15));
-    snprintf(ramp, sizeof ramp, "%d", (int)tst_rand_below(9));
     set("GPUWRAP_STAGING_CHUNK", chunks[tst_rand_below(8)]);
     set("GPUWRAP_STAGING_THREADS", threads_upto(threads[tst_rand_below(5)]));
     set("GPUWRAP_STAGING_BUFFERS", nbuf);
-    set("GPUWRAP_STAGING_RAMP", ramp);
     set("GPUWRAP_STAGING_PIECE", pieces[tst_rand_below(4)]);
     set("GPUWRAP_STAGING_SPLIT", splits[tst_rand_below(4)]);
     set("GPUWRAP_STAGING_SMALL", smalls[tst_rand_below(3)]);
     set("GPUWRAP_STAGING_NT_UP_MAX", ntup[tst_rand_below(4)]);
     set("GPUWRAP_STAGING_SPINS", spins[tst_rand_below(3)]);
-    set("GPUWRAP_STAGING_NT_EDGE", edges[tst_rand_below(3)]);
-    set("GPUWRAP_STAGING_EDGE_HOW", edge_hows[tst_rand_below(4)]);
-    set("GPUWRAP_STAGING_EDGE_HEAD", edges[tst_rand_below(3)]);
-    set("GPUWRAP_STAGING_EDGE_TAIL", edges[tst_rand_below(3)]);
-    set("GPUWRAP_STAGING_PIPELINE", tst_rand_below(4) == 0 ? "barrier" : "");
-    set("GPUWRAP_STAGING_WC", tst_rand_below(5) == 0 ? "1" : "");
+    set("GPUWRAP_STAGING_EDGE_TAIL", edges[tst_rand_below(4)]);
     M.lazy = tst_rand_below(4) != 0;
     gwg_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
@@ -359,54 +351,51 @@ TEST_IMPL(fail) {
   rig r;
   rig_make(&r, 3 * MiB);
   long cases = 0, reported = 0, declined = 0;
-  for (int pl = 0; pl < 2; pl++) {
-    set("GPUWRAP_STAGING_PIPELINE", pl ? "barrier" : "");
-    set("GPUWRAP_STAGING_CHUNK", "256K");
-    set("GPUWRAP_STAGING_THREADS", threads_upto("3"));
-    set("GPUWRAP_STAGING_BUFFERS", "3");
-    for (size_t c = 0; c < sizeof calls / sizeof *calls; c++) {
-      for (int up = 0; up < 2; up++) {
-        /* k past the calls one copy makes: the armed failure never comes, the copy is right */
-        for (long k = 1;; k++) {
-          gwg_ctx ctx;
-          memset(&ctx, 0, sizeof ctx);
-          M.lazy = 1;
-          M.fail_call = calls[c];
-          M.fail_in = k;
-          long injected = M.injected;
-          int staged;
-          size_t n = 3 * MiB - 1 - tst_rand_below(4096);
-          gw_status s = one(&ctx, &r, up, n, tst_rand_below(GUARD), tst_rand_below(GUARD), &staged);
-          int hit = M.injected != injected;
-          M.fail_call = NULL;
-          cases++;
-          if (!hit) {
-            ASSERT_TRUE(staged);
-            ASSERT_OK(s);
-            gwg_staging_fini(&ctx);
-            break;
-          }
-          if (!staged) {
-            /* only the setup may fail this way: pinned buffers or events not made */
-            ASSERT_TRUE(!strcmp(calls[c], "HostAlloc") || !strcmp(calls[c], "EventCreate"));
-            declined++;
-          } else {
-            /* reported as the backend's failure, naming the call */
-            ASSERT_EQ_INT(s, GW_EBACKEND);
-            ASSERT_STR_CONTAINS(M.msg, calls[c]);
-            reported++;
-          }
-          /* the same context afterwards: staged and right, or declined for good (setup) */
-          gw_status s2 = one(&ctx, &r, !up, n, 0, 0, &staged);
-          if (staged)
-            ASSERT_OK(s2);
-          else
-            ASSERT_TRUE(!strcmp(calls[c], "HostAlloc") || !strcmp(calls[c], "EventCreate"));
+  set("GPUWRAP_STAGING_CHUNK", "256K");
+  set("GPUWRAP_STAGING_THREADS", threads_upto("3"));
+  set("GPUWRAP_STAGING_BUFFERS", "3");
+  for (size_t c = 0; c < sizeof calls / sizeof *calls; c++) {
+    for (int up = 0; up < 2; up++) {
+      /* k past the calls one copy makes: the armed failure never comes, the copy is right */
+      for (long k = 1;; k++) {
+        gwg_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        M.lazy = 1;
+        M.fail_call = calls[c];
+        M.fail_in = k;
+        long injected = M.injected;
+        int staged;
+        size_t n = 3 * MiB - 1 - tst_rand_below(4096);
+        gw_status s = one(&ctx, &r, up, n, tst_rand_below(GUARD), tst_rand_below(GUARD), &staged);
+        int hit = M.injected != injected;
+        M.fail_call = NULL;
+        cases++;
+        if (!hit) {
+          ASSERT_TRUE(staged);
+          ASSERT_OK(s);
           gwg_staging_fini(&ctx);
-          ASSERT_EQ_INT(M.host_allocs, 0);
-          ASSERT_EQ_INT(M.events, 0);
-          ASSERT_TRUE(k < 10000);
+          break;
         }
+        if (!staged) {
+          /* only the setup may fail this way: pinned buffers or events not made */
+          ASSERT_TRUE(!strcmp(calls[c], "HostAlloc") || !strcmp(calls[c], "EventCreate"));
+          declined++;
+        } else {
+          /* reported as the backend's failure, naming the call */
+          ASSERT_EQ_INT(s, GW_EBACKEND);
+          ASSERT_STR_CONTAINS(M.msg, calls[c]);
+          reported++;
+        }
+        /* the same context afterwards: staged and right, or declined for good (setup) */
+        gw_status s2 = one(&ctx, &r, !up, n, 0, 0, &staged);
+        if (staged)
+          ASSERT_OK(s2);
+        else
+          ASSERT_TRUE(!strcmp(calls[c], "HostAlloc") || !strcmp(calls[c], "EventCreate"));
+        gwg_staging_fini(&ctx);
+        ASSERT_EQ_INT(M.host_allocs, 0);
+        ASSERT_EQ_INT(M.events, 0);
+        ASSERT_TRUE(k < 10000);
       }
     }
   }

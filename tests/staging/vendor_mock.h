@@ -19,7 +19,6 @@ typedef void *gwv_ctxtok;
 #define GWV_IS_NOT_READY(e) ((e) == GWV_MOCK_NOT_READY)
 #define GWV_EVENT_FLAGS 0
 #define GWV_HOST_ALLOC_FLAGS 0
-#define GWV_HOST_ALLOC_WC 1
 #define GWV_MEMCPY_DEFAULT 0
 
 typedef enum { GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES = 1 } gwv_attr;

@@ -486,12 +486,9 @@ typedef enum { ROW_MEMSET, ROW_D16, ROW_D32, ROW_PATTERN } row_how;
  * executing device owns (`exec`), or managed memory, which every device reaches: a memset
  * on another device's memory would run in the wrong context. Else ROW_PATTERN.
  * Shared by the kernel-less fill and the kernel path, which takes a memset for a single
- * contiguous row: on the device the memset is as fast as a 16-byte-store kernel (H200,
- * 2026-12-01, launch and sync, medians of 200: cuMemsetD32Async 11.0 / 14.9 / 26.2 / 69.7
- * us at 4 / 16 / 64 / 256 MiB, the kernel 11.1 / 14.8 / 26.5 / 71.4), and one driver call
- * costs the host less than gwk_fill's runtime launch: `gpuwrap bench` measured gw_fill of
- * float32 device memory at 0.94-0.97x the raw fill kernel at 4-16 MiB with it (three
- * starts), 0.91-0.94x before, and 0.96-1.02x the runtime's own memset (docs/BENCHMARKS.md). */
+ * contiguous row: on the device the memset is as fast as a 16-byte-store kernel, and one
+ * driver call costs the host less than gwk_fill's runtime launch, which small fills feel
+ * (docs/BENCHMARKS.md, "Measurements cited by the GPU backend's comments"). */
 static row_how memset_how(const gw__fillspec *f, const rows_t *r, int exec) {
   int devside = f->kind == GW_MEM_DEVICE || f->kind == GW_MEM_MANAGED;
   if (!r->contiguous || !devside || (f->kind == GW_MEM_DEVICE && f->device != exec))

@@ -93,8 +93,8 @@ __global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
 // divides 16, so the pattern has period 16). Every byte comes out of `body`'s two 64-bit
 // halves by shifts: indexing a byte array with a thread-dependent index put the 16-byte
 // pattern in local memory, and every thread of every launch stored it there on entry
-// (16 st.local.u8 per thread, ~4 MB of local stores per launch at the capped grid: the
-// 0.77x of the raw kernel at 4 MiB on the H200, 2026-12-01). ptxas: no stack frame.
+// (16 st.local.u8 per thread, ~4 MB of local stores per launch at the capped grid, which
+// slowed small fills well below the raw kernel). ptxas: no stack frame.
 __device__ __forceinline__ char body_byte(V16 body, uint64_t k) { // k: byte of the period
   uint64_t w = (k & 8) ? body.b : body.a;
   return (char)(w >> (8 * (k & 7)));
@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(THREADS) k_fill_contig(char *p, uint32_t head,
 // The grids of the grid-stride loops: `max_blocks` (SMs x 8, gpu_backend.c) assumes 8
 // blocks of 256 threads resident per SM, 2048 threads. A kernel that holds more than 32
 // registers per thread fits fewer, and the blocks past what fits ran as a second, partial
-// wave doing a full block's share each (ncu on the H200, 2026-12-01: the halo shell's
-// k_copy_batch at 38 registers, 6 blocks per SM, 1.34 waves, 8.5 us). So each kernel's
+// wave doing a full block's share each (ncu showed it for the halo shell's k_copy_batch at
+// 38 registers, docs/BENCHMARKS.md). So each kernel's
 // cap is scaled to the blocks that really fit, asked of the runtime once per kernel
 // (`per_sm` caches it; the first device's answer serves the process: on another
 // architecture the grid is only less well sized, never wrong). Forcing 32 registers
@@ -376,19 +376,15 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     V16 body;
     memcpy(&body, rot, 16);
     // The grid of the raw kernel: one thread per 16 bytes up to the blocks that fit (at
-    // most SMs x 8 of 256, full occupancy on sm_90), at least one block. Measured against
-    // 2 and 4 blocks per SM (H200, 2026-12-01, docs/BENCHMARKS.md): within the spread in a
-    // probe from 1 to 256 MiB (4 MiB 10.9 against 11.1 us, 256 MiB 72.8 / 71.6 against
-    // 71.4), and 2 per SM lower in the bench at 1-16 MiB (0.92-0.95x against 0.93-0.97x).
+    // most SMs x 8 of 256, full occupancy on sm_90), at least one block: smaller grids
+    // (2 or 4 blocks per SM) were no faster (docs/BENCHMARKS.md).
     uint64_t work = n16 > 16 ? n16 : 16; // enough threads for head and tail
     static int per_sm;
     // From FILL_ONE_PER_THREAD_MIN bytes of the device's own memory up: one 16-byte store
     // per thread, the grid as large as the fill (the loop then runs once), which writes HBM
-    // faster than the resident grid's strided loop: H200, 2026-12-02 (tools/probes/
-    // fill_kernels.cu, device time, medians of 25): 1 GiB 4627 against 4331 GB/s (the
-    // bench's raw PTX fill 4336, the driver's memset 4537), 256 MiB 4469 / 4242, 64 MiB
-    // 3888 / 3713; at 16 MiB 2979 / 3027 and 4 MiB 1124 / 1109, within the spread, so the
-    // resident grid stays below. Not for host memory: a zero-copy fill is the link's speed.
+    // faster than the resident grid's strided loop from 64 MiB (tools/probes/
+    // fill_kernels.cu, docs/BENCHMARKS.md); below, the two are alike, so the resident grid
+    // stays. Not for host memory: a zero-copy fill is the link's speed.
     bool one_per_thread = f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN;
     unsigned grid = grid_for(work, one_per_thread ? FILL_GRID_MAX
                                                   : resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
@@ -407,9 +403,7 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // earlier asynchronous work is returned by the launch itself, or by the synchronize.
     // The driver's cuLaunchKernel (the bench's raw launch) was tried twice, on
     // cudaGetFuncBySymbol and on cudaGetKernel handles, for every kernel here: no gain in
-    // `gpuwrap bench` beyond its spread (H200, 2026-12-01: f64 fill at 4 MiB 0.92-0.93x with
-    // it, 0.91-0.93x without, in one start; tools/probes/fill_gap.cu puts launch + sync 0.1-0.3
-    // us apart, of a gap of ~1 us). Not kept.
+    // `gpuwrap bench` beyond its spread (docs/BENCHMARKS.md). Not kept.
     void *args[] = {&dst, &h32, &n16, &t32, &body};
     return (int)cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0, s);
 #endif

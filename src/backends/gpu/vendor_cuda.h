@@ -27,7 +27,6 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_MEMCPY_DEFAULT cudaMemcpyDefault
 #define GWV_STREAM_FLAGS cudaStreamDefault
 #define GWV_HOST_ALLOC_FLAGS (cudaHostAllocMapped | cudaHostAllocPortable)
-#define GWV_HOST_ALLOC_WC cudaHostAllocWriteCombined
 #define GWV_HOST_REGISTER_FLAGS (cudaHostRegisterMapped | cudaHostRegisterPortable)
 /* Added for GW__REG_READONLY: the only way to register pages the process cannot write. */
 #define GWV_HOST_REGISTER_READONLY cudaHostRegisterReadOnly
@@ -36,10 +35,9 @@ typedef struct cudaMemcpy3DParms gwv_memcpy3d;
 #define GWV_EVENT_FLAGS cudaEventDisableTiming
 
 /* Is the thread already in a device's primary context (the one its runtime calls use)?
- * One driver call, cuCtxGetCurrent (9-15 ns on the H200 test machine, 2026-12-01,
- * tools/probes/fill_gap.cu), compared with the device's primary context, instead of
- * cudaGetDevice (39-57 ns there from a program, ~80 ns from this plugin's static runtime,
- * a TSC trace of gw_fill): every operation asks it first (gwg_enter). The token is the
+ * One driver call, cuCtxGetCurrent, compared with the device's primary context, instead of
+ * cudaGetDevice, several times slower, more so from this plugin's static runtime
+ * (docs/BENCHMARKS.md): every operation asks it first (gwg_enter). The token is the
  * primary context's handle, taken once per device; the runtime holds its own reference,
  * so the handle outlives ours. NULL: no fast answer, ask the runtime. */
 typedef void *gwv_ctxtok;

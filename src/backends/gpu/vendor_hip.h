@@ -40,7 +40,6 @@ typedef hipEvent_t gwv_event;
 #define GWV_MEMCPY_DEFAULT hipMemcpyDefault
 #define GWV_STREAM_FLAGS hipStreamDefault
 #define GWV_HOST_ALLOC_FLAGS (hipHostMallocMapped | hipHostMallocPortable)
-#define GWV_HOST_ALLOC_WC hipHostMallocWriteCombined
 #define GWV_HOST_REGISTER_FLAGS (hipHostRegisterMapped | hipHostRegisterPortable)
 /*
  * Read-only registration (GW__REG_READONLY). ROCm 5 has neither the flag nor a way to ask
