@@ -39,6 +39,33 @@
   X(CPU_FAIL, "GPUWRAP_CPU_FAIL", TEXT, "", 0, 0, "", "cpu",                                     \
     "failure injection (tests): op:N[:status],... makes the N-th call of a CPU-model "          \
     "operation fail")                                                                           \
+  X(STAGING, "GPUWRAP_STAGING", BOOL, "1", 0, 1, "", "staging",                                  \
+    "GPU backend: contiguous pageable copies go through the staging pipeline (pinned bounce "  \
+    "buffers, host threads); 0: the runtime's own pageable copy")                               \
+  X(STAGING_MIN, "GPUWRAP_STAGING_MIN", BYTES, "1M", 0, 1099511627776LL, "", "staging",          \
+    "smallest copy staged")                                                                     \
+  X(STAGING_CHUNK, "GPUWRAP_STAGING_CHUNK", BYTES, "4M", 4096, 1073741824, "", "staging",        \
+    "bounce buffer size, the largest chunk (rounded up to whole pages)")                        \
+  X(STAGING_THREADS, "GPUWRAP_STAGING_THREADS", INT, "0", 0, 64, "", "staging",                  \
+    "host threads copying, the caller included; 0: three quarters of the CPUs, at most 12")     \
+  X(STAGING_BUFFERS, "GPUWRAP_STAGING_BUFFERS", INT, "6", 2, 16, "", "staging",                  \
+    "bounce buffers, the pipeline's depth")                                                     \
+  X(STAGING_SMALL, "GPUWRAP_STAGING_SMALL", BYTES, "4M", 0, 1099511627776LL, "", "staging",      \
+    "copies up to this size go in 256 KiB chunks")                                              \
+  X(STAGING_SPLIT, "GPUWRAP_STAGING_SPLIT", INT, "4", 1, 64, "", "staging",                      \
+    "larger copies below SPLIT x CHUNK are cut into SPLIT chunks")                              \
+  X(STAGING_PIECE, "GPUWRAP_STAGING_PIECE", BYTES, "16K", 4096, 1073741824, "", "staging",       \
+    "smallest piece one thread copies (rounded up to whole pages)")                             \
+  X(STAGING_NT_UP_MAX, "GPUWRAP_STAGING_NT_UP_MAX", BYTES, "32M", 0, 1099511627776LL, "",        \
+    "staging", "host-to-device copies up to this size fill the bounce buffers with "            \
+    "non-temporal stores (0: never)")                                                           \
+  X(STAGING_EDGE_TAIL, "GPUWRAP_STAGING_EDGE_TAIL", INT, "3", 0, 64, "", "staging",              \
+    "larger host-to-device copies demote the lines of their last this-many chunks to the "      \
+    "shared cache after filling them (cldemote; a no-op on CPUs without it)")                  \
+  X(STAGING_LINGER_US, "GPUWRAP_STAGING_LINGER_US", INT, "100", 0, 1000000, "", "staging",       \
+    "microseconds the copy threads keep spinning after a copy before they sleep")              \
+  X(STAGING_SPINS, "GPUWRAP_STAGING_SPINS", INT, "4096", 1, 1073741824, "", "staging",           \
+    "idle pauses of a copy thread before it yields its CPU")                                    \
   X(HALO_GPU_AWARE, "GPUWRAP_HALO_GPU_AWARE", CHOICE, "auto", 0, 0, "auto|0|1", "halo",         \
     "whether MPI takes device memory: auto asks the MPI library; 0 or 1 overrides it")          \
   X(HALO_SHM, "GPUWRAP_HALO_SHM", BOOL, "1", 0, 1, "", "halo",                                   \

@@ -52,7 +52,8 @@ static void env(const char *min, const char *chunk, const char *threads, const c
     else
       unsetenv(names[i]);
   }
-  unsetenv("GPUWRAP_STAGING_SPINS"); /* the defaults, unless a case sets them */
+  unsetenv("GPUWRAP_STAGING"); /* the defaults, unless a case sets them */
+  unsetenv("GPUWRAP_STAGING_SPINS");
   unsetenv("GPUWRAP_STAGING_NT_UP_MAX");
   unsetenv("GPUWRAP_STAGING_EDGE_TAIL");
 }
@@ -270,7 +271,7 @@ static int test_threads(void) {
 
 /* The host-to-device bounce fills' stores, every byte checked in both directions: 1 MiB
  * chunks over 4 buffers filled with plain stores but for the last two chunks of a copy,
- * demoted after their memcpy (GPUWRAP_STAGING_NT_UP_MAX=off, GPUWRAP_STAGING_EDGE_TAIL=2;
+ * demoted after their memcpy (GPUWRAP_STAGING_NT_UP_MAX=0, GPUWRAP_STAGING_EDGE_TAIL=2;
  * by default copies up to 32 MiB stream every chunk); then the same with 4 demoted chunks;
  * then 4 MiB chunks over 3 buffers streamed at every size, with workers that yield at once
  * (GPUWRAP_STAGING_SPINS=1). */
@@ -278,7 +279,7 @@ static int test_stores(void) {
   if (!have_cuda())
     return GWT_SKIP;
   env("0", "1M", "5", "4");
-  setenv("GPUWRAP_STAGING_NT_UP_MAX", "off", 1);
+  setenv("GPUWRAP_STAGING_NT_UP_MAX", "0", 1);
   setenv("GPUWRAP_STAGING_EDGE_TAIL", "2", 1);
   int rc = sweep_ctx(24 * MiB);
   setenv("GPUWRAP_STAGING_EDGE_TAIL", "4", 1);
@@ -297,7 +298,8 @@ static int test_stores(void) {
 static int test_off(void) {
   if (!have_cuda())
     return GWT_SKIP;
-  env("off", "", "", "");
+  env("", "", "", "");
+  setenv("GPUWRAP_STAGING", "0", 1);
   rig r;
   int rc = rig_make(&r, GW_MEM_DEVICE, 20 * MiB);
   if (!rc)

@@ -159,7 +159,10 @@ gwv_err gwv_StreamSynchronize(gwv_stream s) {
 
 gwv_err gwv_GetLastError(void) { return GWV_SUCCESS; }
 
-/* What the rest of the backend gives gpu_staging.c. */
+/* What the rest of the backend gives gpu_staging.c: the core's settings directly (the
+ * plugin reads them through the host API). */
+gw_status gwg_setting(gw__setting_id id, long long *out) { return gw__setting_int(id, out); }
+
 gw_status gwg_fail(gwv_err e, const char *fmt, ...) {
   (void)e;
   va_list ap;
@@ -302,7 +305,7 @@ TEST_IMPL(random) {
   const char *pieces[] = {"", "4096", "12K", "64K"};
   const char *splits[] = {"", "1", "3", "16"};
   const char *smalls[] = {"", "0", "1M"};
-  const char *ntup[] = {"off", "", "1G", "2M"};
+  const char *ntup[] = {"0", "", "1G", "2M"};
   const char *spins[] = {"", "1", "64"};
   const char *edges[] = {"", "0", "1", "2"};
   const char *e = getenv("GW_STAGING_MODEL_CONFIGS");
@@ -402,5 +405,34 @@ TEST_IMPL(fail) {
   rig_free(&r);
   printf("fail: %ld cases, %ld failures reported, %ld setups declined\n", cases, reported,
          declined);
+  return 0;
+}
+
+/* A staging setting that is not valid fails the copy with GW_EINVAL naming it (it used to be
+ * clamped or replaced by the default, silently), every time, and touches nothing. */
+/* ctest-env: bad_setting GPUWRAP_STAGING_MIN=0 */
+TEST_IMPL(bad_setting) {
+  if (strcmp(tst_backend_str(), "cpu"))
+    TEST_SKIP("the staging model runs on the CPU backend's suite only");
+  const char *bad[][2] = {{"GPUWRAP_STAGING_CHUNK", "2048"}, {"GPUWRAP_STAGING_BUFFERS", "17"},
+                          {"GPUWRAP_STAGING_THREADS", "many"}, {"GPUWRAP_STAGING_NT_UP_MAX", "off"}};
+  rig r;
+  rig_make(&r, 2 * MiB);
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    set(bad[k][0], bad[k][1]);
+    gwg_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    for (int up = 0; up < 2; up++) {
+      int staged = 0;
+      ASSERT_STATUS(one(&ctx, &r, up, MiB, 0, 0, &staged), GW_EINVAL);
+      ASSERT_TRUE(staged);
+      ASSERT_ERROR_MENTIONS(bad[k][0]);
+      ASSERT_ERROR_MENTIONS(bad[k][1]);
+    }
+    gwg_staging_fini(&ctx);
+    ASSERT_EQ_INT(M.host_allocs, 0);
+    set(bad[k][0], "");
+  }
+  rig_free(&r);
   return 0;
 }

@@ -35,6 +35,8 @@ static gw_status vfail(gw_status s, gwv_err e, const char *fmt, va_list ap) {
   return gwg_host->fail(s, "%s: %s: %s", what, gwv_GetErrorName(e), gwv_GetErrorString(e));
 }
 
+gw_status gwg_setting(gw__setting_id id, long long *out) { return gwg_host->setting_int((int)id, out); }
+
 gw_status gwg_fail(gwv_err e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -50,6 +50,10 @@ extern const gw__host_api *gwg_host;
  * (already registered -> GW_EALREADY, not registered -> GW_ENOTREG, out of memory ->
  * GW_ENOMEM, no/invalid device -> GW_ENODEV, else GW_EBACKEND). Clears the runtime's
  * last error so it does not leak into the caller's own checks. */
+/* A setting of the core's table (settings.h) through the host API: GW_EINVAL, its reason
+ * recorded for gw_last_error(), when the environment's value is not valid (*out is then the
+ * default). The staging model test (no plugin entry) defines its own. */
+gw_status gwg_setting(gw__setting_id id, long long *out);
 gw_status gwg_fail(gwv_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same with an explicit status (e.g. GW_ENOTREG for an interior unregister). */
 gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)

@@ -54,61 +54,52 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- settings: the defaults, and the one function that reads them -------------------------- */
-
-/* Below this the runtime's own pageable copy is used: pipeline start-up (thread hand-off,
- * one chunk not overlapped, event round trips) does not pay for itself. At 1 MiB a copy
- * is 4 chunks of CHUNK_MIN, each of 16 pieces (the default PIECE). */
-#define GWG_STAGING_MIN_DEFAULT ((size_t)1 << 20)
-/* Bounce buffer size, the largest chunk: large enough that a DMA (~75 us at 55 GB/s)
- * dwarfs the per-chunk cost (launch, event, thread hand-off); small enough that the
- * buffers stay in the host's last-level cache and cost little pinned memory. */
-#define GWG_STAGING_CHUNK_DEFAULT ((size_t)4 << 20)
-/* Bounce buffers: the threads work on up to two chunks at once (a chunk's last pieces and
- * the next one's first), so 6 leaves ~4 DMAs (~300 us of link time at 4 MiB) queued behind
- * them: a late host never starves the DMA engine, and a 1 MiB copy (4 chunks of CHUNK_MIN)
- * has every DMA queued at once. 24 MiB of pinned memory per context. */
-#define GWG_STAGING_BUFFERS_DEFAULT 6
+/* ---- settings: the one function that reads them ------------------------------------------- */
+/*
+ * The values and ranges are rows of the settings table (src/core/settings_table.h,
+ * GPUWRAP_STAGING_*); why the defaults are what they are:
+ * - MIN 1 MiB: below it the runtime's own pageable copy is used: pipeline start-up (thread
+ *   hand-off, one chunk not overlapped, event round trips) does not pay for itself. At
+ *   1 MiB a copy is 4 chunks of CHUNK_MIN, each of 16 pieces (the default PIECE).
+ * - CHUNK 4 MiB, the bounce buffer size and largest chunk: large enough that a DMA (~75 us
+ *   at 55 GB/s) dwarfs the per-chunk cost (launch, event, thread hand-off); small enough
+ *   that the buffers stay in the host's last-level cache and cost little pinned memory.
+ * - BUFFERS 6: the threads work on up to two chunks at once (a chunk's last pieces and the
+ *   next one's first), so 6 leaves ~4 DMAs (~300 us of link time at 4 MiB) queued behind
+ *   them: a late host never starves the DMA engine, and a 1 MiB copy (4 chunks of
+ *   CHUNK_MIN) has every DMA queued at once. 24 MiB of pinned memory per context.
+ * - THREADS: three quarters of the online CPUs (the rest for the program and the runtime),
+ *   at most THREADS_DEFAULT_MAX: a single core's memcpy is far below the link's speed, but
+ *   beyond 12 more threads gained nothing and cost more wake-ups on small copies.
+ * - SPLIT 4, SMALL 4 MiB: a copy smaller than SPLIT x chunk is cut into SPLIT chunks (so it
+ *   still pipelines), but no chunk below CHUNK_MIN, and a copy of at most SMALL bytes goes
+ *   in CHUNK_MIN chunks: a small chunk is in or out sooner, so its DMA (host->device) or
+ *   its copy out (device->host) starts sooner; a large one costs less per byte.
+ * - PIECE 16 KiB, the smallest piece (a hand-off is one atomic on a shared counter): it sets
+ *   how soon a small chunk is in or out; a 256 KiB chunk in 64 KiB pieces kept most threads
+ *   waiting for the next chunk while four copied.
+ * - SPINS 4096 idle pauses (~40 ns each on x86) before a worker yields its CPU: a worker
+ *   that never yields keeps its CPU from the program's own threads for a whole copy when
+ *   the host is full (MPI ranks sharing cores).
+ * - LINGER_US 100: a copy that finds the workers asleep waits for the wake-ups (a futex
+ *   wake, then each thread's turn on a CPU) before its first chunk fills, which a 64 MiB
+ *   copy (1.2 ms at the link's speed) feels.
+ * - NT_UP_MAX 32 MiB: host-to-device copies up to it fill the bounce buffers with
+ *   non-temporal stores: streamed stores leave no dirty lines in the cores' caches for the
+ *   DMA to snoop, which is most of a small copy (its start and end), but compete with the
+ *   DMA for memory in a large copy's steady state.
+ * - EDGE_TAIL 3: host-to-device copies above NT_UP_MAX demote their last chunks after the
+ *   memcpy (GWG_STORE_DEMOTE). Their DMAs, which read lines the threads have just written,
+ *   are the copy's end, with no host work left to overlap them.
+ */
 /* Pieces per chunk = this x threads (no piece below PIECE), so each thread takes about two
  * pieces of a chunk and the last piece of a chunk is short next to the chunk. */
 #define GWG_STAGING_PIECES_PER_THREAD 2
-/* Copy threads by default: three quarters of the online CPUs (the rest for the program and
- * the runtime), at most this many: a single core's memcpy is far below the link's speed,
- * but beyond 12 more threads gained nothing and cost more wake-ups on small copies. */
 #define GWG_STAGING_THREADS_DEFAULT_MAX 12
-/* A copy smaller than SPLIT x chunk is cut into SPLIT chunks (so it still pipelines), but
- * no chunk below CHUNK_MIN, and a copy of at most SMALL bytes goes in CHUNK_MIN chunks: a
- * small chunk is in or out sooner, so its DMA (host->device) or its copy out
- * (device->host) starts sooner; a large one costs less per byte in DMAs and hand-offs. */
-#define GWG_STAGING_SPLIT_DEFAULT 4
-#define GWG_STAGING_SMALL_DEFAULT ((size_t)4 << 20)
 #define GWG_STAGING_CHUNK_MIN ((size_t)256 << 10)
-/* The smallest piece (a hand-off is one atomic on a shared counter). It sets how soon a
- * small chunk is in (host-to-device: its DMA can go) or out (device-to-host): a 256 KiB
- * chunk in 64 KiB pieces kept most threads waiting for the next chunk while four copied. */
-#define GWG_STAGING_PIECE_DEFAULT ((size_t)16 << 10)
-/* Idle spins (pause instructions, ~40 ns each on x86) of a worker before it starts
- * yielding its CPU. Never yielding was a little faster, but a worker that never yields
- * keeps its CPU from the program's own threads for a whole copy when the host is full
- * (MPI ranks sharing cores). */
-#define GWG_STAGING_SPINS_DEFAULT 4096
-/* How long a worker keeps spinning after a copy before it sleeps, microseconds: a copy
- * that finds the workers asleep waits for the wake-ups (a futex wake, then each thread's
- * turn on a CPU) before its first chunk fills, which a 64 MiB copy (1.2 ms at the link's
- * speed) feels. */
-#define GWG_STAGING_LINGER_US_DEFAULT 100
-/* Host-to-device copies up to this size fill the bounce buffers with non-temporal stores,
- * larger ones with plain stores: streamed stores leave no dirty lines in the cores' caches
- * for the DMA to snoop, which is most of a small copy (its start and end), but compete
- * with the DMA for memory in a large copy's steady state. */
-#define GWG_STAGING_NT_UP_MAX_DEFAULT ((size_t)32 << 20)
-/* Host-to-device copies above NT_UP_MAX: the last EDGE_TAIL chunks are demoted after their
- * memcpy (GWG_STORE_DEMOTE). Their DMAs, which read lines the threads have just written,
- * are the copy's end, with no host work left to overlap them. */
-#define GWG_STAGING_EDGE_TAIL_DEFAULT 3
 
 typedef struct {
-  int off;          /* GPUWRAP_STAGING_MIN=off: never stage */
+  int off;          /* GPUWRAP_STAGING=0: never stage */
   size_t min;       /* smallest copy staged */
   size_t chunk;     /* bounce buffer size, the largest chunk (whole pages) */
   size_t split;     /* a copy below split x chunk is cut into this many chunks */
@@ -120,72 +111,38 @@ typedef struct {
   unsigned linger_us, spins;
 } gwg_staging_settings;
 
-/* "8M", "256k", "1048576", "1G"; 0 when unparsable. */
-static int parse_size(const char *s, size_t *out) {
-  char *end = NULL;
-  if (!s || !isdigit((unsigned char)*s))
-    return 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  switch (*end) {
-  case 'k': case 'K': v <<= 10; end++; break;
-  case 'm': case 'M': v <<= 20; end++; break;
-  case 'g': case 'G': v <<= 30; end++; break;
-  default: break;
-  }
-  if (*end == 'i' || *end == 'B' || *end == 'b') /* KiB, MB */
-    end++;
-  if (*end == 'B')
-    end++;
-  if (*end != '\0')
-    return 0;
-  *out = (size_t)v;
-  return 1;
-}
-
-static long env_int(const char *name, long def, long lo, long hi) {
-  const char *s = getenv(name);
-  char *end = NULL;
-  if (!s || !*s)
-    return def;
-  long v = strtol(s, &end, 10);
-  if (*end != '\0')
-    return def;
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* A size from the environment (parse_size's forms): `off` for "off", "OFF" or "never",
- * `def` when unset or unreadable. */
-static size_t env_size(const char *name, size_t def, size_t off) {
-  const char *s = getenv(name);
-  size_t v;
-  if (s && (!strcmp(s, "off") || !strcmp(s, "OFF") || !strcmp(s, "never")))
-    return off;
-  return parse_size(s, &v) ? v : def;
-}
-
 static size_t whole_pages(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
-static void staging_settings_read(gwg_staging_settings *s) {
-  s->min = env_size("GPUWRAP_STAGING_MIN", GWG_STAGING_MIN_DEFAULT, SIZE_MAX);
-  s->off = s->min == SIZE_MAX;
-  if (s->off)
-    s->min = GWG_STAGING_MIN_DEFAULT;
-  size_t chunk = env_size("GPUWRAP_STAGING_CHUNK", GWG_STAGING_CHUNK_DEFAULT, GWG_STAGING_CHUNK_DEFAULT);
-  s->chunk = whole_pages(chunk < 4096 ? 4096 : chunk > ((size_t)1 << 30) ? (size_t)1 << 30 : chunk);
-  s->split = (size_t)env_int("GPUWRAP_STAGING_SPLIT", GWG_STAGING_SPLIT_DEFAULT, 1, 64);
-  s->small = env_size("GPUWRAP_STAGING_SMALL", GWG_STAGING_SMALL_DEFAULT, GWG_STAGING_SMALL_DEFAULT);
-  size_t piece = env_size("GPUWRAP_STAGING_PIECE", GWG_STAGING_PIECE_DEFAULT, GWG_STAGING_PIECE_DEFAULT);
-  s->piece = piece < 4096 ? 4096 : whole_pages(piece);
-  s->nt_up_max = env_size("GPUWRAP_STAGING_NT_UP_MAX", GWG_STAGING_NT_UP_MAX_DEFAULT, 0);
-  s->edge_tail = (int)env_int("GPUWRAP_STAGING_EDGE_TAIL", GWG_STAGING_EDGE_TAIL_DEFAULT, 0, 64);
-  s->nbuf = (int)env_int("GPUWRAP_STAGING_BUFFERS", GWG_STAGING_BUFFERS_DEFAULT, 2, GWG_STAGING_BUFFERS_MAX);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  long threads = cpus > 1 ? cpus * 3 / 4 : 1;
-  if (threads > GWG_STAGING_THREADS_DEFAULT_MAX)
-    threads = GWG_STAGING_THREADS_DEFAULT_MAX;
-  s->nthreads = (int)env_int("GPUWRAP_STAGING_THREADS", threads, 1, GWG_STAGING_THREADS_MAX);
-  s->linger_us = (unsigned)env_int("GPUWRAP_STAGING_LINGER_US", GWG_STAGING_LINGER_US_DEFAULT, 0, 1000000);
-  s->spins = (unsigned)env_int("GPUWRAP_STAGING_SPINS", GWG_STAGING_SPINS_DEFAULT, 1, 1 << 30);
+/* One setting into *v; the first bad one's id is kept in *bad (-1: none). */
+static long long setting(gw__setting_id id, int *bad) {
+  long long v = 0;
+  if (gwg_setting(id, &v) != GW_OK && *bad < 0)
+    *bad = (int)id;
+  return v;
+}
+
+/* The settings; GW__SET_* of the first that is not valid, else -1 (the copy then fails
+ * with the parser's message: a tuning value that is silently replaced measures nothing). */
+static int staging_settings_read(gwg_staging_settings *s) {
+  int bad = -1;
+  s->off = !setting(GW__SET_STAGING, &bad);
+  s->min = (size_t)setting(GW__SET_STAGING_MIN, &bad);
+  s->chunk = whole_pages((size_t)setting(GW__SET_STAGING_CHUNK, &bad));
+  s->split = (size_t)setting(GW__SET_STAGING_SPLIT, &bad);
+  s->small = (size_t)setting(GW__SET_STAGING_SMALL, &bad);
+  s->piece = whole_pages((size_t)setting(GW__SET_STAGING_PIECE, &bad));
+  s->nt_up_max = (size_t)setting(GW__SET_STAGING_NT_UP_MAX, &bad);
+  s->edge_tail = (int)setting(GW__SET_STAGING_EDGE_TAIL, &bad);
+  s->nbuf = (int)setting(GW__SET_STAGING_BUFFERS, &bad);
+  s->nthreads = (int)setting(GW__SET_STAGING_THREADS, &bad);
+  if (s->nthreads == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = cpus > 1 ? cpus * 3 / 4 : 1;
+    s->nthreads = (int)(threads > GWG_STAGING_THREADS_DEFAULT_MAX ? GWG_STAGING_THREADS_DEFAULT_MAX : threads);
+  }
+  s->linger_us = (unsigned)setting(GW__SET_STAGING_LINGER_US, &bad);
+  s->spins = (unsigned)setting(GW__SET_STAGING_SPINS, &bad);
+  return bad;
 }
 
 /* ---- per-context staging state ------------------------------------------------------------ */
@@ -194,6 +151,7 @@ typedef struct {
   pthread_mutex_t lock; /* held for a whole staged copy */
   int device;
   int enabled; /* 0: never stage (off, host page tables, or setup failed) */
+  int bad_setting; /* GW__SET_* of a setting that is not valid (copies fail), else -1 */
   int ready;   /* buffers, events and threads exist */
   gwg_staging_settings set;
   char *buf[GWG_STAGING_BUFFERS_MAX];
@@ -217,7 +175,7 @@ static gwg_staging *staging_get(gwg_ctx *c) {
       st = NULL;
     } else {
       st->device = c->device;
-      staging_settings_read(&st->set);
+      st->bad_setting = staging_settings_read(&st->set);
       /* Where the device walks the host's page tables (ATS, e.g. Grace Hopper) the
        * runtime copies pageable memory at full speed itself. */
       st->enabled = !st->set.off && !gwv_device_attr(GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES, c->device);
@@ -477,6 +435,11 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
     return 0;
   size_t n = (size_t)x->shape[0] * x->elem;
   gwg_staging *st = staging_get(c);
+  if (st && st->bad_setting >= 0) {
+    long long v;
+    *out = gwg_setting((gw__setting_id)st->bad_setting, &v); /* records its message again */
+    return 1;
+  }
   if (!st || !__atomic_load_n(&st->enabled, __ATOMIC_RELAXED) || n < st->set.min || n == 0)
     return 0;
   if (pthread_mutex_trylock(&st->lock) != 0)
