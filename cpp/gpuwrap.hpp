@@ -53,6 +53,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -121,6 +122,32 @@ inline void check_dims(const char *what, const dims &v, std::size_t ndim) {
 }
 } // namespace detail
 
+/** gw_ipc_handle: the GW_IPC_HANDLE_BYTES plain bytes of an exported array (docs/IPC.md);
+ *  send them any way and open them in another process with context::ipc_open. */
+class ipc_handle {
+public:
+  ipc_handle() noexcept { std::memset(raw_.bytes, 0, sizeof raw_.bytes); }
+  explicit ipc_handle(const gw_ipc_handle &raw) noexcept : raw_(raw) {}
+  /** From received bytes: exactly GW_IPC_HANDLE_BYTES of them, else gw::error GW_EINVAL
+   *  (a truncated handle); the contents are validated by ipc_open. */
+  static ipc_handle from_bytes(const void *p, std::size_t n) {
+    if (!p || n != GW_IPC_HANDLE_BYTES)
+      throw error(GW_EINVAL, "h: " + std::to_string(n) + " bytes, a gpuwrap IPC handle has " +
+                                 std::to_string(GW_IPC_HANDLE_BYTES));
+    ipc_handle h;
+    std::memcpy(h.raw_.bytes, p, n);
+    return h;
+  }
+  const unsigned char *data() const noexcept { return raw_.bytes; }
+  static constexpr std::size_t size() noexcept { return GW_IPC_HANDLE_BYTES; }
+  const gw_ipc_handle &get() const noexcept { return raw_; }
+
+private:
+  gw_ipc_handle raw_;
+};
+
+class array;
+
 /** gw_context: one (backend, device). Arrays keep their context alive in C, so a context
  *  may be destroyed before the arrays made through it. */
 class context {
@@ -154,6 +181,8 @@ public:
   }
   void pin(void *ptr, std::size_t bytes) const { check(gw_pin(p_, ptr, bytes)); }
   void unpin(void *ptr, std::size_t bytes) const { check(gw_unpin(p_, ptr, bytes)); }
+  /** gw_ipc_open: the array another process (or this one) exported. */
+  array ipc_open(const ipc_handle &h) const;
 
 private:
   context(gw_context *raw, int) noexcept : p_(raw) {}
@@ -167,7 +196,6 @@ inline int device_count(gw_backend b) {
   return n;
 }
 
-class array;
 
 /** gw_stream: created (owned: destroying it waits for its work) or borrowed from a native
  *  stream (gw_stream_wrap: destroying it drops the handle only). The C call tells the two
@@ -310,6 +338,12 @@ public:
   }
   /** gw_array_wait: s waits, on the device, for the work pending on this array. */
   void wait(const stream &s) const { check(gw_array_wait(p_, s.get())); }
+  /** gw_ipc_export: a handle for another process (device memory only). */
+  ipc_handle export_ipc() const {
+    gw_ipc_handle h;
+    check(gw_ipc_export(p_, &h));
+    return ipc_handle(h);
+  }
 
 private:
   explicit array(gw_array *raw) noexcept : p_(raw) {}
@@ -328,6 +362,14 @@ private:
 
 /** gw_copy(dst, src). */
 inline void copy(const array &dst, const array &src) { dst.copy_from(src); }
+
+/** gw_ipc_export / gw_ipc_open as free functions. */
+inline ipc_handle export_ipc(const array &a) { return a.export_ipc(); }
+inline array context::ipc_open(const ipc_handle &h) const {
+  gw_array *a = nullptr;
+  check(gw_ipc_open(p_, &h.get(), &a));
+  return array::adopt(a);
+}
 
 #ifdef GPUWRAP_HALO_H
 /** Throws gw::error carrying gw_halo_last_error() for anything but GW_OK (the halo and grid

@@ -45,7 +45,7 @@ _Static_assert(sizeof dtypes / sizeof dtypes[0] == GW_DTYPE_COUNT, "a gw_dtype i
 static const constant flags[] = {C(GW_WRAP_OWN), C(GW_WRAP_NO_REGISTER), C(GW_WRAP_READONLY),
                                  C(GW_PTR_GPUWRAP_REGISTERED), C(GW_PTR_HOST_REGISTERED)};
 static const constant misc[] = {C(GW_VERSION_MAJOR), C(GW_VERSION_MINOR), C(GW_VERSION_PATCH), C(GW_MAX_DIMS),
-                                C(GW_DTYPE_COUNT)};
+                                C(GW_DTYPE_COUNT), C(GW_IPC_HANDLE_BYTES)};
 
 static void emit(const char *what, const constant *c, size_t n) {
   printf("  ! %s\n", what);

@@ -39,6 +39,12 @@ module gpuwrap_core
     integer(c_int) :: flags = 0
   end type gw_ptrinfo
 
+  ! gw_ipc_handle: the GW_IPC_HANDLE_BYTES plain bytes of an exported array (docs/IPC.md);
+  ! send them any way (MPI, a file) and open them in another process with gw_ipc_open.
+  type, bind(c) :: gw_ipc_handle
+    integer(c_int8_t) :: bytes(GW_IPC_HANDLE_BYTES)
+  end type gw_ipc_handle
+
   include 'gpuwrap_generic.inc'
 
   interface
@@ -233,6 +239,21 @@ module gpuwrap_core
       integer(c_int), value :: ndim
       integer(c_int64_t), intent(in), optional :: shape(*)
       type(c_ptr), intent(out) :: out
+      integer(c_int) :: st
+    end function
+    ! ---- memory from another process ----------------------------------------------------
+    ! h is inout, not out: it is left as it was when the export fails.
+    function gw_ipc_export(a, h) bind(c, name="gw_ipc_export") result(st)
+      import :: c_int, c_ptr, gw_ipc_handle
+      type(c_ptr), value :: a
+      type(gw_ipc_handle), intent(inout) :: h
+      integer(c_int) :: st
+    end function
+    function gw_ipc_open(ctx, h, out) bind(c, name="gw_ipc_open") result(st)
+      import :: c_int, c_ptr, gw_ipc_handle
+      type(c_ptr), value :: ctx
+      type(gw_ipc_handle), intent(in) :: h
+      type(c_ptr), intent(inout) :: out
       integer(c_int) :: st
     end function
     function gw_copy(dst, src) bind(c, name="gw_copy") result(st)

@@ -471,6 +471,65 @@ GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
  *  yet, else 0. */
 GW_API int gw_array_pending(const gw_array *a);
 
+/* ------------------------------------------------------------------------------------ */
+/* Memory from another process (IPC)                                                      */
+/* ------------------------------------------------------------------------------------ */
+/*
+ * A producer process exports device memory as a handle of plain bytes; a consumer on the
+ * same node opens it as an array over the same memory (docs/IPC.md).
+ *
+ * The handle describes the whole array: backend, device, the allocation's runtime IPC
+ * handle, who exported it (pid and process start time), the allocation's base and extent
+ * in the exporter, the array's byte offset into it, dtype, shape, strides and read-only,
+ * under a magic, a version and a CRC-32. Send it any way (a pipe, MPI, a pickle).
+ *
+ * One process-wide import table, keyed by allocation: the first open of an allocation
+ * maps it (cudaIpcOpenMemHandle / hipIpcOpenMemHandle), later opens of any handle of it
+ * share that mapping, and it is closed exactly once, when the last array opened from it
+ * is released. Thread-safe; after fork() a child never closes the parent's mappings.
+ * In the exporting process itself an open returns an array over the original memory
+ * without any runtime call (the runtime refuses that open: cudaErrorDeviceUninitialized).
+ * The exporter must keep the memory valid while importers use it (as CUDA requires):
+ * releasing an imported array never frees the producer's memory.
+ */
+#define GW_IPC_HANDLE_BYTES 256
+typedef struct {
+  unsigned char bytes[GW_IPC_HANDLE_BYTES];
+} gw_ipc_handle; /* plain bytes: copy, send and store it as they are */
+
+/**
+ * Export a's memory for another process. a must be device memory (GW_MEM_DEVICE) of the
+ * CUDA or HIP backend or of the CPU model; a view exports its allocation plus its offset,
+ * shape and strides; a read-only array exports read-only.
+ * Dims: the shape and strides are stored compactly (varints, 123 bytes): any array of up
+ * to 6 dims fits, and up to GW_MAX_DIMS dims whenever the values are small (all extents
+ * and strides below 2^20 fit 16 dims).
+ * @param a   the array (borrowed; the handle holds no reference: keep the memory alive).
+ * @param out receives the handle; untouched on failure.
+ * @return GW_OK; GW_EINVAL (a or out NULL; an array without memory: no elements and a NULL
+ *         address); GW_ENOTSUP (memory other than device memory; device memory the
+ *         runtime cannot export: stream-ordered pool memory (cudaMallocAsync), VMM memory
+ *         (cuMemCreate); a backend without IPC; shape and strides that do not fit the
+ *         handle): gw_last_error() says which; GW_EBACKEND from the runtime.
+ */
+GW_API gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out);
+/**
+ * Open a handle from gw_ipc_export (of this or another process on this node) as an array.
+ * The array is GW_MEM_DEVICE memory of the handle's device, never owns the memory (an
+ * owning wrap of any address of an opened allocation is GW_EOWNED), read-only when the
+ * export was, and holds the allocation's mapping until its last reference (views
+ * included) goes.
+ * @param ctx a context of the handle's backend (the array's device is the handle's).
+ * @param h   the handle (borrowed; validated whole before any runtime call).
+ * @param out receives the array (one reference); untouched on failure.
+ * @return GW_OK; GW_EINVAL (NULL argument; damaged, truncated or foreign bytes: bad magic,
+ *         bad check value, a field out of range; a handle of a newer version; a handle of
+ *         another backend than ctx's); GW_ENODEV (the handle's device is not visible
+ *         here); GW_ENOMEM; GW_EBACKEND (the runtime could not map it: the exporter or
+ *         its memory is gone). Nothing stays mapped after a failure.
+ */
+GW_API gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -120,6 +120,7 @@ void gw_bench_register(gw_bench *b);
 void gw_bench_copy(gw_bench *b);
 void gw_bench_face(gw_bench *b);
 void gw_bench_fill(gw_bench *b);
+void gw_bench_ipc(gw_bench *b); /* bench_ipc.c */
 
 /* Outputs. */
 void gw_bench_print_table(const gw_bench *b, FILE *f);

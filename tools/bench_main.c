@@ -47,6 +47,7 @@ static const struct {
 } sections[] = {
     {"query", gw_bench_query}, {"wrap", gw_bench_wrap}, {"register", gw_bench_register},
     {"copy", gw_bench_copy},   {"face", gw_bench_face}, {"fill", gw_bench_fill},
+    {"ipc", gw_bench_ipc},
 };
 #define NSECTIONS (int)(sizeof sections / sizeof sections[0])
 

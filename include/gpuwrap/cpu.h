@@ -59,12 +59,18 @@ typedef enum {
   GW_CPU_OP_EVENT_CREATE,
   GW_CPU_OP_EVENT_RECORD,
   GW_CPU_OP_STREAM_WAIT_EVENT,
+  /* appended: memory from another process (cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
+   * cudaIpcCloseMemHandle) */
+  GW_CPU_OP_IPC_EXPORT,
+  GW_CPU_OP_IPC_OPEN,
+  GW_CPU_OP_IPC_CLOSE,
   GW_CPU_OP_COUNT
 } gw_cpu_op;
 
 /** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
  *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize",
- *  "stream_borrow", "event_create", "event_record", "stream_wait_event". (Event destroy
+ *  "stream_borrow", "event_create", "event_record", "stream_wait_event", "ipc_export",
+ *  "ipc_open", "ipc_close". (Event destroy
  *  and event query are neither counted nor injected: a destroy cannot report, a query is
  *  a poll whose "not yet" is no failure.) */
 GW_API const char *gw_cpu_op_name(gw_cpu_op op);
@@ -131,6 +137,19 @@ GW_API gw_status gw_cpu_stream_create_external(int device, int nonblocking, void
  *  used after it (GW_EINVAL). A stream_destroy call; GW_EINVAL for anything else. */
 GW_API gw_status gw_cpu_stream_destroy_external(void *native);
 
+/*
+ * Memory from another process. The model's device allocations are shared memory (a
+ * memfd, mapped MAP_SHARED; the descriptor stays open while the allocation lives), so a
+ * process that was not forked from the exporter, started with exec, maps them by opening
+ * /proc/<exporter pid>/fd/<fd> (same user, or root). The model keeps the runtime's rules:
+ * only device memory exports; an open in the exporting process is refused as CUDA refuses
+ * it (cudaErrorDeviceUninitialized); a second open of one allocation in a process is
+ * refused (gpuwrap's import table never makes one); an opened allocation is device memory
+ * here until closed. When the process has no descriptor left for a memfd, a device
+ * allocation falls back to private memory, which export refuses (GW_ENOTSUP).
+ */
+/** Allocations of other processes mapped in this one (cudaIpcOpenMemHandle'd, not closed). */
+GW_API size_t gw_cpu_ipc_mappings(void);
 
 #ifdef __cplusplus
 }

@@ -76,11 +76,12 @@ static void destroy_root(gw_array *a) {
    * (owned, or handed to a deleter: a DLPack producer that frees its buffer). Wait for that
    * work first. Borrowed memory gpuwrap holds nothing of is the caller's to keep until the
    * streams are synchronized, as before. */
-  if (a->freeway != GW__FREE_NONE || a->hold.n > 0) gw__pending_drain(a);
+  if (a->freeway != GW__FREE_NONE || a->hold.n > 0 || a->ipc) gw__pending_drain(a);
   gw__pending_fini(a);
   gw__registry_release(ctx, &a->hold);
   if (a->in_owned_table) gw__owned_drop(a->free_ptr);
   if (a->in_deleter_table) gw__owned_forget_deleter(&a->deleter_slot);
+  if (a->ipc) gw__ipc_unref(a->ipc); /* an opened allocation's mapping: the last one closes it */
   switch (a->freeway) {
   case GW__FREE_BACKEND:
     (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr);

@@ -25,9 +25,15 @@
 #include <stdint.h>
 
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
- * and events. 4: copy_batch. 5: the settings table in the host API. A plugin of another ABI is refused at load (plugin.c), never
- * called with the wrong argument list (nor with a table shorter than this one). */
-#define GW__BACKEND_ABI 5
+ * and events. 4: copy_batch. 5: the settings table in the host API. 6: ipc_export, ipc_open
+ * and ipc_close (memory from another process, src/core/ipc.c). A plugin of another ABI is
+ * refused at load (plugin.c), never called with the wrong argument list (nor with a table
+ * shorter than this one). */
+#define GW__BACKEND_ABI 6
+
+/* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
+ * hipIpcMemHandle_t are 64). */
+#define GW__IPC_RT_BYTES 64
 
 /* What a context's device can do; filled by context_init. */
 typedef struct {
@@ -151,6 +157,22 @@ typedef struct gw__backend_ops {
   gw_status (*event_record)(void *state, void *event, void *stream);
   gw_status (*stream_wait_event)(void *state, void *stream, void *event);
   gw_status (*event_query)(void *state, void *event);
+
+  /* Memory from another process (ABI 6; the core's import table is src/core/ipc.c).
+   * ipc_export: the runtime's IPC handle of the device allocation [base, base+extent) of
+   * `device` (base is an allocation's base, from query) into rt, and an id that tells this
+   * allocation from a later one at the same address (CUDA's buffer id; 0 where the
+   * runtime has none). GW_ENOTSUP for device memory the runtime cannot export (a
+   * stream-ordered pool, VMM memory), naming why.
+   * ipc_open: map a handle exported by ANOTHER process (the core never asks for its own:
+   * the runtimes refuse it) on `device`; *base is the allocation's base here. The core
+   * opens one allocation once per process (a second open is refused by the runtimes).
+   * ipc_close: unmap what ipc_open gave. */
+  gw_status (*ipc_export)(void *state, void *base, size_t extent, int device,
+                          unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
+  gw_status (*ipc_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
+                        size_t extent, void **base);
+  gw_status (*ipc_close)(void *state, int device, void *base);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

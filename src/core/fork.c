@@ -4,7 +4,8 @@
  * held by a thread that does not exist there (it would hang at its first call). The child
  * also forgets gpuwrap's registrations: they belong to the parent's runtime, and the
  * child must never unregister them.
- * Lock order (the order the code nests them): pin, registry, owned, cpu injection, cpu model.
+ * Lock order (the order the code nests them): pin, registry, ipc import table, owned, cpu
+ * injection, cpu model.
  */
 #include "internal.h"
 
@@ -13,6 +14,7 @@
 static void lock_all(void) {
   gw__pin_lock(1);
   gw__registry_lock(1);
+  gw__ipc_lock(1);
   gw__owned_lock(1);
   gw__cpu_inject_lock(1);
   gw__cpu_model_lock(1);
@@ -22,6 +24,7 @@ static void unlock_all(void) {
   gw__cpu_model_lock(0);
   gw__cpu_inject_lock(0);
   gw__owned_lock(0);
+  gw__ipc_lock(0);
   gw__registry_lock(0);
   gw__pin_lock(0);
 }
@@ -30,6 +33,7 @@ static void child(void) {
   gw__cpu_model_lock(0);
   gw__cpu_inject_lock(0);
   gw__owned_lock(0);
+  gw__ipc_child(); /* also releases the table's lock */
   gw__registry_forget_all(); /* also makes the registry's lock anew */
   gw__pin_lock(0);
 }

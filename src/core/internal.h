@@ -107,6 +107,8 @@ struct gw_array {
   atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
   char *dev0;  /* device-usable address of element 0, or NULL */
   char *host0; /* host-usable address of element 0, or NULL */
+  /* root only: the import-table entry whose mapping this array holds (ipc.c), or NULL */
+  struct gw__ipc_map *ipc;
   int64_t shape[GW_MAX_DIMS];
   int64_t strides[GW_MAX_DIMS];
   /* root only */
@@ -207,6 +209,10 @@ static inline bool gw__registry_empty(void) {
 }
 size_t gw__page_size(void);
 
+/* ---- memory from another process (ipc.c) ---- */
+/* Drop an opened array's reference on its mapping; the last one closes it (array.c). */
+void gw__ipc_unref(struct gw__ipc_map *m);
+
 /* ---- fork safety (fork.c): each module's lock, taken (1) / released (0) around fork ---- */
 void gw__pin_lock(int on);
 void gw__registry_lock(int on);
@@ -214,6 +220,10 @@ void gw__owned_lock(int on);
 void gw__cpu_inject_lock(int on);
 void gw__cpu_model_lock(int on);
 void gw__registry_forget_all(void);
+/* The import table's lock (taken after the registry's, before owned's), and the child's
+ * reset: the parent's mappings are never closed by the child (ipc.c). */
+void gw__ipc_lock(int on);
+void gw__ipc_child(void);
 
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
 /* Record [p, p + bytes) (bytes 0 counts as 1) as owned; GW_EOWNED if any byte of it is

@@ -39,6 +39,40 @@ int main() {
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   const std::size_t allocs0 = gw_cpu_live_allocations(), regs0 = gw_cpu_live_registrations();
 
+  { // IPC: export_ipc / context::ipc_open (the exporting process: a view of the original
+    // memory, no runtime call); bytes of the wrong length, a damaged handle, host memory
+    gw::context ctx(GW_BACKEND_CPU);
+    const std::int64_t n = 257;
+    std::vector<std::int32_t> h(n), back(n, -1);
+    for (auto &x : h) x = static_cast<std::int32_t>(rng());
+    gw::array d = gw::array::alloc(ctx, GW_MEM_DEVICE, GW_INT32, {n});
+    d.copy_from(gw::array::wrap(ctx, h.data(), {n}));
+    gw::array v = d.view({3}, {50}, {5});
+    gw::ipc_handle hv = gw::export_ipc(v);
+    EXPECT(hv.size() == 256 && std::memcmp(hv.data(), "GWIP", 4) == 0);
+    const long calls = gw_cpu_op_calls(GW_CPU_OP_COUNT);
+    gw::array o = ctx.ipc_open(gw::ipc_handle::from_bytes(hv.data(), hv.size()));
+    EXPECT(gw_cpu_op_calls(GW_CPU_OP_COUNT) == calls);
+    EXPECT(o.data() == v.data() && o.kind() == GW_MEM_DEVICE && !o.owns());
+    EXPECT((o.shape() == gw::dims{50}) && (o.strides() == gw::dims{5}));
+    gw::array b = gw::array::wrap(ctx, back.data(), {50});
+    b.copy_from(o);
+    bool ok = true;
+    for (int i = 0; i < 50; i++) ok = ok && back[i] == h[3 + 5 * i];
+    EXPECT(ok);
+    std::string what;
+    EXPECT(thrown([&] { gw::ipc_handle::from_bytes(hv.data(), 255); }, &what) == GW_EINVAL);
+    EXPECT(what.find("255 bytes") != std::string::npos);
+    gw_ipc_handle raw = hv.get();
+    raw.bytes[100] ^= 1;
+    EXPECT(thrown([&] { ctx.ipc_open(gw::ipc_handle(raw)); }, &what) == GW_EINVAL);
+    EXPECT(what.find("check value") != std::string::npos);
+    gw::array host = gw::array::wrap(ctx, h.data(), {n});
+    EXPECT(thrown([&] { host.export_ipc(); }, &what) == GW_ENOTSUP);
+    EXPECT(what.find("only device memory") != std::string::npos);
+  }
+  EXPECT(gw_cpu_live_allocations() == allocs0 && gw_cpu_live_registrations() == regs0);
+
   { // wrap, alloc, copy, fill: values through the handles
     gw::context ctx(GW_BACKEND_CPU);
     EXPECT(ctx.backend() == GW_BACKEND_CPU && ctx.device() == 0);

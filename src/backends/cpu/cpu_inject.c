@@ -50,6 +50,9 @@ static const char *const op_names[GW_CPU_OP_COUNT] = {
     [GW_CPU_OP_EVENT_CREATE] = "event_create",
     [GW_CPU_OP_EVENT_RECORD] = "event_record",
     [GW_CPU_OP_STREAM_WAIT_EVENT] = "stream_wait_event",
+    [GW_CPU_OP_IPC_EXPORT] = "ipc_export",
+    [GW_CPU_OP_IPC_OPEN] = "ipc_open",
+    [GW_CPU_OP_IPC_CLOSE] = "ipc_close",
 };
 
 GW_API const char *gw_cpu_op_name(gw_cpu_op op) {

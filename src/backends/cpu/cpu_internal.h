@@ -6,6 +6,7 @@
  *                 tables, and the raw runtime calls (gw_cpu_runtime_*)
  *   cpu_copy.c    strided N-d copy and fill loops
  *   cpu_streams.c the asynchronous streams and events (one worker thread per stream)
+ *   cpu_ipc.c     shareable device memory and the runtime's IPC calls
  *   cpu_ops.c     the gw__cpu_ops table
  */
 #ifndef GW_CPU_INTERNAL_H
@@ -78,6 +79,23 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
                                  unsigned flags);
 gw_status gw__cpu_model_unregister(const char *who, void *base);
 gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev);
+
+/* An allocation of another process mapped here (cpu_ipc.c): device memory of `device` in
+ * the tables until gw__cpu_model_unadopt; never freed by the model's free. */
+gw_status gw__cpu_model_adopt(const char *who, int device, void *base, size_t bytes);
+gw_status gw__cpu_model_unadopt(const char *who, void *base);
+
+/* ---- shareable device memory and IPC (cpu_ipc.c) ---- */
+/* Page-aligned memory for a device allocation: a memfd mapped MAP_SHARED (private memory
+ * when no descriptor is left); NULL when out of memory. Freed by gw__cpu_devmem_free. */
+void *gw__cpu_devmem_alloc(size_t bytes);
+void gw__cpu_devmem_free(void *p);
+/* The ops' IPC calls, after their injection check (cpu_ops.c). */
+gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
+                             uint64_t *alloc_id);
+gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, size_t extent,
+                           void **base);
+gw_status gw__cpu_ipc_close(void *base);
 
 /* ---- loops (cpu_copy.c) ---- */
 gw_status gw__cpu_copy(const gw__xfer *x);

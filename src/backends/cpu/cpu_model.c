@@ -87,6 +87,7 @@ typedef struct {
   size_t size; /* bytes, >= 1 */
   gw_memkind kind;
   int device;
+  bool imported; /* another process's allocation mapped here (cpu_ipc.c) */
 } range;
 
 typedef struct {
@@ -208,7 +209,9 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
   /* Whole pages, as a real runtime hands out: a page shared with malloc'd memory would make
    * a neighbour's page-aligned registration overlap this allocation. */
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  int rc = posix_memalign(&p, page, (size + page - 1) / page * page);
+  /* Device memory is shareable with other processes (cpu_ipc.c), as a GPU's is. */
+  int rc = kind == GW_MEM_DEVICE ? ((p = gw__cpu_devmem_alloc(size)) == NULL)
+                                 : posix_memalign(&p, page, (size + page - 1) / page * page);
   if (rc != 0)
     return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d",
                     who, bytes, gw_memkind_name(kind), device);
@@ -222,10 +225,10 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
                          who, p, size, gw_memkind_name(clash->kind), (void *)clash->base, clash->size)
               : gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
     pthread_mutex_unlock(&model_lock);
-    free(p);
+    kind == GW_MEM_DEVICE ? gw__cpu_devmem_free(p) : free(p);
     return st;
   }
-  insert(&allocs, (range){(uintptr_t)p, size, kind, device});
+  insert(&allocs, (range){(uintptr_t)p, size, kind, device, false});
   pthread_mutex_unlock(&model_lock);
   *out = p;
   return GW_OK;
@@ -239,14 +242,20 @@ gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void 
   pthread_mutex_lock(&model_lock);
   range *r = containing(&allocs, p);
   const range *reg;
-  if (r && r->base == p && (kind == GW_MEM_UNKNOWN || kind == r->kind) &&
+  if (r && !r->imported && r->base == p && (kind == GW_MEM_UNKNOWN || kind == r->kind) &&
       (device < 0 || device == r->device)) {
+    gw_memkind was = r->kind;
     erase(&allocs, r);
     pthread_mutex_unlock(&model_lock);
-    free(ptr);
+    was == GW_MEM_DEVICE ? gw__cpu_devmem_free(ptr) : free(ptr);
     return GW_OK;
   }
-  if (r && r->base != p)
+  if (r && r->imported)
+    st = gw__fail(GW_EINVAL,
+                  "%s: %p is another process's allocation mapped with cudaIpcOpenMemHandle: "
+                  "cudaIpcCloseMemHandle unmaps it, a free cannot (invalid value)",
+                  who, ptr);
+  else if (r && r->base != p)
     st = gw__fail(GW_EINVAL,
                   "%s: %p is inside %s allocation [%p, +%zu), not its base (invalid value)", who,
                   ptr, gw_memkind_name(r->kind), (void *)r->base, r->size);
@@ -348,7 +357,7 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
   else if (reserve(&regs))
     st = gw__fail(GW_ENOMEM, "%s: cannot grow the registration table", who);
   else
-    insert(&regs, (range){b, bytes, GW_MEM_PINNED, device});
+    insert(&regs, (range){b, bytes, GW_MEM_PINNED, device, false});
   pthread_mutex_unlock(&model_lock);
   return st;
 }
@@ -395,6 +404,36 @@ gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev) 
   pthread_mutex_unlock(&model_lock);
   if (st == GW_OK)
     *dev = host; /* one address space: the device sees host memory where the host does */
+  return st;
+}
+
+gw_status gw__cpu_model_adopt(const char *who, int device, void *base, size_t bytes) {
+  uintptr_t b = (uintptr_t)base;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  const range *clash = overlapping(&allocs, b, b + bytes);
+  if (clash)
+    st = gw__fail(GW_EBACKEND, "%s: mapping [%p, +%zu) overlaps live %s allocation [%p, +%zu)",
+                  who, base, bytes, gw_memkind_name(clash->kind), (void *)clash->base,
+                  clash->size);
+  else if (reserve(&allocs))
+    st = gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
+  else
+    insert(&allocs, (range){b, bytes, GW_MEM_DEVICE, device, true});
+  pthread_mutex_unlock(&model_lock);
+  return st;
+}
+
+gw_status gw__cpu_model_unadopt(const char *who, void *base) {
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&model_lock);
+  range *r = containing(&allocs, (uintptr_t)base);
+  if (r && r->imported && r->base == (uintptr_t)base)
+    erase(&allocs, r);
+  else
+    st = gw__fail(GW_EINVAL, "%s: %p is not a mapping cudaIpcOpenMemHandle gave (invalid value)",
+                  who, base);
+  pthread_mutex_unlock(&model_lock);
   return st;
 }
 

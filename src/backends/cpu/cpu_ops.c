@@ -182,6 +182,28 @@ static gw_status cpu_event_query(void *state, void *event) {
   return gw__cpu_event_query(event);
 }
 
+static gw_status cpu_ipc_export(void *state, void *base, size_t extent, int device,
+                                unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id) {
+  (void)state;
+  (void)device;
+  CHECK(GW_CPU_OP_IPC_EXPORT);
+  return gw__cpu_ipc_export(base, extent, rt, alloc_id);
+}
+
+static gw_status cpu_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
+                              size_t extent, void **base) {
+  (void)state;
+  CHECK(GW_CPU_OP_IPC_OPEN);
+  return gw__cpu_ipc_open(rt, device, extent, base);
+}
+
+static gw_status cpu_ipc_close(void *state, int device, void *base) {
+  (void)state;
+  (void)device;
+  CHECK(GW_CPU_OP_IPC_CLOSE);
+  return gw__cpu_ipc_close(base);
+}
+
 const gw__backend_ops gw__cpu_ops = {
     .name = "cpu",
     .id = GW_BACKEND_CPU,
@@ -209,4 +231,7 @@ const gw__backend_ops gw__cpu_ops = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_stream_wait_event,
     .event_query = cpu_event_query,
+    .ipc_export = cpu_ipc_export,
+    .ipc_open = cpu_ipc_open,
+    .ipc_close = cpu_ipc_close,
 };

@@ -408,6 +408,9 @@ static const gw__backend_ops gwg_ops = {
     .event_record = gwg_event_record,
     .stream_wait_event = gwg_stream_wait_event,
     .event_query = gwg_event_query,
+    .ipc_export = gwg_ipc_export,
+    .ipc_open = gwg_ipc_open,
+    .ipc_close = gwg_ipc_close,
 };
 
 /* The only exported symbol of the plugin (plugin.map hides the rest, the static vendor

@@ -91,6 +91,13 @@ gw_status gwg_event_record(void *state, void *event, void *stream);
 gw_status gwg_stream_wait_event(void *state, void *stream, void *event);
 gw_status gwg_event_query(void *state, void *event);
 
+/* gpu_ipc.c: memory from another process (the runtime's legacy IPC). */
+gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
+                         unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
+gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
+                       size_t extent, void **base);
+gw_status gwg_ipc_close(void *state, int device, void *base);
+
 /* gpu_staging.c: pipelined copies between pageable host memory and device/managed memory
  * through pinned bounce buffers. gwg_staging_copy returns 0 when the copy is not for it
  * (layout, kinds, size, device, busy), else runs it on `device` (current) and stream `s`,

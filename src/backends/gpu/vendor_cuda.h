@@ -95,6 +95,40 @@ static inline int gwv_set_current(gwv_ctxtok t) { return cuCtxSetCurrent((CUcont
 #define gwv_GetErrorName cudaGetErrorName
 #define gwv_GetErrorString cudaGetErrorString
 
+/* Memory from another process: the runtime's legacy IPC (gpu_ipc.c). */
+typedef cudaIpcMemHandle_t gwv_ipc_handle;
+#define gwv_IpcGetMemHandle cudaIpcGetMemHandle
+#define gwv_IpcOpenMemHandle cudaIpcOpenMemHandle
+#define gwv_IpcCloseMemHandle cudaIpcCloseMemHandle
+#define GWV_IPC_OPEN_FLAGS cudaIpcMemLazyEnablePeerAccess
+/* Why legacy IPC cannot export the allocation at ptr, or NULL when it can (or the driver
+ * cannot say: then cudaIpcGetMemHandle's own refusal is mapped). Stream-ordered pool
+ * memory (cudaMallocAsync) and VMM memory (cuMemCreate) are not legacy-IPC capable:
+ * measured, cudaIpcGetMemHandle of cudaMallocAsync memory is cudaErrorInvalidValue. */
+static inline const char *gwv_ipc_refusal(const void *ptr) {
+  int capable = 1;
+  if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS || capable)
+    return NULL;
+  void *pool = NULL;
+  if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                            (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS && pool)
+    return "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) is not "
+           "legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0); export "
+           "pool memory with cudaMemPoolExportPointer, or allocate with cudaMalloc";
+  return "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
+         "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0); share it with "
+         "cuMemExportToShareableHandle, or allocate with cudaMalloc";
+}
+/* An id that tells an allocation from a later one at the same address (0: none). */
+static inline uint64_t gwv_buffer_id(const void *ptr) {
+  unsigned long long id = 0;
+  if (cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(uintptr_t)ptr) !=
+      CUDA_SUCCESS)
+    id = 0;
+  return (uint64_t)id;
+}
+
 /* Device attributes; 0 when the runtime does not know one. */
 typedef enum {
   GWV_ATTR_PAGEABLE_ACCESS = cudaDevAttrPageableMemoryAccess,

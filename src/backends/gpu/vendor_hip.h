@@ -103,6 +103,24 @@ static inline int gwv_set_current(gwv_ctxtok t) {
 #define gwv_GetErrorName hipGetErrorName
 #define gwv_GetErrorString hipGetErrorString
 
+/* Memory from another process: hipIpc* mirror cudaIpc* (gpu_ipc.c). */
+typedef hipIpcMemHandle_t gwv_ipc_handle;
+#define gwv_IpcGetMemHandle hipIpcGetMemHandle
+#define gwv_IpcOpenMemHandle hipIpcOpenMemHandle
+#define gwv_IpcCloseMemHandle hipIpcCloseMemHandle
+#define GWV_IPC_OPEN_FLAGS hipIpcMemLazyEnablePeerAccess
+/* HIP has no attribute that says whether legacy IPC can export an allocation (in every
+ * ROCm the build supports): hipIpcGetMemHandle's own refusal is mapped instead. Nor a
+ * buffer id: allocations are told apart by base and extent. */
+static inline const char *gwv_ipc_refusal(const void *ptr) {
+  (void)ptr;
+  return NULL;
+}
+static inline uint64_t gwv_buffer_id(const void *ptr) {
+  (void)ptr;
+  return 0;
+}
+
 typedef enum {
   GWV_ATTR_PAGEABLE_ACCESS = hipDeviceAttributePageableMemoryAccess,
   /* "CUDA only" in ROCm 5: the query fails on AMD and we read 0, the safe answer there

@@ -1,0 +1,299 @@
+/*
+ * The CPU model's device memory, shareable between processes, and its model of the
+ * runtime's IPC calls (cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle).
+ *
+ * A device allocation is a memfd named "gw-cpu-dev-<serial>", mapped MAP_SHARED; its
+ * descriptor stays open while the allocation lives, so that another process, forked or
+ * started with exec, can open /proc/<pid>/fd/<fd> (allowed for the same user and for root:
+ * PTRACE_MODE_READ, which Yama's ptrace_scope does not restrict) and map the same pages.
+ * The name carries the serial so that an importer can tell the allocation from whatever
+ * later reuses the descriptor number (the link reads "/memfd:gw-cpu-dev-<serial> (deleted)").
+ * Without a descriptor to spare (EMFILE), the allocation is private memory that export
+ * refuses with the reason.
+ *
+ * The runtime's rules, modelled: only device memory exports (the runtime's handle is of
+ * an allocation's base); the exporting process cannot open its own handle (CUDA:
+ * cudaErrorDeviceUninitialized, measured on the H200); a second open of one allocation in
+ * a process is refused (what makes an import table necessary); a mapped allocation is
+ * device memory of the process until closed, and a free cannot unmap it.
+ *
+ * The tables here are guarded by one leaf mutex (never held while taking another lock).
+ */
+#include "cpu_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RT_MAGIC "GWCPUIPC"
+#define NAME_PREFIX "gw-cpu-dev-"
+
+/* A device allocation of this process. */
+typedef struct {
+  uintptr_t base;
+  size_t len; /* mapped bytes (whole pages) */
+  int fd;     /* -1: private memory (no descriptor was left) */
+  uint64_t serial;
+} shared_alloc;
+
+/* Another process's allocation mapped here. */
+typedef struct {
+  uintptr_t base;
+  size_t len;
+  uint64_t pid, serial;
+} mapping;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_alloc *allocs; /* lock; sorted by base */
+static size_t nallocs, cap_allocs;
+static mapping *maps; /* lock; few, unsorted */
+static size_t nmaps, cap_maps;
+static uint64_t next_serial = 1; /* lock */
+
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_release(void) { pthread_mutex_unlock(&lock); }
+__attribute__((constructor)) static void install(void) {
+  pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+static size_t page_round(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + page - 1) / page * page;
+}
+
+/* Index of the first allocation with base >= p. lock held. */
+static size_t lower_bound(uintptr_t p) {
+  size_t a = 0, b = nallocs;
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (allocs[m].base < p) a = m + 1;
+    else b = m;
+  }
+  return a;
+}
+
+static bool grow(void **v, size_t n, size_t *cap, size_t size) {
+  if (n < *cap) return true;
+  size_t c = *cap ? 2 * *cap : 64;
+  void *g = realloc(*v, c * size);
+  if (!g) return false;
+  *v = g;
+  *cap = c;
+  return true;
+}
+
+void *gw__cpu_devmem_alloc(size_t bytes) {
+  size_t len = page_round(bytes);
+  pthread_mutex_lock(&lock);
+  uint64_t serial = next_serial++;
+  bool room = grow((void **)&allocs, nallocs, &cap_allocs, sizeof *allocs);
+  pthread_mutex_unlock(&lock);
+  if (!room) return NULL;
+  char name[64];
+  snprintf(name, sizeof name, NAME_PREFIX "%llu", (unsigned long long)serial);
+  void *p = MAP_FAILED;
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd >= 0) {
+    if (ftruncate(fd, (off_t)len) == 0)
+      p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      if (errno == ENOMEM) return NULL;
+      fd = -1;
+    }
+  }
+  if (fd < 0) { /* no descriptor (or no memfd): private memory, not exportable */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (posix_memalign(&p, page, len) != 0) return NULL;
+  }
+  pthread_mutex_lock(&lock);
+  if (!grow((void **)&allocs, nallocs, &cap_allocs, sizeof *allocs)) {
+    pthread_mutex_unlock(&lock);
+    if (fd >= 0) {
+      (void)munmap(p, len);
+      (void)close(fd);
+    } else {
+      free(p);
+    }
+    return NULL;
+  }
+  size_t i = lower_bound((uintptr_t)p);
+  memmove(&allocs[i + 1], &allocs[i], (nallocs - i) * sizeof *allocs);
+  allocs[i] = (shared_alloc){(uintptr_t)p, len, fd, serial};
+  nallocs++;
+  pthread_mutex_unlock(&lock);
+  return p;
+}
+
+void gw__cpu_devmem_free(void *p) {
+  pthread_mutex_lock(&lock);
+  size_t i = lower_bound((uintptr_t)p);
+  if (i == nallocs || allocs[i].base != (uintptr_t)p) { /* not ours: cannot happen */
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  shared_alloc a = allocs[i];
+  memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
+  nallocs--;
+  pthread_mutex_unlock(&lock);
+  if (a.fd >= 0) {
+    (void)munmap(p, a.len);
+    (void)close(a.fd);
+  } else {
+    free(p);
+  }
+}
+
+/* ---- the runtime's handle: 64 bytes ---- */
+
+typedef struct {
+  char magic[8];
+  uint64_t pid;
+  int32_t fd;
+  uint32_t zero;
+  uint64_t serial;
+  uint64_t len;
+  unsigned char pad[GW__IPC_RT_BYTES - 40];
+} rt_handle;
+_Static_assert(sizeof(rt_handle) == GW__IPC_RT_BYTES, "the runtime handle is 64 bytes");
+
+gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
+                             uint64_t *alloc_id) {
+  gw_ptrinfo info;
+  gw__cpu_model_query(base, &info);
+  if (info.kind != GW_MEM_DEVICE || info.base != base)
+    return gw__fail(GW_EINVAL,
+                    "model cudaIpcGetMemHandle(%p): not the base of a device allocation (%s "
+                    "memory): invalid value",
+                    base, gw_memkind_name(info.kind));
+  pthread_mutex_lock(&lock);
+  size_t i = lower_bound((uintptr_t)base);
+  bool found = i < nallocs && allocs[i].base == (uintptr_t)base;
+  shared_alloc a = found ? allocs[i] : (shared_alloc){0};
+  pthread_mutex_unlock(&lock);
+  if (!found)
+    return gw__fail(GW_ENOTSUP,
+                    "model cudaIpcGetMemHandle(%p): the device memory is another process's "
+                    "mapping; export it in the process that allocated it",
+                    base);
+  if (a.fd < 0)
+    return gw__fail(GW_ENOTSUP,
+                    "model cudaIpcGetMemHandle(%p): this allocation is private memory (the "
+                    "process had no file descriptor left for a memfd when it was made), "
+                    "which no other process can map",
+                    base);
+  if (extent > a.len)
+    return gw__fail(GW_EINVAL, "model cudaIpcGetMemHandle(%p): extent %zu exceeds the %zu "
+                    "bytes mapped", base, extent, a.len);
+  rt_handle h = {.pid = (uint64_t)getpid(), .fd = a.fd, .serial = a.serial, .len = a.len};
+  memcpy(h.magic, RT_MAGIC, 8);
+  memcpy(rt, &h, sizeof h);
+  *alloc_id = a.serial;
+  return GW_OK;
+}
+
+static mapping *find_mapping(uint64_t pid, uint64_t serial) {
+  for (size_t i = 0; i < nmaps; i++)
+    if (maps[i].pid == pid && maps[i].serial == serial) return &maps[i];
+  return NULL;
+}
+
+gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, size_t extent,
+                           void **base) {
+  rt_handle h;
+  memcpy(&h, rt, sizeof h);
+  if (memcmp(h.magic, RT_MAGIC, 8) != 0 || h.fd < 0 || h.len < extent)
+    return gw__fail(GW_EINVAL, "model cudaIpcOpenMemHandle: not a handle of this runtime "
+                    "(invalid value)");
+  if (h.pid == (uint64_t)getpid())
+    return gw__fail(GW_EBACKEND,
+                    "model cudaIpcOpenMemHandle: a handle of this process's own allocation: "
+                    "cudaErrorDeviceUninitialized (the runtime refuses it)");
+  pthread_mutex_lock(&lock);
+  bool twice = find_mapping(h.pid, h.serial) != NULL;
+  bool room = grow((void **)&maps, nmaps, &cap_maps, sizeof *maps);
+  pthread_mutex_unlock(&lock);
+  if (twice)
+    return gw__fail(GW_EBACKEND,
+                    "model cudaIpcOpenMemHandle: allocation %llu of process %llu is already "
+                    "mapped in this process (the runtime refuses a second open)",
+                    (unsigned long long)h.serial, (unsigned long long)h.pid);
+  if (!room) return gw__fail(GW_ENOMEM, "model cudaIpcOpenMemHandle: out of host memory");
+  char path[64], link[128], want[64];
+  snprintf(path, sizeof path, "/proc/%llu/fd/%d", (unsigned long long)h.pid, (int)h.fd);
+  snprintf(want, sizeof want, "/memfd:" NAME_PREFIX "%llu ", (unsigned long long)h.serial);
+  ssize_t n = readlink(path, link, sizeof link - 1);
+  if (n < 0)
+    return gw__fail(GW_EBACKEND,
+                    "model cudaIpcOpenMemHandle: %s: %s (the exporting process or its "
+                    "allocation is gone, or it belongs to another user)",
+                    path, strerror(errno));
+  link[n] = '\0';
+  if (strncmp(link, want, strlen(want)) != 0)
+    return gw__fail(GW_EBACKEND,
+                    "model cudaIpcOpenMemHandle: %s is '%s', not allocation %llu: the "
+                    "exporter freed it",
+                    path, link, (unsigned long long)h.serial);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: open(%s): %s", path,
+                    strerror(errno));
+  struct stat st;
+  void *p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.len)
+    p = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd); /* the mapping keeps the pages */
+  if (p == MAP_FAILED)
+    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: mapping %s (%llu bytes): %s", path,
+                    (unsigned long long)h.len, strerror(err));
+  gw_status s = gw__cpu_model_adopt("model cudaIpcOpenMemHandle", device, p, h.len);
+  if (s != GW_OK) {
+    munmap(p, h.len);
+    return s;
+  }
+  pthread_mutex_lock(&lock);
+  /* Room was made above, but another open may have taken it meanwhile. */
+  if (!grow((void **)&maps, nmaps, &cap_maps, sizeof *maps)) {
+    pthread_mutex_unlock(&lock);
+    (void)gw__cpu_model_unadopt("model cudaIpcOpenMemHandle", p);
+    munmap(p, h.len);
+    return gw__fail(GW_ENOMEM, "model cudaIpcOpenMemHandle: out of host memory");
+  }
+  maps[nmaps++] = (mapping){(uintptr_t)p, h.len, h.pid, h.serial};
+  pthread_mutex_unlock(&lock);
+  *base = p;
+  return GW_OK;
+}
+
+gw_status gw__cpu_ipc_close(void *base) {
+  pthread_mutex_lock(&lock);
+  size_t i = 0;
+  while (i < nmaps && maps[i].base != (uintptr_t)base) i++;
+  if (i == nmaps) {
+    pthread_mutex_unlock(&lock);
+    return gw__fail(GW_EINVAL,
+                    "model cudaIpcCloseMemHandle(%p): not a mapping cudaIpcOpenMemHandle gave "
+                    "(invalid value)",
+                    base);
+  }
+  mapping m = maps[i];
+  maps[i] = maps[--nmaps];
+  pthread_mutex_unlock(&lock);
+  (void)gw__cpu_model_unadopt("model cudaIpcCloseMemHandle", base);
+  munmap(base, m.len);
+  return GW_OK;
+}
+
+GW_API size_t gw_cpu_ipc_mappings(void) {
+  pthread_mutex_lock(&lock);
+  size_t n = nmaps;
+  pthread_mutex_unlock(&lock);
+  return n;
+}

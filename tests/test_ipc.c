@@ -1,0 +1,664 @@
+/*
+ * Memory from another process: gw_ipc_export / gw_ipc_open (docs/IPC.md).
+ *
+ * The second process is this test binary started again with exec (posix_spawn of
+ * /proc/self/exe), not a fork: it gets the handle as hex in GW_IPC_HANDLE, what to do in
+ * GW_IPC_JOB and the seed of the data the parent wrote in GW_IPC_SEED, and reports through
+ * its exit status (an ASSERT aborts it). It regenerates the parent's random data from the
+ * seed and checks every element it reads; what it writes the parent checks element by
+ * element. On the CPU backend the model's device memory is shared memory (a memfd) that the
+ * child maps; on CUDA/HIP the same tests use the runtime's IPC (they skip without a GPU).
+ */
+#include "test.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* ---- handle helpers ---- */
+
+/* CRC-32 (ISO-HDLC) over bytes 0..251, stored little-endian at 252 (docs/IPC.md): lets a
+ * test change one field and keep the handle otherwise valid. */
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+static void reseal(gw_ipc_handle *h) {
+  uint32_t c = crc32_of(h->bytes, 252);
+  for (int i = 0; i < 4; i++) h->bytes[252 + i] = (unsigned char)(c >> (8 * i));
+}
+
+static void to_hex(const gw_ipc_handle *h, char *out) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+static void from_hex(const char *s, gw_ipc_handle *h) {
+  ASSERT_EQ_SIZE(strlen(s), 2 * GW_IPC_HANDLE_BYTES);
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
+    unsigned v;
+    ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
+    h->bytes[i] = (unsigned char)v;
+  }
+}
+
+/* ---- process helpers ---- */
+
+/* Lines of /proc/self/maps naming the CPU model's device memory (memfds). */
+static int model_maps(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  ASSERT_NOT_NULL(f);
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "gw-cpu-dev-")) n++;
+  fclose(f);
+  return n;
+}
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  ASSERT_NOT_NULL(d);
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* Start this binary again (exec, not fork) as a child doing `job` on h (and h2). */
+static int spawn_child(const char *job, const gw_ipc_handle *h, const gw_ipc_handle *h2,
+                       uint64_t seed, const char *extra) {
+  static char hex[2 * GW_IPC_HANDLE_BYTES + 1], hex2[2 * GW_IPC_HANDLE_BYTES + 1];
+  char ejob[64], ehandle[600], ehandle2[600], eseed[64], eextra[64];
+  to_hex(h, hex);
+  to_hex(h2 ? h2 : h, hex2);
+  snprintf(ejob, sizeof ejob, "GW_IPC_JOB=%s", job);
+  snprintf(ehandle, sizeof ehandle, "GW_IPC_HANDLE=%s", hex);
+  snprintf(ehandle2, sizeof ehandle2, "GW_IPC_HANDLE2=%s", hex2);
+  snprintf(eseed, sizeof eseed, "GW_IPC_SEED=%" PRIu64, seed);
+  snprintf(eextra, sizeof eextra, "GW_IPC_EXTRA=%s", extra ? extra : "");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 6, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "GW_IPC_", 7) != 0) env[k++] = environ[i];
+  env[k++] = ejob;
+  env[k++] = ehandle;
+  env[k++] = ehandle2;
+  env[k++] = eseed;
+  env[k++] = eextra;
+  char exe[] = "/proc/self/exe", name[] = "ipc_child";
+  char *argv[] = {exe, name, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, exe, NULL, NULL, argv, env);
+  free(env);
+  ASSERT_EQ_INT(rc, 0);
+  int status = 0;
+  ASSERT_EQ_INT(waitpid(pid, &status, 0), pid);
+  if (!WIFEXITED(status)) TST_FAIL("child (%s) died of signal %d", job, WTERMSIG(status));
+  return WEXITSTATUS(status);
+}
+#define ASSERT_CHILD_OK(...) ASSERT_EQ_INT(spawn_child(__VA_ARGS__), 0)
+
+/* ---- array helpers ---- */
+
+static gw_array *device_array(gw_context *ctx, gw_dtype t, int ndim, const int64_t *shape) {
+  gw_array *a = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, t, ndim, shape, &a));
+  return a;
+}
+
+/* Fresh random bytes for all of a (C order of its elements), from `seed`. */
+static void *seeded_data(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a);
+  void *buf = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(buf);
+  uint64_t keep = tst_rng;
+  tst_rng = seed ? seed : 1;
+  tst_random_fill(buf, bytes);
+  tst_rng = keep;
+  return buf;
+}
+static void write_seeded(gw_array *a, uint64_t seed) {
+  void *buf = seeded_data(a, seed);
+  tst_write(a, buf);
+  free(buf);
+}
+static void check_seeded(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a), elem = gw_dtype_size(gw_array_dtype(a));
+  void *want = seeded_data(a, seed), *got = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(got);
+  tst_read(a, got);
+  ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
+  free(want);
+  free(got);
+}
+static uint64_t fresh_seed(void) { return tst_rand64() | 1; }
+
+static gw_ipc_handle sentinel_handle(void) {
+  gw_ipc_handle h;
+  memset(h.bytes, 0x5A, sizeof h.bytes);
+  return h;
+}
+#define ASSERT_UNTOUCHED(h)                                                                \
+  do {                                                                                     \
+    gw_ipc_handle s_ = sentinel_handle();                                                  \
+    ASSERT_TRUE(memcmp((h).bytes, s_.bytes, GW_IPC_HANDLE_BYTES) == 0);                     \
+  } while (0)
+static gw_array *const SENTINEL_ARRAY = (gw_array *)(uintptr_t)0x5A5A5A50;
+
+/* ---- the child process ---- */
+
+/* 8 threads open and release one handle over and over: one mapping at most at any time. */
+typedef struct {
+  gw_context *ctx;
+  gw_ipc_handle h;
+  int rounds, bad;
+} thread_job;
+static void *open_release_loop(void *p) {
+  thread_job *j = p;
+  for (int i = 0; i < j->rounds; i++) {
+    gw_array *a = NULL;
+    if (gw_ipc_open(j->ctx, &j->h, &a) != GW_OK) {
+      j->bad++;
+      continue;
+    }
+    gw_release(a);
+  }
+  return NULL;
+}
+
+static int child_main(void) {
+  const char *job = getenv("GW_IPC_JOB");
+  ASSERT_NOT_NULL(job);
+  gw_ipc_handle h, h2;
+  from_hex(getenv("GW_IPC_HANDLE"), &h);
+  from_hex(getenv("GW_IPC_HANDLE2"), &h2);
+  uint64_t seed = strtoull(getenv("GW_IPC_SEED"), NULL, 10);
+  const char *extra = getenv("GW_IPC_EXTRA");
+  gw_context *ctx = tst_open(0);
+  int cpu = tst_is_cpu();
+  tst_leaks before = tst_leak_snapshot();
+  int fds0 = open_fds();
+  gw_array *a = SENTINEL_ARRAY;
+
+  if (strcmp(job, "read_write") == 0) {
+    /* Read every element the parent wrote, then write fresh data back through the mapping. */
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+    ASSERT_EQ_INT(gw_owns(a), 0);
+    ASSERT_EQ_INT(gw_is_readonly(a), 0);
+    ASSERT_NULL(gw_host_data(a));
+    if (cpu) ASSERT_EQ_INT(model_maps(), 1);
+    check_seeded(a, seed);
+    write_seeded(a, seed + 1);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a);
+  } else if (strcmp(job, "readonly") == 0) {
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(gw_is_readonly(a), 1);
+    check_seeded(a, seed);
+    unsigned char v[16] = {0};
+    ASSERT_STATUS(gw_fill(a, v), GW_EREADONLY);
+    gw_release(a);
+  } else if (strcmp(job, "twice") == 0) {
+    /* h and h2: two handles of one allocation (a view and the whole), opened twice each;
+     * one mapping, closed when the last goes, in the order GW_IPC_EXTRA says. */
+    long opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
+    gw_array *x[4];
+    ASSERT_OK(gw_ipc_open(ctx, &h, &x[0]));
+    ASSERT_OK(gw_ipc_open(ctx, &h2, &x[1]));
+    ASSERT_OK(gw_ipc_open(ctx, &h, &x[2]));
+    ASSERT_OK(gw_ipc_open(ctx, &h2, &x[3]));
+    ASSERT_EQ_PTR(gw_data(x[0]), gw_data(x[2]));
+    ASSERT_EQ_PTR(gw_data(x[1]), gw_data(x[3]));
+    ASSERT_EQ_PTR((char *)gw_data(x[1]), (char *)gw_data(x[0]) + 2000); /* tail = head + 1000 */
+    if (cpu) {
+      ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN) - opens, 1);
+      ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1);
+      ASSERT_EQ_INT(model_maps(), 1);
+    }
+    /* The import table owns the mapping: an owning wrap of it would free it. */
+    gw_array *w = SENTINEL_ARRAY;
+    int64_t one = 1;
+    ASSERT_STATUS(gw_wrap(ctx, gw_data(x[1]), GW_UINT8, 1, &one, NULL, GW_WRAP_OWN, &w), GW_EOWNED);
+    ASSERT_EQ_PTR(w, SENTINEL_ARRAY);
+    int order[4] = {0, 1, 2, 3};
+    if (extra && strcmp(extra, "reverse") == 0)
+      for (int i = 0; i < 4; i++) order[i] = 3 - i;
+    for (int i = 0; i < 4; i++) {
+      int k = order[i];
+      check_seeded(x[k], k % 2 ? seed + 7 : seed); /* h2's data was written with seed + 7 */
+      gw_release(x[k]);
+      if (cpu) ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), i < 3 ? 1 : 0);
+      if (cpu) ASSERT_EQ_INT(model_maps(), i < 3 ? 1 : 0);
+    }
+    if (cpu) ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_CLOSE), 1);
+  } else if (strcmp(job, "cycles") == 0) {
+    /* 10^4 open/release cycles: no descriptor, mapping or table growth. */
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a)); /* warm-up: whatever the runtime keeps once */
+    gw_release(a);
+    int fds = open_fds(), maps = model_maps();
+    for (int i = 0; i < 10000; i++) {
+      gw_array *b = NULL;
+      ASSERT_OK(gw_ipc_open(ctx, &h, &b));
+      gw_release(b);
+    }
+    ASSERT_EQ_INT(open_fds(), fds);
+    ASSERT_EQ_INT(model_maps(), maps);
+    if (cpu) ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+    /* The same from 8 threads at once: the table serialises the opens and closes. */
+    thread_job jobs[8];
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) {
+      jobs[i] = (thread_job){ctx, h, 300, 0};
+      ASSERT_EQ_INT(pthread_create(&t[i], NULL, open_release_loop, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+      ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+      ASSERT_EQ_INT(jobs[i].bad, 0);
+    }
+    ASSERT_EQ_INT(open_fds(), fds);
+    ASSERT_EQ_INT(model_maps(), maps);
+    if (cpu) ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed);
+    gw_release(a);
+  } else if (strcmp(job, "inject") == 0) {
+    /* Every runtime call of the open path fails in turn: a clean error, *out untouched,
+     * nothing mapped; then a close that fails leaves the mapping with the table, which
+     * reuses it and closes it later. */
+    ASSERT_TRUE(cpu);
+    gw_status kinds[2] = {GW_EBACKEND, GW_ENOMEM};
+    for (int k = 0; k < 2; k++) {
+      gw_cpu_fail_op(GW_CPU_OP_IPC_OPEN, 1, kinds[k]);
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), kinds[k]);
+      ASSERT_EQ_PTR(a, SENTINEL_ARRAY);
+      ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+      ASSERT_EQ_INT(model_maps(), 0);
+      ASSERT_EQ_INT(open_fds(), fds0);
+    }
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    gw_cpu_fail_op(GW_CPU_OP_IPC_CLOSE, 1, GW_EBACKEND);
+    gw_release(a);
+    ASSERT_EQ_INT(gw_cpu_failures_injected(), 3);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1); /* the runtime refused to close it */
+    long opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a)); /* reuses it: a second runtime open would fail */
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens);
+    check_seeded(a, seed);
+    gw_release(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+    ASSERT_EQ_INT(model_maps(), 0);
+  } else {
+    TST_FAIL("unknown job %s", job);
+  }
+  ASSERT_EQ_INT(open_fds(), fds0);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+static void register_child(void) __attribute__((constructor));
+static void register_child(void) { tst_register("ipc_child", child_main); }
+
+/* ---- tests ---- */
+
+/* A child started with exec reads every element of fresh random data through the
+ * mapping and writes new data back, which the parent sees. Several dtypes and shapes. */
+TEST_IMPL(read_write_in_second_process) {
+  gw_context *ctx = tst_open(0);
+  const gw_dtype types[] = {GW_FLOAT64, GW_UINT8, GW_INT16, GW_COMPLEX64};
+  for (int t = 0; t < 4; t++) {
+    int64_t shape[3] = {1 + (int64_t)tst_rand_below(17), 1 + (int64_t)tst_rand_below(9),
+                        1 + (int64_t)tst_rand_below(33)};
+    gw_array *a = device_array(ctx, types[t], 3, shape);
+    uint64_t seed = fresh_seed();
+    write_seeded(a, seed);
+    gw_ipc_handle h;
+    ASSERT_OK(gw_ipc_export(a, &h));
+    ASSERT_CHILD_OK("read_write", &h, NULL, seed, NULL);
+    check_seeded(a, seed + 1);
+    gw_release(a);
+  }
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A strided view with an offset (negative steps too) exports its allocation plus its
+ * offset and strides: the child sees exactly the view's elements, and its writes land on
+ * exactly those (every other element of the parent's array keeps its value). */
+TEST_IMPL(views_with_offsets_and_strides) {
+  gw_context *ctx = tst_open(0);
+  int64_t shape[2] = {13, 21};
+  gw_array *a = device_array(ctx, GW_INT32, 2, shape);
+  uint64_t base_seed = fresh_seed();
+  write_seeded(a, base_seed);
+  int64_t start[2] = {11, 2}, vshape[2] = {4, 6}, step[2] = {-3, 3};
+  gw_array *v = NULL;
+  ASSERT_OK(gw_view(a, start, vshape, step, &v));
+  uint64_t seed = fresh_seed();
+  write_seeded(v, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(v, &h));
+  ASSERT_CHILD_OK("read_write", &h, NULL, seed, NULL);
+  /* The parent: the view holds the child's data, the rest the original. */
+  check_seeded(v, seed + 1);
+  int32_t *all = malloc(13 * 21 * 4), *orig = seeded_data(a, base_seed), *vd = seeded_data(v, seed + 1);
+  tst_read(a, all);
+  for (int64_t i = 0; i < 13; i++)
+    for (int64_t j = 0; j < 21; j++) {
+      int in_view = (11 - i) % 3 == 0 && i <= 11 && (11 - i) / 3 < 4 && (j - 2) % 3 == 0 && j >= 2 &&
+                    (j - 2) / 3 < 6;
+      int32_t want = in_view ? vd[((11 - i) / 3) * 6 + (j - 2) / 3] : orig[i * 21 + j];
+      ASSERT_EQ_INT(all[i * 21 + j], want);
+    }
+  free(all);
+  free(orig);
+  free(vd);
+  gw_release(v);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A read-only array exports read-only: the child's array refuses writes. */
+TEST_IMPL(readonly_export) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 1000;
+  gw_array *a = device_array(ctx, GW_FLOAT32, 1, &n), *ro = NULL;
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  ASSERT_OK(gw_wrap(ctx, gw_data(a), GW_FLOAT32, 1, &n, NULL, GW_WRAP_READONLY, &ro));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(ro, &h));
+  ASSERT_CHILD_OK("readonly", &h, NULL, seed, NULL);
+  check_seeded(a, seed);
+  gw_release(ro);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Two handles of one allocation, each opened twice: one mapping, released in either
+ * order, closed once with the last. */
+TEST_IMPL(two_opens_one_mapping) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 4096;
+  gw_array *a = device_array(ctx, GW_UINT16, 1, &n), *head = NULL, *tail = NULL;
+  int64_t s0 = 0, l0 = 1000, s1 = 1000, l1 = 500;
+  ASSERT_OK(gw_view(a, &s0, &l0, NULL, &head));
+  ASSERT_OK(gw_view(a, &s1, &l1, NULL, &tail));
+  uint64_t seed = fresh_seed();
+  write_seeded(head, seed);
+  write_seeded(tail, seed + 7);
+  gw_ipc_handle hh, ht;
+  ASSERT_OK(gw_ipc_export(head, &hh));
+  ASSERT_OK(gw_ipc_export(tail, &ht));
+  ASSERT_CHILD_OK("twice", &hh, &ht, seed, "forward");
+  ASSERT_CHILD_OK("twice", &hh, &ht, seed, "reverse");
+  gw_release(tail);
+  gw_release(head);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* 10^4 open/release cycles and 8 threads opening and releasing one handle: no descriptor
+ * or mapping growth, every mapping closed. */
+TEST_IMPL(open_release_cycles) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 777;
+  gw_array *a = device_array(ctx, GW_INT64, 1, &n);
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_CHILD_OK("cycles", &h, NULL, seed, NULL);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Failure injection of each runtime call of the open and close paths, in the child. */
+TEST_IMPL(inject_open_and_close) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int64_t n = 300;
+  gw_array *a = device_array(ctx, GW_FLOAT32, 1, &n);
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_CHILD_OK("inject", &h, NULL, seed, NULL);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Export's runtime calls (the pointer query, the runtime's export) fail in turn: the
+ * failure is reported and the handle is untouched. */
+TEST_IMPL(inject_export) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int64_t n = 64;
+  gw_array *a = device_array(ctx, GW_FLOAT32, 1, &n);
+  gw_cpu_op ops[2] = {GW_CPU_OP_QUERY, GW_CPU_OP_IPC_EXPORT};
+  for (int i = 0; i < 2; i++) {
+    gw_ipc_handle h = sentinel_handle();
+    gw_cpu_fail_op(ops[i], 1, GW_EBACKEND);
+    ASSERT_STATUS(gw_ipc_export(a, &h), GW_EBACKEND);
+    ASSERT_UNTOUCHED(h);
+  }
+  ASSERT_EQ_INT(gw_cpu_failures_injected(), 2);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Open in the exporting process: an array over the original memory, with no runtime call
+ * at all (an armed failure of the runtime's open is never reached), for the whole array
+ * and for a view. */
+TEST_IMPL(open_in_exporting_process) {
+  gw_context *ctx = tst_open(0);
+  int64_t shape[2] = {20, 30};
+  gw_array *a = device_array(ctx, GW_FLOAT64, 2, shape), *v = NULL;
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  int64_t start[2] = {3, 29}, vshape[2] = {5, 10}, step[2] = {2, -3};
+  ASSERT_OK(gw_view(a, start, vshape, step, &v));
+  gw_ipc_handle ha, hv;
+  ASSERT_OK(gw_ipc_export(a, &ha));
+  ASSERT_OK(gw_ipc_export(v, &hv));
+  long calls = tst_is_cpu() ? gw_cpu_op_calls(GW_CPU_OP_COUNT) : 0;
+  if (tst_is_cpu()) gw_cpu_fail_op(GW_CPU_OP_IPC_OPEN, 1, GW_EBACKEND);
+  gw_array *oa = NULL, *ov = NULL;
+  ASSERT_OK(gw_ipc_open(ctx, &ha, &oa));
+  ASSERT_OK(gw_ipc_open(ctx, &hv, &ov));
+  if (tst_is_cpu()) {
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_COUNT), calls);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+    gw_cpu_fail_reset();
+  }
+  ASSERT_EQ_PTR(gw_data(oa), gw_data(a));
+  ASSERT_EQ_PTR(gw_data(ov), gw_data(v));
+  ASSERT_EQ_INT(gw_ndim(ov), 2);
+  for (int d = 0; d < 2; d++) {
+    ASSERT_EQ_INT(gw_shape(ov)[d], gw_shape(v)[d]);
+    ASSERT_EQ_INT(gw_strides(ov)[d], gw_strides(v)[d]);
+  }
+  ASSERT_EQ_INT(gw_kind(ov), GW_MEM_DEVICE);
+  ASSERT_EQ_INT(gw_owns(oa), 0);
+  check_seeded(oa, seed);
+  void *want = malloc(tst_array_bytes(v)), *got = malloc(tst_array_bytes(v));
+  tst_read(v, want);
+  tst_read(ov, got);
+  ASSERT_ELEMS_EQ(got, want, 50, 8);
+  free(want);
+  free(got);
+  gw_release(ov);
+  gw_release(oa);
+  check_seeded(a, seed); /* releasing the opened arrays left the memory alone */
+  gw_release(v);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Every byte flipped in turn (three ways), and every truncation: GW_EINVAL with a
+ * reason, *out untouched, never a crash; and no runtime call (no mapping). */
+TEST_IMPL(damaged_and_truncated_handles) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 100;
+  gw_array *a = device_array(ctx, GW_INT32, 1, &n);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  long opens = tst_is_cpu() ? gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN) : 0;
+  const unsigned char flips[3] = {0x01, 0x80, 0xFF};
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++)
+    for (int f = 0; f < 3; f++) {
+      gw_ipc_handle d = h;
+      d.bytes[i] ^= flips[f];
+      gw_array *out = SENTINEL_ARRAY;
+      ASSERT_STATUS(gw_ipc_open(ctx, &d, &out), GW_EINVAL);
+      ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+      ASSERT_ERROR_MENTIONS("h:");
+    }
+  for (int len = 0; len < GW_IPC_HANDLE_BYTES; len++) {
+    gw_ipc_handle t;
+    memset(t.bytes, 0, sizeof t.bytes);
+    memcpy(t.bytes, h.bytes, (size_t)len);
+    gw_array *out = SENTINEL_ARRAY;
+    ASSERT_STATUS(gw_ipc_open(ctx, &t, &out), GW_EINVAL);
+    ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+  }
+  /* A valid check value over nonsense fields still fails on the field. */
+  gw_ipc_handle g = h;
+  g.bytes[7] = 40; /* ndim */
+  reseal(&g);
+  gw_array *out = SENTINEL_ARRAY;
+  ASSERT_STATUS(gw_ipc_open(ctx, &g, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("ndim");
+  g = h;
+  g.bytes[48] = 1; /* extent 1 byte: the elements reach outside it */
+  for (int i = 49; i < 56; i++) g.bytes[i] = 0;
+  reseal(&g);
+  ASSERT_STATUS(gw_ipc_open(ctx, &g, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("outside");
+  ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+  if (tst_is_cpu()) ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A handle of another backend, a newer version, a device this process does not see. */
+TEST_IMPL(foreign_newer_and_missing_device) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 10;
+  gw_array *a = device_array(ctx, GW_INT8, 1, &n), *out = SENTINEL_ARRAY;
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_EQ_INT(h.bytes[5], gw_context_backend(ctx));
+  gw_ipc_handle f = h;
+  f.bytes[5] = tst_is_cpu() ? GW_BACKEND_CUDA : GW_BACKEND_CPU;
+  reseal(&f);
+  ASSERT_STATUS(gw_ipc_open(ctx, &f, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS(tst_is_cpu() ? "cuda backend" : "cpu backend");
+  gw_ipc_handle v = h;
+  v.bytes[4] = 2;
+  reseal(&v);
+  ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("handle version 2 is newer than this gpuwrap's 1");
+  v.bytes[4] = 200; /* a newer layout may have another check value: version comes first */
+  ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("version 200 is newer");
+  int count = 0;
+  ASSERT_OK(gw_backend_device_count(gw_context_backend(ctx), &count));
+  gw_ipc_handle d = h;
+  d.bytes[12] = (unsigned char)count;
+  reseal(&d);
+  ASSERT_STATUS(gw_ipc_open(ctx, &d, &out), GW_ENODEV);
+  ASSERT_ERROR_MENTIONS("device");
+  ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Only device memory exports: host, pinned and managed memory are refused with the
+ * reason, the handle untouched. */
+TEST_IMPL(export_refuses_other_kinds) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 32;
+  gw_memkind kinds[3] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_MANAGED};
+  for (int k = 0; k < 3; k++) {
+    gw_array *a = NULL;
+    gw_status s = gw_alloc(ctx, kinds[k], GW_FLOAT32, 1, &n, &a);
+    if (s == GW_ENOTSUP) continue; /* a device without managed memory */
+    ASSERT_OK(s);
+    gw_ipc_handle h = sentinel_handle();
+    ASSERT_STATUS(gw_ipc_export(a, &h), GW_ENOTSUP);
+    ASSERT_ERROR_MENTIONS(gw_memkind_name(kinds[k]));
+    ASSERT_ERROR_MENTIONS("only device memory");
+    ASSERT_UNTOUCHED(h);
+    gw_release(a);
+  }
+  float host[8];
+  int64_t eight = 8;
+  gw_array *w = NULL;
+  ASSERT_OK(gw_wrap(ctx, host, GW_FLOAT32, 1, &eight, NULL, 0, &w));
+  gw_ipc_handle h = sentinel_handle();
+  ASSERT_STATUS(gw_ipc_export(w, &h), GW_ENOTSUP);
+  ASSERT_UNTOUCHED(h);
+  gw_release(w);
+  ASSERT_STATUS(gw_ipc_export(NULL, &h), GW_EINVAL);
+  ASSERT_STATUS(gw_ipc_open(ctx, NULL, &w), GW_EINVAL);
+  ASSERT_STATUS(gw_ipc_open(NULL, &h, &w), GW_EINVAL);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* 16 dims with small extents and strides round-trip; values that do not fit the handle
+ * are refused at export with GW_ENOTSUP, never truncated. */
+TEST_IMPL(geometry_limits) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 1 << 16;
+  gw_array *a = device_array(ctx, GW_UINT8, 1, &n), *w = NULL, *o = NULL;
+  int64_t shape[GW_MAX_DIMS], strides[GW_MAX_DIMS];
+  for (int d = 0; d < GW_MAX_DIMS; d++) {
+    shape[d] = d < 4 ? 2 : 1;
+    strides[d] = d < 4 ? -((int64_t)1 << (3 * d)) : (int64_t)d * 1000003;
+  }
+  char *last = (char *)gw_data(a) + (1 << 15);
+  ASSERT_OK(gw_wrap(ctx, last, GW_UINT8, GW_MAX_DIMS, shape, strides, 0, &w));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(w, &h));
+  ASSERT_OK(gw_ipc_open(ctx, &h, &o));
+  ASSERT_EQ_INT(gw_ndim(o), GW_MAX_DIMS);
+  for (int d = 0; d < GW_MAX_DIMS; d++) {
+    ASSERT_EQ_INT(gw_shape(o)[d], shape[d]);
+    ASSERT_EQ_INT(gw_strides(o)[d], strides[d]);
+  }
+  ASSERT_EQ_PTR(gw_data(o), last);
+  gw_release(o);
+  gw_release(w);
+  for (int d = 0; d < GW_MAX_DIMS; d++) {
+    shape[d] = 1;
+    strides[d] = INT64_MAX / 2 - d;
+  }
+  ASSERT_OK(gw_wrap(ctx, gw_data(a), GW_UINT8, GW_MAX_DIMS, shape, strides, 0, &w));
+  h = sentinel_handle();
+  ASSERT_STATUS(gw_ipc_export(w, &h), GW_ENOTSUP);
+  ASSERT_ERROR_MENTIONS("dims");
+  ASSERT_UNTOUCHED(h);
+  gw_release(w);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
