@@ -153,6 +153,11 @@ void gw__pending_drain(gw_array *root);
 bool gw__cpu_stream_is_native(const void *native);
 
 /* Byte span [lo, hi) of the elements relative to element 0 (strides may be negative). */
+/* A root array of ctx (one reference) with its geometry and nothing else: no memory, kind
+ * GW_MEM_UNKNOWN, device -1, nothing pending; NULL when out of host memory. The caller
+ * fills in the memory (wrap.c, ipc.c). */
+gw_array *gw__new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64_t *shape,
+                       const int64_t *strides);
 gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,
                    int64_t *lo, int64_t *hi, int64_t *numel);
 bool gw__is_c_contiguous(const gw_array *a);

@@ -391,33 +391,13 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
 
 /* A root array over [p, ...) of the handle's device memory, borrowed. */
 static gw_status new_opened(gw_context *ctx, const decoded *d, char *first, gw_array **out) {
-  gw_array *a = malloc(sizeof *a);
+  gw_array *a = gw__new_root(ctx, d->dtype, d->ndim, d->shape, d->strides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
-  memset(a, 0, offsetof(gw_array, shape));
-  atomic_init(&a->refs, 1);
-  a->ctx = ctx;
-  a->dtype = d->dtype;
-  a->ndim = d->ndim;
-  if (d->ndim > 0) {
-    memcpy(a->shape, d->shape, (size_t)d->ndim * sizeof *a->shape);
-    memcpy(a->strides, d->strides, (size_t)d->ndim * sizeof *a->strides);
-  }
   a->readonly = d->readonly;
   if (d->readonly) a->ro_why = GW__RO_ASKED;
   a->dev0 = first;
-  a->host0 = NULL;
   a->kind = GW_MEM_DEVICE;
   a->device = d->device;
-  a->freeway = GW__FREE_NONE;
-  a->free_ptr = NULL;
-  a->deleter = NULL;
-  a->deleter_user = NULL;
-  a->hold = (gw__reghold){0};
-  a->in_owned_table = false;
-  a->in_deleter_table = false;
-  atomic_flag_clear_explicit(&a->pend_lock, memory_order_relaxed);
-  a->pend_event = NULL;
-  a->pend_ctx = NULL;
   *out = a;
   return GW_OK;
 }

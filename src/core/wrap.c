@@ -66,8 +66,8 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
   return gw__span(ndim, shape, cstrides, g->elem, &g->lo, &g->hi, &g->numel);
 }
 
-static gw_array *new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64_t *shape,
-                          const int64_t *strides) {
+gw_array *gw__new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64_t *shape,
+                       const int64_t *strides) {
   gw_array *a = malloc(sizeof *a);
   if (!a) return NULL;
   /* Only the header is initialised: shape/strides beyond ndim are never read. */
@@ -277,7 +277,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   size_t own_bytes = 0; /* the span the ownership table records for an owning wrap */
   char *lo = NULL, *hi = NULL; /* the elements' bytes, [lo, hi) (none while numel is 0) */
   if (own && p && (s = gw__owned_check(p)) != GW_OK) return s;
-  gw_array *a = new_root(ctx, dtype, ndim, shape, cstrides);
+  gw_array *a = gw__new_root(ctx, dtype, ndim, shape, cstrides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
   a->readonly = flags & GW_WRAP_READONLY;
   if (a->readonly) a->ro_why = GW__RO_ASKED;
@@ -429,7 +429,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
   if (s != GW_OK) return s;
   /* Never zero bytes: every array gets a distinct, freeable pointer. */
   size_t bytes = g.numel ? (size_t)(g.hi - g.lo) : g.elem;
-  gw_array *a = new_root(ctx, dtype, ndim, shape, cstrides);
+  gw_array *a = gw__new_root(ctx, dtype, ndim, shape, cstrides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_alloc: out of host memory");
   void *p = NULL;
   if (kind == GW_MEM_HOST) {
