@@ -90,9 +90,7 @@ int gw_tool_info(int argc, char **argv) {
       info_usage(stdout);
       return 0;
     }
-    fprintf(stderr, "gpuwrap info: unknown option '%s'\n\n", argv[i]);
-    info_usage(stderr);
-    return GW_TOOL_EXIT_USAGE;
+    return gw_tool_usage_error("info", "unknown option '%s'", argv[i]);
   }
   printf("gpuwrap %d.%d.%d\n", GW_VERSION_MAJOR, GW_VERSION_MINOR, GW_VERSION_PATCH);
   const char *env = getenv("GPUWRAP_BACKEND");
