@@ -90,7 +90,10 @@ int gw_tool_info(int argc, char **argv) {
       info_usage(stdout);
       return 0;
     }
-    return gw_tool_usage_error("info", "unknown option '%s'", argv[i]);
+    /* as gw_tool_usage_error says it: this file is compiled into the Python extension
+     * too (`python -m gpuwrap info`), which has the public API only, not tools/util.c */
+    fprintf(stderr, "gpuwrap info: unknown option '%s'\nRun 'gpuwrap info --help' for the usage.\n", argv[i]);
+    return GW_TOOL_EXIT_USAGE;
   }
   printf("gpuwrap %d.%d.%d\n", GW_VERSION_MAJOR, GW_VERSION_MINOR, GW_VERSION_PATCH);
   const char *env = getenv("GPUWRAP_BACKEND");
