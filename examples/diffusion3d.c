@@ -136,7 +136,7 @@ static void usage(FILE *f, const char *argv0) {
 
 static int g_rank; /* this rank in the grid's communicator (MPI_COMM_WORLD's until the grid exists) */
 
-/* A bad command line: which argument and why (rank 0 says it), then the usage. */
+/* A bad command line: which argument and why (rank 0 says it), then where the usage is. */
 static int bad(const char *opt, const char *val, const char *why) {
   if (g_rank == 0) fprintf(stderr, "diffusion3d: %s%s%s: %s\n", opt, val ? " " : "", val ? val : "", why);
   return -1;
@@ -202,7 +202,7 @@ static int parse(int argc, char **argv, options *o) {
       static const char *with_value[] = {"-n", "-s", "--shell-k", "--t1", "--mem", "--path", "--stencil"};
       for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return bad(a, NULL, "needs a value");
-      return bad(a, NULL, "unknown option (--help lists them)");
+      return bad(a, NULL, "unknown option");
     }
   }
   if (2 * (int64_t)o->shell_k > o->n) {
@@ -485,7 +485,8 @@ int main(int argc, char **argv) {
   if (pr != 0) {
     if (g_rank == 0) {
       if (pr == 3) fputs(weak_note, stdout);
-      else usage(pr > 0 ? stdout : stderr, argv[0]);
+      else if (pr > 0) usage(stdout, argv[0]);
+      else fprintf(stderr, "Run '%s --help' for the usage.\n", argv[0]); /* the error said what is wrong */
     }
     MPI_Finalize();
     return pr > 0 ? 0 : 2;
@@ -756,6 +757,15 @@ int main(int argc, char **argv) {
   MPI_Reduce(&t_total, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
   MPI_Reduce(&t_halo, &halo_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
   MPI_Reduce(&t_sten, &sten_max, 1, MPI_DOUBLE, MPI_MAX, 0, cart);
+  /* The shares of a step are one rank's: the slowest's halo and stencil over its own step
+   * (maxima taken over ranks separately can come from different ranks and sum past 100%). */
+  struct {
+    double t;
+    int rank;
+  } slow_in = {t_total, g_rank}, slow;
+  MPI_Allreduce(&slow_in, &slow, 1, MPI_DOUBLE_INT, MPI_MAXLOC, cart);
+  double slow_parts[2] = {t_sten, t_halo};
+  MPI_Bcast(slow_parts, 2, MPI_DOUBLE, slow.rank, cart);
   unsigned long long sent = info.bytes_sent, sent_max;
   MPI_Reduce(&sent, &sent_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, cart);
 
@@ -781,12 +791,22 @@ int main(int argc, char **argv) {
                         : "every dim exchanged behind the interior");
     printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n", per * 1e3,
            o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
-    printf("  stencil/step %.3f ms%s (%.1f%% of the step)   %.2f GB/s per rank in the stencil\n", sper * 1e3,
-           overlap ? " alone" : "", per > 0 ? 100.0 * sper / per : 0.0,
-           o.halo_only || sper <= 0 ? 0.0 : bytes / size / sper / 1e9);
-    printf("  halo/step %.3f ms%s (%.1f%% of the step)   %llu bytes sent per rank per update (max)   %.2f GB/s\n",
-           hper * 1e3, overlap ? " alone" : "", per > 0 ? 100.0 * hper / per : 0.0, sent_max,
-           hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
+    /* Overlapped, the parts are timed in runs of their own and run at the same time in the
+     * step: as ratios to the step they sum past 1 by as much as they overlap, so they are
+     * given as such, not as shares. Blocking, they are shares of the slowest rank's step. */
+    char sshare[64], hshare[64];
+    if (overlap) {
+      snprintf(sshare, sizeof sshare, "%.2fx the overlapped step", per > 0 ? sper / per : 0.0);
+      snprintf(hshare, sizeof hshare, "%.2fx the overlapped step", per > 0 ? hper / per : 0.0);
+    } else {
+      snprintf(sshare, sizeof sshare, "%.1f%% of the slowest rank's step",
+               slow.t > 0 ? 100.0 * slow_parts[0] / slow.t : 0.0);
+      snprintf(hshare, sizeof hshare, "%.1f%% of it", slow.t > 0 ? 100.0 * slow_parts[1] / slow.t : 0.0);
+    }
+    printf("  stencil/step %.3f ms%s (%s)   %.2f GB/s per rank in the stencil\n", sper * 1e3,
+           overlap ? " alone" : "", sshare, o.halo_only || sper <= 0 ? 0.0 : bytes / size / sper / 1e9);
+    printf("  halo/step %.3f ms%s (%s)   %llu bytes sent per rank per update (max)   %.2f GB/s\n", hper * 1e3,
+           overlap ? " alone" : "", hshare, sent_max, hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
     /* t1/tN for any N (N = 1 too: the run against its own reference) */
     if (o.t1_ms > 0 && per > 0)
       printf("  weak scaling: t1 %.3f ms, t%d %.3f ms, efficiency t1/t%d = %.3f (%d ranks, %lld^3 cells each)\n",

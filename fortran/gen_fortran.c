@@ -91,7 +91,10 @@ static void procedures(void) {
     const char *s = kinds[k].suffix;
     printf("  function wrap_array_%s(ctx, a, out, flags) result(st)\n", s);
     printf("    type(c_ptr), intent(in) :: ctx\n");
-    printf("    %s, target :: a(..)\n", kinds[k].type);
+    /* ASYNCHRONOUS: the device reads and writes `a` after the call returns, which is what
+     * the attribute means; and a vector-subscripted actual argument (a copy, never `a`'s
+     * memory) is a compile-time error with it (F2018 15.5.2.4). */
+    printf("    %s, target, asynchronous :: a(..)\n", kinds[k].type);
     printf("    type(c_ptr), intent(out) :: out\n");
     printf("    integer(c_int), intent(in), optional :: flags\n");
     printf("    integer(c_int) :: st\n");

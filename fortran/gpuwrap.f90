@@ -19,6 +19,10 @@
 !   strides are the array's own, so gpuwrap dim d is Fortran dim d (column-major). The
 !   actual argument must have the TARGET (or POINTER) attribute and stay where it is while
 !   the array is wrapped (an allocatable must not be reallocated or deallocated first).
+!   Only a variable is the caller's memory: a vector-subscripted section (a([1,3,5], :)) is
+!   a copy, refused at compile time (the dummy is ASYNCHRONOUS); an expression (2*a, [x, y])
+!   is a temporary that nothing tells apart at run time, so it is wrapped, and dangles once
+!   the call returns: never pass one.
 ! * gw_fill_scalar(a, x) / gw_fill_async_scalar(a, x, s): gw_fill / gw_fill_async with a
 !   Fortran scalar of those kinds (no c_loc of a TARGET variable needed).
 module gpuwrap_core

@@ -20,8 +20,24 @@ import re
 import shutil
 import sys
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+# The build needs setuptools, and wheel for pip's bdist_wheel. pip --no-build-isolation
+# (the offline install) takes both from the interpreter running it: one without them (a
+# pyenv python3) failed with "invalid command 'bdist_wheel'" and no hint.
+_HINT = ("use Debian's /usr/bin/python3 in a venv made with --system-site-packages "
+         "(apt-get install python3-setuptools python3-wheel; see python/README.md), or "
+         "install setuptools and wheel into this interpreter")
+try:
+    from setuptools import Extension, setup
+    from setuptools.command.build_ext import build_ext
+except ImportError:
+    sys.exit(f"gpuwrap setup: {sys.executable} has no setuptools: {_HINT}")
+# pip's metadata step (dist_info) runs bdist_wheel's code too
+if any(cmd in sys.argv for cmd in ("bdist_wheel", "dist_info", "editable_wheel")):
+    try:
+        import wheel  # noqa: F401  (bdist_wheel is its command)
+    except ImportError:
+        sys.exit(f"gpuwrap setup: {sys.executable} has no wheel package, which pip needs to "
+                 f"build a wheel (else: invalid command 'bdist_wheel'): {_HINT}")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

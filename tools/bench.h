@@ -90,7 +90,11 @@ typedef struct {
 gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes, gw_unit unit);
 /* Record a failure of a call the benchmark depends on (printed on stderr, counted). */
 void gw_bench_error(gw_bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Progress line on stderr. */
+/* Progress lines on stderr, numbered within a section: gw_bench_progress_plan names the
+ * section and how many items it has (counted as its loops will run them), then each
+ * gw_bench_progress is "[bench SECTION N/M] ...". An item skipped (memory not available)
+ * leaves its number unused, so N can end below M. */
+void gw_bench_progress_plan(const char *section, int total);
 void gw_bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gw_bench_progress_done(void);
 /* ratio: gw time / raw time for latencies, gw bandwidth / raw bandwidth for bandwidths

@@ -217,6 +217,10 @@ void gw_bench_copy(gw_bench *b) {
     gw_bench_error(b, "copy: cannot allocate the host arena");
     return;
   }
+  int npairs = 0;
+  for (int si = 0; si < NK; si++)
+    for (int di = 0; di < NK; di++) npairs += a.p[si] && a.p[di];
+  gw_bench_progress_plan("copy", npairs * nsizes * 2); /* raw and gpuwrap, each size */
   for (int si = 0; si < NK; si++)
     for (int di = 0; di < NK; di++)
       if (a.p[si] && a.p[di]) copy_pair(b, &a, si, di, sizes, nsizes);
@@ -244,6 +248,7 @@ void gw_bench_face(gw_bench *b) {
   }
   /* a[z][y][x], x fastest. The face at x = 0 is the most strided one (one element per row). */
   static const char axes[3] = {'x', 'y', 'z'};
+  gw_bench_progress_plan("face", 3 * 2); /* each axis, each direction */
   for (int ax = 0; ax < 3; ax++) {
     int64_t start[3] = {0, 0, 0}, fshape[3] = {n, n, n};
     fshape[2 - ax] = 1;

@@ -125,6 +125,7 @@ void gw_bench_fill(gw_bench *b) {
   size_t sizes[32];
   int nsizes = 0;
   for (size_t s = 4096; s <= b->max_size && nsizes < 32; s *= 4) sizes[nsizes++] = s;
+  gw_bench_progress_plan("fill", 5 * nsizes); /* the five fill_kind calls below */
   fill_kind(b, GW_MEM_PINNED, FILL_F32, sizes, nsizes);
   fill_kind(b, GW_MEM_DEVICE, FILL_F32, sizes, nsizes);
   fill_kind(b, GW_MEM_DEVICE, FILL_F64, sizes, nsizes);

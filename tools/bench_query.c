@@ -79,6 +79,7 @@ static void measure_interleaved(gw_bench *b, char *p, size_t bytes, gw_stat *raw
 void gw_bench_query(gw_bench *b) {
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED, GW_MEM_HOST};
   size_t bytes = 1 << 20;
+  gw_bench_progress_plan("query", (int)(sizeof kinds / sizeof kinds[0]) * (b->threads > 1 ? 2 : 1));
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     gw_memkind k = kinds[i];
     void *p = NULL;

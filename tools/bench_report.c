@@ -309,12 +309,19 @@ static int targets(const gw_bench *b, target_row *rows) {
 int gw_bench_print_targets(const gw_bench *b, FILE *f) {
   target_row rows[32];
   int n = targets(b, rows), missed = 0;
-  fprintf(f, "\nperformance targets (docs/BENCHMARKS.md; set for an H200%s)\n", b->backend == GW_BACKEND_CPU ? ", shown here for the CPU model" : "");
+  /* The bounds are an H200's: the CPU model's figures are shown beside them, never judged
+   * against them (a "NO" there would say nothing about gpuwrap), and never missed. */
+  int judged = b->backend != GW_BACKEND_CPU;
+  if (judged)
+    fprintf(f, "\nperformance targets (docs/BENCHMARKS.md; set for an H200)\n");
+  else
+    fprintf(f, "\nperformance targets (docs/BENCHMARKS.md): set for an H200, so not judged on the CPU backend\n"
+               "(met: n/a; run `gpuwrap bench --backend cuda` on an H200 for verdicts)\n");
   fprintf(f, "%-66s %-22s %-24s %s\n", "what", "target", "measured", "met");
   for (int i = 0; i < n; i++) {
     fprintf(f, "%-66s %-22s %-24s %s\n", rows[i].what, rows[i].target, rows[i].measured,
-            rows[i].met < 0 ? "-" : rows[i].met ? "yes" : rows[i].info ? "no" : "NO");
-    if (rows[i].met == 0 && !rows[i].info) missed++;
+            !judged ? "n/a" : rows[i].met < 0 ? "-" : rows[i].met ? "yes" : rows[i].info ? "no" : "NO");
+    if (judged && rows[i].met == 0 && !rows[i].info) missed++;
   }
   /* More threads than CPUs time the scheduler too: a preempted lock holder stalls the rest. */
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -389,7 +396,9 @@ int gw_bench_write_json(const gw_bench *b, const char *path) {
     json_str(f, rows[i].target);
     fprintf(f, ", \"measured\": ");
     json_str(f, rows[i].measured);
-    fprintf(f, ", \"met\": %s, \"informational\": %s}%s\n", rows[i].met < 0 ? "null" : rows[i].met ? "true" : "false",
+    /* null on the CPU backend, as in the table: the bounds are an H200's */
+    int met = b->backend == GW_BACKEND_CPU ? -1 : rows[i].met;
+    fprintf(f, ", \"met\": %s, \"informational\": %s}%s\n", met < 0 ? "null" : met ? "true" : "false",
             rows[i].info ? "true" : "false", i + 1 < n ? "," : "");
   }
   fprintf(f, "  ]\n}\n");

@@ -57,6 +57,14 @@ gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size
 }
 
 static int progress_open;
+static const char *progress_section = "";
+static int progress_n, progress_total;
+
+void gw_bench_progress_plan(const char *section, int total) {
+  progress_section = section;
+  progress_n = 0;
+  progress_total = total;
+}
 
 void gw_bench_error(gw_bench *b, const char *fmt, ...) {
   va_list ap;
@@ -75,7 +83,10 @@ void gw_bench_progress(const char *fmt, ...) {
   if (tty < 0) tty = isatty(STDERR_FILENO);
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, tty ? "\r\033[K[bench] " : "[bench] ");
+  progress_n++;
+  /* a miscounted plan still numbers every line, and never shows N above M */
+  if (progress_n > progress_total) progress_total = progress_n;
+  fprintf(stderr, "%s[bench %s %d/%d] ", tty ? "\r\033[K" : "", progress_section, progress_n, progress_total);
   vfprintf(stderr, fmt, ap);
   if (!tty) fputc('\n', stderr);
   fflush(stderr);

@@ -149,6 +149,7 @@ void gw_bench_wrap(gw_bench *b) {
   size_t bytes = 1 << 20;
   int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
+  gw_bench_progress_plan("wrap", (int)(sizeof kinds / sizeof kinds[0]) + 3); /* + threads, cold, warm */
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     void *p = NULL;
     if (b->raw.alloc(kinds[i], bytes, &p) != 0) {
@@ -237,6 +238,9 @@ static gw_stat reg_cost(gw_bench *b, size_t bytes, int touched, int use_gw, int 
 
 void gw_bench_register(gw_bench *b) {
   size_t maxs = b->max_size;
+  int nsizes = 0;
+  for (size_t s = 4096; s <= maxs; s *= 4) nsizes++;
+  gw_bench_progress_plan("register", 2 * nsizes);
   for (int touched = 1; touched >= 0; touched--) {
     for (size_t s = 4096; s <= maxs; s *= 4) {
       char sz[32];

@@ -443,23 +443,16 @@ int gw_tool_demo(int argc, char **argv) {
       if (!v) why = "needs a value";
       else if (opt[2] == 'b' && gw_tool_parse_backend(v, &backend) != 0) why = "not one of auto, cpu, cuda, hip";
       else if (opt[2] == 'd' && gw_tool_parse_int(v, 0, INT_MAX, &device) != 0) why = "not a device number (0, 1, ...)";
-      if (why) {
-        fprintf(stderr, "gpuwrap demo: %s%s%s%s: %s\n\n", opt, v ? " '" : "", v ? v : "", v ? "'" : "", why);
-        demo_usage(stderr);
-        return GW_TOOL_EXIT_USAGE;
-      }
+      if (why) return gw_tool_usage_error("demo", "%s%s%s%s: %s", opt, v ? " '" : "", v ? v : "", v ? "'" : "", why);
     } else {
-      fprintf(stderr, "gpuwrap demo: unknown option '%s'\n\n", argv[i]);
-      demo_usage(stderr);
-      return GW_TOOL_EXIT_USAGE;
+      return gw_tool_usage_error("demo", "unknown option '%s'", argv[i]);
     }
   }
   demo d;
   memset(&d, 0, sizeof d);
   gw_status s = gw_context_create(backend, device, &d.ctx);
   if (s != GW_OK) {
-    fprintf(stderr, "gpuwrap demo: no %s context on device %d: %s: %s\n", gw_backend_name(backend), device,
-            gw_err_name(s), gw_last_error());
+    gw_tool_context_error("demo", backend, device, s);
     return DEMO_EXIT_SKIP;
   }
   gw_backend b = gw_context_backend(d.ctx);

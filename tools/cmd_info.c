@@ -29,7 +29,7 @@ int gw_tool_info(int argc, char **argv) {
     } else if (strcmp(argv[i], "--settings") == 0) {
       flags |= GW_INFO_ALL_SETTINGS;
     } else {
-      fprintf(stderr, "gpuwrap info: unknown option '%s'\nRun 'gpuwrap info --help' for usage.\n", argv[i]);
+      fprintf(stderr, "gpuwrap info: unknown option '%s'\nRun 'gpuwrap info --help' for the usage.\n", argv[i]);
       return GW_TOOL_EXIT_USAGE;
     }
   }

@@ -14,7 +14,7 @@ static const struct {
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
-static void usage(FILE *f) {
+static void usage(FILE *f) { /* the help: stdout, asked for */
   fprintf(f,
           "usage: gpuwrap <command> [options]\n"
           "       gpuwrap --help | --version\n"
@@ -29,10 +29,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    usage(stderr);
-    return GW_TOOL_EXIT_USAGE;
-  }
+  if (argc < 2) return gw_tool_usage_error("", "no command (info, demo or bench)");
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
@@ -44,7 +41,5 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < NCOMMANDS; i++)
     if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-  fprintf(stderr, "gpuwrap: unknown command '%s'\n\n", cmd);
-  usage(stderr);
-  return GW_TOOL_EXIT_USAGE;
+  return gw_tool_usage_error("", "unknown command '%s' (info, demo or bench)", cmd);
 }

@@ -16,6 +16,15 @@ int gw_tool_bench(int argc, char **argv);
 /* Exit status for bad usage (unknown command or option). */
 #define GW_TOOL_EXIT_USAGE 2
 
+/* A usage error: "gpuwrap CMD: <message>" and one line pointing at `gpuwrap CMD --help`
+ * on stderr (the help itself would bury the message); returns GW_TOOL_EXIT_USAGE. cmd is
+ * "" for the top level. */
+int gw_tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Why gw_context_create(requested, device) failed, on stderr as "gpuwrap CMD: ...", naming
+ * the backend it tried (GW_BACKEND_AUTO resolved through GPUWRAP_BACKEND) and the
+ * library's reason (gw_last_error()). Call it right after the failed create. */
+void gw_tool_context_error(const char *cmd, gw_backend requested, int device, gw_status s);
+
 /* "cpu" | "cuda" | "hip" | "auto" -> backend; -1 if unknown. */
 int gw_tool_parse_backend(const char *s, gw_backend *out);
 /* Parse a size with optional K/M/G suffix (binary); 0 on failure. */

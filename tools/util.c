@@ -2,6 +2,8 @@
 #include "tool.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,4 +92,29 @@ double gw_tool_now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int gw_tool_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "gpuwrap%s%s: ", *cmd ? " " : "", cmd);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nRun 'gpuwrap%s%s --help' for the usage.\n", *cmd ? " " : "", cmd);
+  return GW_TOOL_EXIT_USAGE;
+}
+
+void gw_tool_context_error(const char *cmd, gw_backend requested, int device, gw_status s) {
+  const char *why = gw_last_error(); /* read first: the calls below are gpuwrap calls too */
+  char whybuf[512];
+  snprintf(whybuf, sizeof whybuf, "%s", why);
+  const char *env = getenv("GPUWRAP_BACKEND");
+  if (requested == GW_BACKEND_AUTO && env && *env && strcasecmp(env, "auto") != 0) {
+    /* AUTO was overridden: say which backend that made it, not "auto" */
+    fprintf(stderr, "gpuwrap %s: cannot use the %s backend (GPUWRAP_BACKEND=%s), device %d: %s: %s\n", cmd, env,
+            env, device, gw_err_name(s), whybuf);
+  } else {
+    fprintf(stderr, "gpuwrap %s: cannot use the %s backend, device %d: %s: %s\n", cmd,
+            requested == GW_BACKEND_AUTO ? "auto-chosen" : gw_backend_name(requested), device, gw_err_name(s), whybuf);
+  }
 }
