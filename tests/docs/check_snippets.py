@@ -35,7 +35,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDES = "".join(f"#include <{h}>\n" for h in (
-    "gpuwrap.h", "gpuwrap/dlpack.h", "stdint.h", "stdio.h", "stdlib.h", "string.h"))
+    "gpuwrap.h", "gpuwrap/dlpack.h", "stdint.h", "stdio.h", "stdlib.h", "string.h", "unistd.h"))
 HALO_INCLUDES = "#include <mpi.h>\n#include <gpuwrap/halo.h>\n"
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARK = re.compile(r"^<!--\s*snippet:\s*(fragment|toplevel|skip|run)\s*(?:[:;]\s*(.*?))?\s*-->\s*$")
@@ -77,7 +77,9 @@ def main():
     mpicc = os.environ.get("MPICC", "mpicc")
     have_numpy = run([sys.executable, "-c", "import numpy"])[0] == 0
     libdir = os.path.join(build, "lib")
-    cflags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(ROOT, "include")]
+    # the source tree's headers and the build's generated one (gpuwrap/version.h)
+    cflags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(ROOT, "include"),
+              "-I" + os.path.join(build, "include")]
     env = dict(os.environ, GPUWRAP_BACKEND="cpu", GPUWRAP_LIB=os.path.join(libdir, "libgpuwrap.so"),
                PYTHONPATH=os.path.join(ROOT, "python"))
     counts = {"ok": 0, "failed": 0, "skipped": 0}
