@@ -18,6 +18,7 @@
 #include "gpuwrap/cpu.h"
 #include "gpuwrap/halo.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,42 @@ static void test_mismatch(gw_context *ctx) {
   if (g_rank == 0) printf("mismatched arguments: ok\n");
 }
 
+/* Grid sizes that overflow are refused (they were signed overflows, or a negative global
+ * size), on every rank alike; so is an argument error of one rank only. */
+static void test_grid_sizes(void) {
+  gw_grid *g = NULL;
+  int big_dims[3] = {INT_MAX, INT_MAX, 4};
+  int64_t global[3] = {8, 8, 8};
+  all_fail(gw_grid_create(MPI_COMM_WORLD, 3, global, NULL, big_dims, &g), GW_EINVAL,
+           "gw_grid_create: dims[0] is 2147483647: dims fix more ranks than");
+  int row[3] = {g_size, 1, 1};
+  int64_t huge[3] = {(int64_t)1 << 62, 1, 1};
+  gw_status st = gw_grid_create_local(MPI_COMM_WORLD, 3, huge, NULL, row, &g);
+  if (g_size > 1) {
+    char want[160];
+    snprintf(want, sizeof want, "local[0] is %lld: times the %d ranks along dim 0, the global size overflows",
+             (long long)huge[0], g_size);
+    all_fail(st, GW_EINVAL, want);
+  } else {
+    ASSERT_OK(st);
+    gw_grid_info in;
+    ASSERT_OK(gw_grid_query(g, &in));
+    ASSERT_EQ_LONG(in.global[0], huge[0]);
+    gw_grid_destroy(g);
+  }
+  int64_t square[3] = {(int64_t)1 << 32, (int64_t)1 << 32, 1};
+  all_fail(gw_grid_create_local(MPI_COMM_WORLD, 3, square, NULL, row, &g), GW_EINVAL,
+           "local[1] is 4294967296: the global box's cell count overflows int64_t");
+  int64_t gsq[3] = {INT64_MAX, 2, 1};
+  all_fail(gw_grid_create(MPI_COMM_WORLD, 3, gsq, NULL, row, &g), GW_EINVAL,
+           "global[1] is 2: the global box's cell count overflows int64_t");
+  /* one rank's error (ndims 0) fails every rank, none waits in MPI_Cart_create */
+  int odd = g_size - 1;
+  all_fail(gw_grid_create(MPI_COMM_WORLD, g_rank == odd ? 0 : 3, global, NULL, NULL, &g), GW_EINVAL,
+           "ndims is 0, must be 1, 2 or 3");
+  if (g_rank == 0) printf("grid sizes: ok\n");
+}
+
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -263,6 +300,7 @@ int main(int argc, char **argv) {
   ASSERT_OK(gw_context_create(GW_BACKEND_CPU, 0, &ctx));
   test_mismatch(ctx);
   test_stream_device();
+  test_grid_sizes();
   gw_context_destroy(ctx);
   long total = 0;
   MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
