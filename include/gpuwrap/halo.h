@@ -61,6 +61,15 @@
  * gw_last_error() text when a gpuwrap call failed). Nothing is printed.
  * gw_halo_create and gw_halo_destroy are collective over the communicator; updates are
  * collective over the neighbours. A plan is used by one thread at a time.
+ * Collective calls fail on every rank alike: gw_halo_create*, gw_grid_create* and
+ * gw_grid_gather return one status on every rank, whichever rank found the error (the
+ * others' gw_halo_last_error() reads "<call>: another rank failed (rank R, STATUS):
+ * <rank R's message>"). The exceptions are purely local preconditions, each documented
+ * where it applies: `cart` / `comm` itself (NULL, not Cartesian: one communicator, so every
+ * rank of it finds the same), and the arguments of an update (a NULL plan or stream, a
+ * stream of another device, a split phase out of order), refused before anything is
+ * posted: the neighbours are not told, so such an error on some ranks only is fatal
+ * (MPI_Abort) unless the program knows every rank made it.
  * MPI must be initialised before gw_halo_create and finalised after gw_halo_destroy.
  */
 #ifndef GPUWRAP_HALO_H
@@ -134,12 +143,21 @@ GW_API const char *gw_halo_path_name(gw_halo_path p);
  * @return GW_OK;
  *   GW_EINVAL    NULL field/width/out, field not 3-D, a width < 1, an extent < 3*width,
  *                `cart` not a 3-D Cartesian communicator, unknown path, DEVICE for a field
- *                the device cannot address, a face of more than INT_MAX bytes;
+ *                the device cannot address, a face of more than INT_MAX bytes; arguments
+ *                that do not match a neighbour's (see below); NCCL on some ranks only;
  *   GW_EREADONLY field is read-only;
  *   GW_ENOMEM    buffers could not be allocated;
  *   GW_EBACKEND  an MPI call failed;
  *   any status of gw_pin, gw_wrap, gw_alloc, gw_view (their detail is kept).
  * On failure nothing is left: no buffer, registration, reference or communicator.
+ * Every rank returns the same status (see Conventions): an error one rank finds in its own
+ * arguments fails them all. What two neighbours exchange must match, and is checked with
+ * each neighbour along every dim split over ranks: the field count, and per field its
+ * dtype, its width along that dim and its face's extents (the field's extents along the
+ * other dims). A difference is GW_EINVAL on every rank, the message naming the argument
+ * and both ranks' values ("field dtype: rank 0 has float64, its +x neighbour rank 1 has
+ * float32"). `path` may differ between ranks (HOST on some, DEVICE on others) except for
+ * NCCL, which is every rank's path or none's.
  */
 GW_API gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3],
                                 gw_halo_path path, gw_halo **out);
@@ -224,11 +242,14 @@ GW_API gw_status gw_halo_finish(gw_halo *h);
  * (or on streams that wait for s); on the host only after s is synchronized.
  * Between start_on and finish_on the caller must not write the interior faces nor the
  * halo cells, nor read the halo cells (as for gw_halo_start). `s` may be a gpuwrap stream or a borrowed one
- * (gw_stream_wrap); it must be of the fields' backend and device, and the two calls may
- * be given different streams (finish orders its own).
+ * (gw_stream_wrap); it must be of the fields' backend and device (else GW_EDEVICE, a
+ * local precondition checked before anything is posted: the plan is left as it was, idle
+ * after a refused start_on, its update still in flight after a refused finish_on), and
+ * the two calls may be given different streams (finish orders its own).
  * gw_halo_update_on(h, s) is start_on + finish_on: a whole update ordered on s.
- * @return as gw_halo_start / gw_halo_finish; GW_EINVAL also for a NULL stream; the status
- *         of gw_fill_async / gw_array_wait on s (GW_EDEVICE: a stream of another device).
+ * @return as gw_halo_start / gw_halo_finish; GW_EINVAL also for a NULL stream; GW_EDEVICE
+ *         for a stream of another backend or device; the status of gw_fill_async /
+ *         gw_array_wait on s.
  * A plan may mix the host-ordered and the stream-ordered calls from one update to the next.
  */
 GW_API gw_status gw_halo_start_on(gw_halo *h, gw_stream *s);
@@ -292,13 +313,15 @@ typedef struct gw_grid gw_grid;
  * @param dims    ndims ranks per dim, 0 = MPI_Dims_create chooses; NULL: all chosen. The
  *                product must be the size of comm.
  * @return GW_OK; GW_EINVAL (NULL comm/global/out, ndims out of range, a count < 1 or
- *         smaller than the ranks along it, dims that do not divide the ranks);
- *         GW_EBACKEND (MPI); GW_ENOMEM.
+ *         smaller than the ranks along it, dims that do not divide the ranks or fix more
+ *         than comm has, a global box whose cell count overflows int64_t); GW_EBACKEND
+ *         (MPI); GW_ENOMEM. The same status on every rank (only a NULL comm is local).
  */
 GW_API gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[], const int periods[],
                                 const int dims[], gw_grid **out);
 /** As gw_grid_create, from every rank's `local` cell counts (the same on every rank):
- *  global[d] = dims[d] * local[d]. */
+ *  global[d] = dims[d] * local[d]; GW_EINVAL where that, or the global box's cell count,
+ *  overflows int64_t. */
 GW_API gw_status gw_grid_create_local(MPI_Comm comm, int ndims, const int64_t local[], const int periods[],
                                       const int dims[], gw_grid **out);
 /** Free the grid (collective: frees its communicators). NULL is ok. */

@@ -21,45 +21,71 @@ static void split(int64_t global, int parts, int c, int64_t *cells, int64_t *fir
   *first = c * base + (c < rem ? c : rem);
 }
 
+/* This rank's checks of grid_make's arguments, and the rank grid (dims) they give. Sizes
+ * are products of caller-given counts: each is checked for overflow. */
+static gw_status grid_check(const char *fn, int nranks, int ndims, const int64_t size[], const int periods[],
+                            const int dims_in[], int from_local, int dims[3], int per[3]) {
+  if (ndims < 1 || ndims > 3) return gw__halo_fail(GW_EINVAL, "%s: ndims is %d, must be 1, 2 or 3", fn, ndims);
+  const char *what = from_local ? "local" : "global";
+  if (!size) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, what);
+  int64_t fixed = 1;
+  for (int d = 0; d < ndims; d++) {
+    if (size[d] < 1)
+      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld, must be >= 1", fn, what, d, (long long)size[d]);
+    if (dims_in) {
+      if (dims_in[d] < 0) return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d, must be >= 0", fn, d, dims_in[d]);
+      dims[d] = dims_in[d];
+      /* (past the ranks of comm the product is wrong anyway: stop before it overflows) */
+      if (dims[d] && (__builtin_mul_overflow(fixed, (int64_t)dims[d], &fixed) || fixed > nranks))
+        return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d: dims fix more ranks than the %d of comm", fn, d,
+                             dims[d], nranks);
+    }
+    per[d] = periods && periods[d] ? 1 : 0;
+  }
+  if (nranks % fixed != 0)
+    return gw__halo_fail(GW_EINVAL, "%s: dims fix %lld ranks, which does not divide the %d ranks of comm", fn,
+                         (long long)fixed, nranks);
+  int free_dims = 0;
+  for (int d = 0; d < ndims; d++) free_dims += dims[d] == 0;
+  if (!free_dims && fixed != nranks)
+    return gw__halo_fail(GW_EINVAL, "%s: dims give %lld ranks, comm has %d", fn, (long long)fixed, nranks);
+  gw_status st = gw__halo_mpi(MPI_Dims_create(nranks, ndims, dims), "MPI_Dims_create", -1);
+  if (st != GW_OK) return st;
+  int64_t cells = 1;
+  for (int d = 0; d < ndims; d++) {
+    int64_t global = size[d];
+    if (!from_local && size[d] < dims[d])
+      return gw__halo_fail(GW_EINVAL, "%s: global[%d] is %lld, less than the %d ranks along dim %d: every rank "
+                                      "must own a cell", fn, d, (long long)size[d], dims[d], d);
+    if (from_local && __builtin_mul_overflow(size[d], (int64_t)dims[d], &global))
+      return gw__halo_fail(GW_EINVAL, "%s: local[%d] is %lld: times the %d ranks along dim %d, the global size "
+                                      "overflows int64_t", fn, d, (long long)size[d], dims[d], d);
+    /* (a field of the grid has at least this many elements: its count must exist) */
+    if (__builtin_mul_overflow(cells, global, &cells))
+      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld: the global box's cell count overflows int64_t", fn,
+                           what, d, (long long)size[d]);
+  }
+  return GW_OK;
+}
+
 static gw_status grid_make(const char *fn, MPI_Comm comm, int ndims, const int64_t size[], const int periods[],
                            const int dims_in[], int from_local, gw_grid **out) {
-  if (!out) return gw__halo_fail(GW_EINVAL, "%s: out is NULL", fn);
   if (comm == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "%s: comm is MPI_COMM_NULL", fn);
-  if (ndims < 1 || ndims > 3) return gw__halo_fail(GW_EINVAL, "%s: ndims is %d, must be 1, 2 or 3", fn, ndims);
-  if (!size) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, from_local ? "local" : "global");
   int nranks = 0;
   gw_status st = gw__halo_mpi(MPI_Comm_size(comm, &nranks), "MPI_Comm_size", -1);
   if (st != GW_OK) return st;
   int dims[3] = {0, 0, 0}, per[3] = {0, 0, 0};
-  long fixed = 1;
-  for (int d = 0; d < ndims; d++) {
-    if (size[d] < 1)
-      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld, must be >= 1", fn, from_local ? "local" : "global", d,
-                           (long long)size[d]);
-    if (dims_in) {
-      if (dims_in[d] < 0) return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d, must be >= 0", fn, d, dims_in[d]);
-      dims[d] = dims_in[d];
-      if (dims[d]) fixed *= dims[d];
-    }
-    per[d] = periods && periods[d] ? 1 : 0;
+  st = out ? grid_check(fn, nranks, ndims, size, periods, dims_in, from_local, dims, per)
+           : gw__halo_fail(GW_EINVAL, "%s: out is NULL", fn);
+  /* MPI_Cart_create below is collective: a rank that found an error must not leave the
+   * others there (comm is one communicator: its own check above is alike everywhere) */
+  gw_grid *g = st == GW_OK ? calloc(1, sizeof *g) : NULL;
+  if (st == GW_OK && !g) st = gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  st = gw__halo_agree(comm, st, fn);
+  if (st != GW_OK) {
+    free(g);
+    return st;
   }
-  if (fixed > nranks || nranks % fixed != 0)
-    return gw__halo_fail(GW_EINVAL, "%s: dims fix %ld ranks, which does not divide the %d ranks of comm", fn, fixed,
-                         nranks);
-  int free_dims = 0;
-  for (int d = 0; d < ndims; d++) free_dims += dims[d] == 0;
-  if (!free_dims && fixed != nranks)
-    return gw__halo_fail(GW_EINVAL, "%s: dims give %ld ranks, comm has %d", fn, fixed, nranks);
-  st = gw__halo_mpi(MPI_Dims_create(nranks, ndims, dims), "MPI_Dims_create", -1);
-  if (st != GW_OK) return st;
-  if (!from_local)
-    for (int d = 0; d < ndims; d++)
-      if (size[d] < dims[d])
-        return gw__halo_fail(GW_EINVAL, "%s: global[%d] is %lld, less than the %d ranks along dim %d: every rank "
-                                        "must own a cell", fn, d, (long long)size[d], dims[d], d);
-
-  gw_grid *g = calloc(1, sizeof *g);
-  if (!g) return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
   gw_grid_info *in = &g->info;
   in->ndims = ndims;
   for (int d = 0; d < 3; d++) {
@@ -251,8 +277,12 @@ gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], g
     for (int r = 0; r < in->size && counts && displs; r++) {
       int64_t l[3], o[3];
       (void)gw_grid_block(g, r, l, o);
-      counts[r] = (int)(l[0] * l[1] * l[2]);
-      if (total > INT_MAX) break;
+      int64_t c = l[0] * l[1] * l[2]; /* (at most the global box's count: grid_check) */
+      if (c > INT_MAX || total > INT_MAX) {
+        total = (int64_t)INT_MAX + 1;
+        break;
+      }
+      counts[r] = (int)c;
       displs[r] = (int)total;
       total += counts[r];
     }

@@ -229,6 +229,16 @@ static gw_status make_face(gw_halo *h, int f, int d, int64_t at, gw_array **out)
   return st == GW_OK ? GW_OK : gw_failed(st, "gw_view of a face", d);
 }
 
+/* gw__halo_agree, once per failure: after a failed agreement every rank knows, so the
+ * later steps pass the status through without another collective (and the message
+ * stays the one agreed on). */
+static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn, int *failed) {
+  if (*failed) return st;
+  st = gw__halo_agree(comm, st, fn);
+  *failed = st != GW_OK;
+  return st;
+}
+
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* The segment of field f's face along d, side s: the whole face (axis < 0) or rows
@@ -562,7 +572,8 @@ static gw_status shm_release(gw_halo *h) {
 /* One block holds every message (one page-aligned pinned block on the host path, one
  * device allocation on the device path); each segment is wrapped once, so nothing is
  * registered, wrapped or allocated per update. */
-static gw_status make_buffers(gw_halo *h, int device_path) {
+/* *failed: set when the ranks' agreement in here failed (every rank knows then). */
+static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
   size_t total = 0;
   gw_status st = GW_OK;
   for (int d = 0; d < h->ndim; d++) {
@@ -585,12 +596,13 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
   if (h->shm_node != MPI_COMM_NULL) {
     /* Collective over the node whatever happened here (a rank that fails alone must not
      * leave the others in the window's allocation or, later, in shm_link's exchange with
-     * it): the window is made by every rank, then every rank learns whether all pinned
-     * their segment. */
+     * it): the window is made by every rank of the node. */
     gw_status w = shm_block(h, st == GW_OK ? total : 0);
     if (st == GW_OK) st = w;
-    st = gw__halo_agree(h->comm, st, "gw_halo_create");
   }
+  /* Then every rank learns whether all pinned their segment: every rank of the plan, a rank
+   * alone on its node (no window) too, or the others wait here for it. */
+  st = agree_once(h->comm, st, "gw_halo_create", failed);
   if (st != GW_OK) return st;
   if (total == 0) {
     /* Every face is empty (a field of extent 0 along a dim that is not exchanged): nothing
@@ -636,22 +648,21 @@ static gw_status make_buffers(gw_halo *h, int device_path) {
   return GW_OK;
 }
 
-static gw_status check_cart(const char *fn, MPI_Comm cart, int ndim) {
+/* The one check made before any collective: `cart` is one communicator, so every rank of
+ * it finds the same (a rank passing another communicator than its peers is outside what
+ * any collective call can detect). */
+static gw_status check_cart(const char *fn, MPI_Comm cart) {
   if (cart == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "%s: cart is MPI_COMM_NULL", fn);
-  int topo = MPI_UNDEFINED, ndims = 0;
+  int topo = MPI_UNDEFINED;
   gw_status st = gw__halo_mpi(MPI_Topo_test(cart, &topo), "MPI_Topo_test", -1);
   if (st != GW_OK) return st;
   if (topo != MPI_CART)
     return gw__halo_fail(GW_EINVAL, "%s: cart is not a Cartesian communicator (MPI_Cart_create)", fn);
-  st = gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
-  if (st != GW_OK) return st;
-  if (ndims != ndim)
-    return gw__halo_fail(GW_EINVAL, "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
-                                    "along Cartesian dim d)", fn, ndims, ndim);
   return GW_OK;
 }
 
-/* `strict`: gw_halo_create's contract (3-D, widths >= 1), kept for its callers. */
+/* This rank's arguments (`strict`: gw_halo_create's contract, 3-D, widths >= 1, kept for
+ * its callers). Local: create() shares the outcome with every rank before going on. */
 static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
                             gw_halo_path path, gw_halo **out, int strict) {
   if (!fields || !out) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, !fields ? "fields" : "out");
@@ -699,7 +710,118 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfi
       return gw__halo_fail(GW_EINVAL, "%s: path DEVICE for a field the device cannot address (%s: %s "
                                       "memory)", fn, who, gw_memkind_name(gw_kind(a)));
   }
-  return check_cart(fn, cart, ndim);
+  int ndims = 0;
+  gw_status st = gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
+  if (st != GW_OK) return st;
+  if (ndims != ndim)
+    return gw__halo_fail(GW_EINVAL, "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
+                                    "along Cartesian dim d)", fn, ndims, ndim);
+  return GW_OK;
+}
+
+/* ---- what neighbours must agree on ----------------------------------------------------- */
+/*
+ * Every rank checks its own arguments, but a message is made of two ranks' arguments: the
+ * face a rank sends along d must be, byte for byte, the halo its neighbour receives. So
+ * before anything is laid out each rank tells each neighbour (along every dim split over
+ * ranks, widths of 0 included: a dim one rank exchanges and the other does not would hang)
+ * its field count, and then per field its dtype, width along d and face extents; each
+ * compares the neighbour's with its own. A difference fails every rank alike (create()
+ * agrees on it), the message naming the argument and both ranks' values.
+ */
+enum { DESC = 5 }; /* per field: dtype, width[d], face extents along dims 0..2 */
+
+static int tag_check(int d, int toward_high, int round) { return 12 * EPOCHS + 6 + 6 * round + 2 * d + toward_high; }
+
+static void describe(const gw_halo *h, int d, int *out) {
+  for (int f = 0; f < h->nfields; f++) {
+    int *o = out + f * DESC;
+    const int64_t *n = gw_shape(h->field[f]);
+    o[0] = (int)gw_array_dtype(h->field[f]);
+    o[1] = h->width[f][d];
+    for (int e = 0; e < 3; e++) {
+      int64_t x = e >= h->ndim ? 1 : e == d ? h->width[f][d] : n[e];
+      o[2 + e] = x > INT_MAX ? -1 : (int)x; /* (an extent past INT_MAX has no face MPI carries) */
+    }
+  }
+}
+
+static gw_status mismatch(const gw_halo *h, const char *fn, int strict, int d, int s, int rank, int peer,
+                          const int *mine, const int *theirs) {
+  char where[64];
+  snprintf(where, sizeof where, "its %c%c neighbour rank %d", s ? '+' : '-', "xyz"[d], peer);
+  for (int f = 0; f < h->nfields; f++) {
+    const int *a = mine + f * DESC, *b = theirs + f * DESC;
+    char fld[32], wid[40];
+    if (strict) {
+      snprintf(fld, sizeof fld, "field");
+      snprintf(wid, sizeof wid, "width[%d]", d);
+    } else {
+      snprintf(fld, sizeof fld, "fields[%d].field", f);
+      snprintf(wid, sizeof wid, "fields[%d].width[%d]", f, d);
+    }
+    if (a[0] != b[0])
+      return gw__halo_fail(GW_EINVAL, "%s: %s dtype: rank %d has %s, %s has %s (the faces along dim %d must match)",
+                           fn, fld, rank, gw_dtype_name((gw_dtype)a[0]), where, gw_dtype_name((gw_dtype)b[0]), d);
+    if (a[1] != b[1])
+      return gw__halo_fail(GW_EINVAL, "%s: %s: rank %d has %d, %s has %d (the faces along dim %d must match)", fn,
+                           wid, rank, a[1], where, b[1], d);
+    for (int e = 0; e < 3 && a[1] > 0; e++)
+      if (a[2 + e] != b[2 + e])
+        return gw__halo_fail(GW_EINVAL, "%s: %s extent along dim %d: rank %d has %d, %s has %d (the faces along "
+                                        "dim %d must match)", fn, fld, e, rank, a[2 + e], where, b[2 + e], d);
+  }
+  return GW_OK;
+}
+
+/* Point to point with each neighbour (every rank takes part, whatever it finds): this
+ * rank's verdict, recorded; create() makes it every rank's. */
+static gw_status check_neighbours(gw_halo *h, const char *fn, int strict) {
+  int dims[3], periods[3], coords[3], peer[3][2], rank = 0;
+  gw_status st = gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords), "MPI_Cart_get", -1);
+  if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_rank(h->comm, &rank), "MPI_Comm_rank", -1);
+  for (int d = 0; st == GW_OK && d < h->ndim; d++)
+    st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &peer[d][0], &peer[d][1]), "MPI_Cart_shift", d);
+  if (st != GW_OK) return st; /* (MPI failing on the plan's own duplicate: on every rank) */
+  size_t per = (size_t)h->nfields * DESC;
+  int *mine = malloc(3 * per * sizeof *mine), *theirs = malloc(6 * per * sizeof *theirs);
+  /* -1: this rank cannot describe its fields; the pair then skips the second round */
+  int my_n = mine && theirs ? h->nfields : -1, their_n[3][2];
+  if (my_n < 0) st = gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  for (int d = 0; d < h->ndim && my_n > 0; d++) describe(h, d, mine + (size_t)d * per);
+  MPI_Request req[24];
+  for (int round = 0; round < 2; round++) {
+    int nreq = 0;
+    for (int d = 0; d < h->ndim; d++)
+      for (int s = 0; s < 2 && dims[d] > 1; s++) {
+        if (peer[d][s] == MPI_PROC_NULL || (round == 1 && (my_n < 0 || their_n[d][s] != my_n))) continue;
+        void *in = round ? (void *)(theirs + (size_t)(2 * d + s) * per) : (void *)&their_n[d][s];
+        void *out = round ? (void *)(mine + (size_t)d * per) : (void *)&my_n;
+        int count = round ? (int)per : 1;
+        int rc = MPI_Irecv(in, count, MPI_INT, peer[d][s], tag_check(d, !s, round), h->comm, &req[nreq]);
+        if (rc == MPI_SUCCESS) {
+          nreq++;
+          rc = MPI_Isend(out, count, MPI_INT, peer[d][s], tag_check(d, s, round), h->comm, &req[nreq]);
+          nreq += rc == MPI_SUCCESS;
+        }
+        if (rc != MPI_SUCCESS && st == GW_OK) st = gw__halo_mpi(rc, "MPI_Isend/MPI_Irecv (the plan's agreement)", d);
+      }
+    int rc = MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS && st == GW_OK) st = gw__halo_mpi(rc, "MPI_Waitall (the plan's agreement)", -1);
+  }
+  for (int d = 0; st == GW_OK && d < h->ndim; d++)
+    for (int s = 0; st == GW_OK && s < 2 && dims[d] > 1; s++) {
+      if (peer[d][s] == MPI_PROC_NULL || their_n[d][s] < 0) continue; /* (-1: that rank failed, and says so) */
+      if (their_n[d][s] != my_n)
+        st = gw__halo_fail(GW_EINVAL, "%s: nfields: rank %d has %d, its %c%c neighbour rank %d has %d (a message "
+                                      "carries every field's face: the neighbours' fields must match)", fn, rank,
+                           my_n, s ? '+' : '-', "xyz"[d], peer[d][s], their_n[d][s]);
+      else
+        st = mismatch(h, fn, strict, d, s, rank, peer[d][s], mine + (size_t)d * per, theirs + (size_t)(2 * d + s) * per);
+    }
+  free(mine);
+  free(theirs);
+  return st;
 }
 
 /* A rank's own periodic neighbour goes through NCCL (a send/receive to itself) only with
@@ -891,7 +1013,9 @@ static int nccl_local(gw_halo *h, int forced, const gw_nccl_fns **fns, unsigned 
  * the fields' device. *use = 1 when the plan has its NCCL communicator. Forced: every rank
  * fails alike (GW_ENOTSUP where a rank cannot use NCCL, GW_EBACKEND where NCCL failed);
  * AUTO: any of those leaves *use = 0 and GW_OK (the plan takes the MPI paths). */
-static gw_status nccl_setup(gw_halo *h, const char *fn, int forced, int *use) {
+/* Every rank calls it (`want`: this rank's path may be NCCL, AUTO or NCCL; create() has
+ * made sure that `forced` is every rank's or none's). */
+static gw_status nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use) {
   char why[600] = "";
   const gw_nccl_fns *fns = NULL;
   unsigned char uuid[16] = {0};
@@ -901,7 +1025,8 @@ static gw_status nccl_setup(gw_halo *h, const char *fn, int forced, int *use) {
   if (st != GW_OK) return st;
   struct {
     int ok, rank;
-  } mine = {nccl_local(h, forced, &fns, uuid, why, sizeof why), rank}, all;
+  } mine = {want && nccl_local(h, forced, &fns, uuid, why, sizeof why), rank}, all;
+  if (!want) snprintf(why, sizeof why, "its path is %s", gw_halo_path_name(h->info.path));
   st = gw__halo_mpi(MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce", -1);
   if (st != GW_OK) return st;
   if (all.ok) {
@@ -909,10 +1034,11 @@ static gw_status nccl_setup(gw_halo *h, const char *fn, int forced, int *use) {
      * (ordinals would not do: CUDA_VISIBLE_DEVICES may renumber each rank's GPUs). */
     gpu_of_rank *g = malloc((size_t)size * sizeof *g);
     unsigned char *u = malloc((size_t)size * 16);
-    if (!g || !u) {
+    st = gw__halo_agree(h->comm, g && u ? GW_OK : gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn), fn);
+    if (st != GW_OK) { /* (before the Allgather, which every rank enters or none) */
       free(g);
       free(u);
-      return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+      return st;
     }
     st = gw__halo_mpi(MPI_Allgather(uuid, 16, MPI_BYTE, u, 16, MPI_BYTE, h->comm), "MPI_Allgather", -1);
     for (int r = 0; st == GW_OK && r < size; r++) {
@@ -1018,25 +1144,53 @@ static gw_status nccl_connect(gw_halo *h) {
   return st;
 }
 
+/* A plan is all or nothing on every rank: each collective step is entered by every rank
+ * of the plan's communicator whatever it found before, so a rank that fails first tells
+ * the others (gw__halo_agree) before the next collective step, and the result is agreed
+ * on at the end. `missing`: a NULL argument of gw_halo_create, found before this call. */
 static gw_status create(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
-                        gw_halo_path path, gw_halo **out, int strict) {
-  gw_status st = check_args(fn, fields, nfields, cart, path, out, strict);
+                        gw_halo_path path, gw_halo **out, int strict, const char *missing) {
+  gw_status st = check_cart(fn, cart);
   if (st != GW_OK) return st;
-
-  gw_halo *h = calloc(1, sizeof *h);
-  if (!h) return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
-  h->comm = MPI_COMM_NULL;
-  h->shm_win = MPI_WIN_NULL;
-  h->shm_node = MPI_COMM_NULL;
-  h->inflight = -1;
-  h->nfields = nfields;
-  h->ndim = gw_ndim(fields[0].field);
-  h->field = calloc((size_t)nfields, sizeof *h->field);
-  h->width = calloc((size_t)nfields, sizeof *h->width);
-  h->face = calloc((size_t)nfields * 3, sizeof *h->face);
-  if (!h->field || !h->width || !h->face) {
-    plan_free(h);
-    return gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  MPI_Comm comm = MPI_COMM_NULL;
+  st = gw__halo_mpi(MPI_Comm_dup(cart, &comm), "MPI_Comm_dup", -1);
+  if (st != GW_OK) return st;
+  st = gw__halo_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
+  if (st == GW_OK) st = missing ? gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, missing)
+                                : check_args(fn, fields, nfields, comm, path, out, strict);
+  gw_halo *h = st == GW_OK ? calloc(1, sizeof *h) : NULL;
+  if (st == GW_OK && h) {
+    h->comm = comm; /* plan_free frees it from here on */
+    h->shm_win = MPI_WIN_NULL;
+    h->shm_node = MPI_COMM_NULL;
+    h->inflight = -1;
+    h->nfields = nfields;
+    h->ndim = gw_ndim(fields[0].field);
+    h->field = calloc((size_t)nfields, sizeof *h->field);
+    h->width = calloc((size_t)nfields, sizeof *h->width);
+    h->face = calloc((size_t)nfields * 3, sizeof *h->face);
+  }
+  if (st == GW_OK && (!h || !h->field || !h->width || !h->face)) st = gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  st = gw__halo_agree(comm, st, fn);
+  if (st == GW_OK) {
+    /* NCCL is every rank's path or none's: its communicator spans them all. */
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    struct {
+      int v, rank;
+    } in[2] = {{path == GW_HALO_PATH_NCCL ? 0 : 1, rank}, {path == GW_HALO_PATH_NCCL ? 100 : (int)path, rank}}, all[2];
+    st = gw__halo_mpi(MPI_Allreduce(in, all, 2, MPI_2INT, MPI_MINLOC, comm), "MPI_Allreduce", -1);
+    if (st == GW_OK && all[0].v == 0 && all[1].v < 100)
+      st = gw__halo_fail(GW_EINVAL, "%s: path: rank %d has nccl, rank %d has %s (the NCCL path is every rank's or "
+                                    "none's)", fn, all[0].rank, all[1].rank, gw_halo_path_name((gw_halo_path)all[1].v));
+  }
+  if (st != GW_OK) {
+    if (h && h->comm != MPI_COMM_NULL) plan_free(h);
+    else {
+      free(h);
+      MPI_Comm_free(&comm);
+    }
+    return st;
   }
   int device_ok = 1;
   for (int f = 0; f < nfields; f++) {
@@ -1048,15 +1202,12 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   h->ctx = gw_array_context(fields[0].field);
 
   h->info.gpu_aware = path == GW_HALO_PATH_DEVICE || gw__halo_gpu_aware(gw_context_backend(h->ctx));
-  st = gw__halo_mpi(MPI_Comm_dup(cart, &h->comm), "MPI_Comm_dup", -1);
-  if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
+  h->info.path = path;
   /* NCCL (forced, or AUTO's first choice) is decided by every rank together: its
    * communicator is collective, so no rank may take it alone. */
-  if (st == GW_OK && (path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL)) {
-    int use = 0;
-    st = nccl_setup(h, fn, path == GW_HALO_PATH_NCCL, &use);
-    if (st == GW_OK && use) path = GW_HALO_PATH_NCCL;
-  }
+  int use = 0;
+  st = nccl_setup(h, fn, path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL, path == GW_HALO_PATH_NCCL, &use);
+  if (st == GW_OK && use) path = GW_HALO_PATH_NCCL;
   if (path == GW_HALO_PATH_AUTO) path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST;
   h->info.path = path;
   if (st == GW_OK) {
@@ -1073,20 +1224,25 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
       st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm), "MPI_Allreduce", -1);
     h->chunk = (size_t)all;
   }
+  /* what each message's two ends must share (its own agreement: every rank fails alike) */
+  int failed = st != GW_OK; /* (alike on every rank so far) */
+  if (st == GW_OK) st = agree_once(h->comm, check_neighbours(h, fn, strict), fn, &failed);
   if (st == GW_OK) st = make_dims(h);
   if (st == GW_OK) st = make_self(h);
-  /* With the shared-memory window the buffers are made collectively (make_buffers): every
-   * rank goes there or none, and learns afterwards whether every rank's links worked. */
-  int shm = h->shm_node != MPI_COMM_NULL;
-  if (shm) st = gw__halo_agree(h->comm, st, fn);
-  if (st == GW_OK) st = make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL);
-  if (shm) st = gw__halo_agree(h->comm, st, fn);
+  /* The buffers are made collectively (the shared-memory window, the neighbours' offsets in
+   * it): every rank goes there or none, and learns afterwards whether every rank's worked. */
+  st = agree_once(h->comm, st, fn, &failed);
+  if (st == GW_OK) st = make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);
   if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
     st = gw_stream_create(h->ctx, &h->stream);
     if (st == GW_ENOTSUP) st = GW_OK; /* the backend has no streams: copies run one by one */
     else if (st != GW_OK) st = gw_failed(st, "gw_stream_create", -1);
   }
+  /* NCCL's first exchange is collective: no rank enters it alone */
+  if (h->nccl) st = agree_once(h->comm, st, fn, &failed);
   if (st == GW_OK && h->nccl && h->stream) st = nccl_connect(h);
+  /* a plan on some ranks only would leave the others waiting in their first update */
+  st = agree_once(h->comm, st, fn, &failed);
   if (st != GW_OK) {
     plan_free(h);
     return st;
@@ -1097,15 +1253,15 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
 
 gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3], gw_halo_path path,
                          gw_halo **out) {
-  if (!field || !width || !out)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_create: %s is NULL", !field ? "field" : !width ? "width" : "out");
-  gw_halo_field one = {field, {width[0], width[1], width[2]}};
-  return create("gw_halo_create", &one, 1, cart, path, out, 1);
+  /* a NULL argument fails in create(), on every rank alike, not here before its collectives */
+  const char *missing = !field ? "field" : !width ? "width" : !out ? "out" : NULL;
+  gw_halo_field one = {field, {width ? width[0] : 0, width ? width[1] : 0, width ? width[2] : 0}};
+  return create("gw_halo_create", &one, 1, cart, path, out, 1, missing);
 }
 
 gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields, MPI_Comm cart, gw_halo_path path,
                                gw_halo **out) {
-  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0);
+  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0, NULL);
 }
 
 void gw_halo_destroy(gw_halo *h) {
@@ -1494,16 +1650,37 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
 
 gw_status gw_halo_finish(gw_halo *h) { return finish(h, "gw_halo_finish", NULL); }
 
+/* The caller's stream must be of the plan's backend and device (its work is ordered with
+ * the plan's by events of that device). A local precondition, checked before anything is
+ * posted or completed: the plan stays as it was (idle, or with its update in flight), and
+ * the neighbours are not told (an update agreeing over every rank would cost every update
+ * a collective), so a program that passes such a stream on some ranks only must treat the
+ * error as fatal, as halo.h says. */
+static gw_status check_stream(const gw_halo *h, const char *fn, const gw_stream *s) {
+  gw_context *c = s->ctx;
+  if (gw_context_backend(c) == gw_context_backend(h->ctx) && gw_context_device(c) == gw_context_device(h->ctx))
+    return GW_OK;
+  return gw__halo_fail(GW_EDEVICE, "%s: stream is on %s device %d, the plan's fields on %s device %d", fn,
+                       gw_backend_name(gw_context_backend(c)), gw_context_device(c),
+                       gw_backend_name(gw_context_backend(h->ctx)), gw_context_device(h->ctx));
+}
+
 gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
   if (!h) return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: plan is NULL");
   if (!s) return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: stream is NULL (gw_halo_start is the host-ordered call)");
-  gw_status st = begin(h, "gw_halo_start_on", 1, s);
+  gw_status st = check_stream(h, "gw_halo_start_on", s);
+  if (st != GW_OK) return st;
+  st = begin(h, "gw_halo_start_on", 1, s);
   if (st == GW_OK) h->started = 1;
   return st;
 }
 
 gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
   if (h && !s) return gw__halo_fail(GW_EINVAL, "gw_halo_finish_on: stream is NULL (gw_halo_finish is the host-ordered call)");
+  if (h && h->started) {
+    gw_status st = check_stream(h, "gw_halo_finish_on", s);
+    if (st != GW_OK) return st;
+  }
   return finish(h, "gw_halo_finish_on", s);
 }
 

@@ -79,10 +79,30 @@ int gw__halo_gpu_aware(gw_backend backend) {
 }
 
 gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn) {
-  int in = (int)mine, worst = 0; /* statuses are negative: the minimum is a failure if any */
-  int rc = MPI_Allreduce(&in, &worst, 1, MPI_INT, MPI_MIN, comm);
+  /* The most negative status wins (the lowest rank holding it), so every rank returns one
+   * status; its holder's message travels to the others, which say whose it is. */
+  int rank = 0;
+  (void)MPI_Comm_rank(comm, &rank);
+  struct {
+    int st, rank;
+  } in = {(int)mine, rank}, worst = {0, 0};
+  int rc = MPI_Allreduce(&in, &worst, 1, MPI_2INT, MPI_MINLOC, comm);
   if (rc != MPI_SUCCESS) return mine != GW_OK ? mine : gw__halo_mpi(rc, "MPI_Allreduce", -1);
-  if (mine == GW_OK && worst != GW_OK)
-    return gw__halo_fail((gw_status)worst, "%s: another rank failed (%s)", fn, gw_err_name((gw_status)worst));
-  return mine;
+  if (worst.st == GW_OK) return GW_OK;
+  char text[sizeof halo_err];
+  memcpy(text, halo_err, sizeof text);
+  rc = MPI_Bcast(text, (int)sizeof text, MPI_CHAR, worst.rank, comm);
+  text[sizeof text - 1] = 0;
+  if (worst.rank == rank || (mine == (gw_status)worst.st && rc == MPI_SUCCESS && !strcmp(text, halo_err)))
+    return (gw_status)worst.st; /* this rank's own message says it */
+  if (rc != MPI_SUCCESS) snprintf(text, sizeof text, "(its message did not arrive)");
+  if (mine != GW_OK) {
+    /* failed too, otherwise: keep both */
+    char own[sizeof halo_err];
+    memcpy(own, halo_err, sizeof own);
+    return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s; this rank: %s", fn,
+                         worst.rank, gw_err_name((gw_status)worst.st), text, own);
+  }
+  return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s", fn, worst.rank,
+                       gw_err_name((gw_status)worst.st), text);
 }
