@@ -21,12 +21,14 @@
 #include "gpuwrap.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
  * and events. 4: copy_batch. 5: the settings table in the host API. 6: ipc_export, ipc_open
- * and ipc_close (memory from another process, src/core/ipc.c). A plugin of another ABI is
+ * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
+ * owns_native_stream (the core asks a backend instead of reaching into it). A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
 #define GW__BACKEND_ABI 6
@@ -173,6 +175,17 @@ typedef struct gw__backend_ops {
   gw_status (*ipc_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
                         size_t extent, void **base);
   gw_status (*ipc_close)(void *state, int device, void *base);
+
+  /* Optional (NULL: nothing to do). fork_lock(1), before fork, takes every lock of the
+   * backend in its own order; fork_lock(0) releases them, in the parent and the child
+   * alike, so a child forked while another thread was inside the backend finds no lock
+   * held by a thread that does not exist there (src/core/fork.c). */
+  void (*fork_lock)(int on);
+  /* Optional (NULL: cannot tell). Whether native is a live stream handle of THIS backend.
+   * A GPU runtime cannot tell a foreign pointer from its own stream without reading through
+   * it, so gw_stream_wrap asks the backends that can tell (the CPU model) before handing a
+   * handle of theirs to another backend. */
+  bool (*owns_native_stream)(const void *native);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */
@@ -194,5 +207,10 @@ typedef const gw__backend_ops *(*gw__plugin_entry_fn)(const gw__host_api *host, 
 extern const gw__backend_ops gw__cpu_ops;
 /* The ops of a backend, loading its plugin on first use; NULL + fail() if unavailable. */
 const gw__backend_ops *gw__backend_get(gw_backend b);
+/* Every backend in use (the built-in one, the plugins loaded so far) takes (1) or releases
+ * (0) its locks around fork: taken in the order cpu, cuda, hip; released in reverse. */
+void gw__backends_fork_lock(int on);
+/* The backend other than `self` that says native is its stream, else NULL. */
+const gw__backend_ops *gw__backend_owning_stream(const gw__backend_ops *self, const void *native);
 
 #endif /* GW_CORE_BACKEND_H */

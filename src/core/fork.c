@@ -4,8 +4,8 @@
  * held by a thread that does not exist there (it would hang at its first call). The child
  * also forgets gpuwrap's registrations: they belong to the parent's runtime, and the
  * child must never unregister them.
- * Lock order (the order the code nests them): pin, registry, ipc import table, owned, cpu
- * injection, cpu model.
+ * Lock order (the order the code nests them): pin, registry, ipc import table, owned, then
+ * each backend's own (backend.h's fork_lock).
  */
 #include "internal.h"
 
@@ -16,13 +16,11 @@ static void lock_all(void) {
   gw__registry_lock(1);
   gw__ipc_lock(1);
   gw__owned_lock(1);
-  gw__cpu_inject_lock(1);
-  gw__cpu_model_lock(1);
+  gw__backends_fork_lock(1);
 }
 
 static void unlock_all(void) {
-  gw__cpu_model_lock(0);
-  gw__cpu_inject_lock(0);
+  gw__backends_fork_lock(0);
   gw__owned_lock(0);
   gw__ipc_lock(0);
   gw__registry_lock(0);
@@ -30,8 +28,7 @@ static void unlock_all(void) {
 }
 
 static void child(void) {
-  gw__cpu_model_lock(0);
-  gw__cpu_inject_lock(0);
+  gw__backends_fork_lock(0);
   gw__owned_lock(0);
   gw__ipc_child(); /* also releases the table's lock */
   gw__registry_forget_all(); /* also makes the registry's lock anew */

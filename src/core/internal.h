@@ -148,9 +148,6 @@ void gw__pending_fini(gw_array *root);
 /* Wait on the host until the root's pending work, on every stream, is complete (before its
  * memory is freed or unregistered). */
 void gw__pending_drain(gw_array *root);
-/* Whether native is a live stream handle of the CPU backend (cpu_streams.c): a GPU
- * runtime cannot tell a foreign pointer from its own stream without reading through it. */
-bool gw__cpu_stream_is_native(const void *native);
 
 /* Byte span [lo, hi) of the elements relative to element 0 (strides may be negative). */
 /* A root array of ctx (one reference) with its geometry and nothing else: no memory, kind
@@ -222,8 +219,6 @@ void gw__ipc_unref(struct gw__ipc_map *m);
 void gw__pin_lock(int on);
 void gw__registry_lock(int on);
 void gw__owned_lock(int on);
-void gw__cpu_inject_lock(int on);
-void gw__cpu_model_lock(int on);
 void gw__registry_forget_all(void);
 /* The import table's lock (taken after the registry's, before owned's), and the child's
  * reset: the parent's mappings are never closed by the child (ipc.c). */

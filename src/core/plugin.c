@@ -173,11 +173,31 @@ static void load(plugin_slot *s) {
     return;
   }
   /* Kept loaded for the life of the process: arrays may outlive any context. */
-  s->ops = ops;
+  __atomic_store_n(&s->ops, ops, __ATOMIC_RELEASE);
 }
 
 static void load_cuda(void) { load(&cuda_slot); }
 static void load_hip(void) { load(&hip_slot); }
+
+/* The plugin's ops once loaded, else NULL (never loads it: fork and stream checks only
+ * concern backends in use). */
+static const gw__backend_ops *loaded(plugin_slot *s) { return __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE); }
+
+void gw__backends_fork_lock(int on) {
+  const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
+  for (int k = 0; k < 3; k++) {
+    int i = on ? k : 2 - k;
+    if (all[i] && all[i]->fork_lock) all[i]->fork_lock(on);
+  }
+}
+
+const gw__backend_ops *gw__backend_owning_stream(const gw__backend_ops *self, const void *native) {
+  const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
+  for (int i = 0; i < 3; i++)
+    if (all[i] && all[i] != self && all[i]->owns_native_stream && all[i]->owns_native_stream(native))
+      return all[i];
+  return NULL;
+}
 
 const gw__backend_ops *gw__backend_get(gw_backend b) {
   plugin_slot *s;

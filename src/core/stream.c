@@ -195,9 +195,10 @@ gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
 gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out) {
   if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  if (ctx->ops != &gw__cpu_ops && gw__cpu_stream_is_native(native))
-    return gw__fail(GW_EINVAL, "native: %p is a stream of the cpu backend, the context is %s",
-                    native, ctx->ops->name);
+  const gw__backend_ops *owner = gw__backend_owning_stream(ctx->ops, native);
+  if (owner)
+    return gw__fail(GW_EINVAL, "native: %p is a stream of the %s backend, the context is %s",
+                    native, owner->name, ctx->ops->name);
   gw_stream *s = malloc(sizeof *s);
   if (!s) return gw__fail(GW_ENOMEM, "gw_stream_wrap: out of host memory");
   gw_status st = ctx->ops->stream_borrow(ctx->state, native, &s->handle);

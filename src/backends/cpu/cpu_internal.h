@@ -29,6 +29,11 @@ extern atomic_int gw__cpu_armed; /* armed triggers; 0 keeps the check to two ato
 extern atomic_int gw__cpu_inject_ready;
 
 void gw__cpu_inject_init(void);
+/* The model's locks, taken (1) / released (0) around fork (cpu_ops.c's fork_lock). */
+void gw__cpu_inject_lock(int on);
+void gw__cpu_model_lock(int on);
+/* Whether native is a live stream handle of the model (cpu_streams.c; the owns_native_stream op). */
+bool gw__cpu_stream_is_native(const void *native);
 gw_status gw__cpu_inject_slow(gw_cpu_op op, long callno);
 /* Why GPUWRAP_CPU_FAIL could not be parsed, or NULL. */
 const char *gw__cpu_inject_env_error(void);

@@ -177,6 +177,17 @@ static gw_status cpu_stream_wait_event(void *state, void *stream, void *event) {
 }
 
 /* Not injected or counted: a poll, and GW_EBUSY is an answer, not a failure. */
+/* The model's locks in their nesting order: injection, then the model's tables. */
+static void cpu_fork_lock(int on) {
+  if (on) {
+    gw__cpu_inject_lock(1);
+    gw__cpu_model_lock(1);
+  } else {
+    gw__cpu_model_lock(0);
+    gw__cpu_inject_lock(0);
+  }
+}
+
 static gw_status cpu_event_query(void *state, void *event) {
   (void)state;
   return gw__cpu_event_query(event);
@@ -234,4 +245,6 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_export = cpu_ipc_export,
     .ipc_open = cpu_ipc_open,
     .ipc_close = cpu_ipc_close,
+    .fork_lock = cpu_fork_lock,
+    .owns_native_stream = gw__cpu_stream_is_native,
 };
