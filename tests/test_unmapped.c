@@ -194,3 +194,35 @@ TEST_IMPL(wrap_unmapped) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* PROT_NONE pages (measured on the H200, driver 580.159.04): cudaHostRegister refuses them
+ * with or without cudaHostRegisterReadOnly (invalid value); the model accepted the
+ * read-only registration. Readable pages beside them still register read-only. */
+TEST_IMPL(model_refuses_noaccess) {
+  TEST_REQUIRE_CPU();
+  tst_leaks before = tst_leak_snapshot();
+  unsigned char *p = mmap(NULL, 2 * pg(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_TRUE(p != MAP_FAILED);
+  ASSERT_EQ_INT(mprotect(p + pg(), pg(), PROT_NONE), 0);
+  ASSERT_STATUS(gw_cpu_runtime_register_readonly(p, 2 * pg()), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("cannot read");
+  ASSERT_STATUS(gw_cpu_runtime_register_readonly(p + pg(), 1), GW_EINVAL);
+  ASSERT_STATUS(gw_cpu_runtime_register(p + pg(), pg()), GW_EINVAL);
+  ASSERT_NO_LEAK(before);
+  ASSERT_OK(gw_cpu_runtime_register_readonly(p, pg())); /* the readable page alone */
+  ASSERT_OK(gw_cpu_runtime_unregister(p));
+  /* A read-only wrap of the span: refused cleanly or host-only, never registered. */
+  gw_context *ctx = tst_open(0);
+  int64_t n = (int64_t)(2 * pg());
+  gw_array *a = NULL;
+  gw_status s = gw_wrap(ctx, p, GW_UINT8, 1, &n, NULL, GW_WRAP_READONLY, &a);
+  if (s == GW_OK) {
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_HOST);
+    gw_release(a);
+  }
+  ASSERT_EQ_SIZE(gw_registry_ranges(), 0);
+  gw_context_destroy(ctx);
+  ASSERT_EQ_INT(munmap(p, 2 * pg()), 0);
+  ASSERT_NO_LEAK(before);
+  return 0;
+}

@@ -95,6 +95,7 @@ static void finish_line(scan *s, line *l) {
     s->out->readonly = true;
     note(s, 2, l->lo, l->hi, l->perms, l->path);
   }
+  if (l->perms[0] != 'r') s->out->noaccess = true;
   if (private_file) {
     s->out->private_file = true;
     note(s, 3, l->lo, l->hi, l->perms, l->path);

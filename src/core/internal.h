@@ -253,6 +253,7 @@ typedef struct {
   bool mapped;       /* every byte of the span lies in some mapping */
   bool writable;     /* every byte is mapped and writable */
   bool readonly;     /* some mapped byte is not writable (PROT_READ, or no access at all) */
+  bool noaccess;     /* some mapped byte cannot even be read (PROT_NONE) */
   bool private_file; /* some byte is in a MAP_PRIVATE mapping of a file ('p', an inode) */
   /* For messages: the first private file mapping, else the first non-writable mapping,
    * else the first hole (perms "----", path ""); all zero when there is nothing to say. */

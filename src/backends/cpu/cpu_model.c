@@ -348,6 +348,14 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
                   "%s: [%p, +%zu) reaches memory that is not mapped%s: cudaHostRegister "
                   "refuses it (invalid value, as on CUDA)",
                   who, base, bytes, hole_text(&m, hole, sizeof hole));
+  else if (known && readonly && m.noaccess)
+    /* Measured on the H200 (driver 580.159.04): PROT_NONE pages are "invalid value" for
+     * cudaHostRegisterReadOnly too: the runtime must be able to read what it pins. */
+    st = gw__fail(GW_EINVAL,
+                  "%s: [%p, +%zu) holds pages the process cannot read (%s mapping [%#" PRIxPTR
+                  ", %#" PRIxPTR ")): cudaHostRegisterReadOnly refuses them (invalid value, "
+                  "as on CUDA)",
+                  who, base, bytes, m.what_perms, m.what_lo, m.what_hi);
   else if (known && !readonly && m.readonly)
     st = gw__fail(GW_EINVAL,
                   "%s: [%p, +%zu) holds pages the process cannot write (%s mapping [%#" PRIxPTR
