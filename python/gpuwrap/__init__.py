@@ -80,7 +80,8 @@ from . import _loader
 _c = _loader.load_extension()
 
 __all__ = [
-    "Array", "Context", "ExternalStream", "GpuwrapError", "Stream", "from_dlpack", "load_library",
+    "Array", "Context", "ExternalStream", "GpuwrapError", "Stream", "from_dlpack",
+    "info", "load_library",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "kDLROCMHost", "kDLCUDAManaged",
 ]
 
@@ -254,10 +255,15 @@ def _library_version():
 __version__ = _library_version()  # the loaded library's, from CMake's project(VERSION)
 
 
-def info():
-    """Print what `gpuwrap info` prints (backends, devices, capabilities); its exit status."""
-    sys.stdout.flush()
-    return _c.info()
+def info(settings=False, json=False):
+    """Print what `gpuwrap info` prints (backends, devices, capabilities, settings): the
+    library's own report, gw_info_report. settings=True: every GPUWRAP_* setting with its
+    default, value and doc (`--settings`); json=True: the report as one JSON object
+    (`--json`). Returns 0; a setting that is set but not valid raises GpuwrapError
+    (GW_EINVAL naming it) after the report is printed."""
+    sys.stdout.flush()  # the report goes through C's stdout: after what Python wrote
+    _c.info((_c.INFO_ALL_SETTINGS if settings else 0) | (_c.INFO_JSON if json else 0))
+    return 0
 
 
 # ---- streams ------------------------------------------------------------------------------
