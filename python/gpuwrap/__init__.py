@@ -9,6 +9,8 @@
     n = np.asarray(a)                             # NumPy view of the same memory
     b = gpuwrap.from_dlpack(np.arange(6.0), ctx)  # gpuwrap array over NumPy's memory
     t = torch.from_dlpack(a.offer("cuda"))        # pinned memory offered as kDLCUDA
+    h = ctx.alloc("device", "float32", 8).ipc_handle()  # to another process (picklable);
+    d = ctx.ipc_open(h)                           # there: an Array over the same memory
 
 The per-array calls (Context.wrap, Array and its properties, release, __dlpack__,
 __cuda_array_interface__, __array_interface__, the DLPack deleter) are a C extension,
@@ -80,7 +82,7 @@ from . import _loader
 _c = _loader.load_extension()
 
 __all__ = [
-    "Array", "Context", "ExternalStream", "GpuwrapError", "Stream", "from_dlpack",
+    "Array", "Context", "ExternalStream", "GpuwrapError", "IpcHandle", "Stream", "from_dlpack",
     "info", "load_library",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "kDLROCMHost", "kDLCUDAManaged",
 ]
@@ -351,6 +353,8 @@ class Context(_c.Context):
 
 
 Array = _c.Array
+# Array.ipc_handle() gives one; Context.ipc_open(h) takes it or its bytes (docs/IPC.md).
+IpcHandle = _c.IpcHandle
 
 
 def _device_arg(device_type, device_id):

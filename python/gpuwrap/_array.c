@@ -3,7 +3,7 @@
  * `with`, or the collector), and the collector support that lets a wrap's Python deleter
  * refer back to its array; the properties, view, fill, copy_from, and the type with its
  * method table. The protocols live beside it: DLPack in _dlpack.c, the array interfaces
- * in _cai.c.
+ * in _cai.c, IPC in _ipc.c.
  */
 #include "_gpuwrap.h"
 
@@ -412,6 +412,9 @@ static PyMethodDef Array_methods[] = {
     {"offer", (PyCFunction)(void (*)(void))Array_offer, METH_VARARGS | METH_KEYWORDS,
      "offer(device_type, device_id=0): an object whose DLPack protocol offers this array as "
      "device_type ('cpu', 'cuda', 'rocm', ...); BufferError if impossible without a copy."},
+    {"ipc_handle", (PyCFunction)Array_ipc_handle, METH_NOARGS,
+     "ipc_handle(): a gpuwrap.IpcHandle by which another process of this node opens this "
+     "array's memory (Context.ipc_open); device memory only. Keep the memory alive meanwhile."},
     {"pending", (PyCFunction)Array_pending, METH_NOARGS,
      "Whether asynchronous gpuwrap work on the memory may not have completed (gw_array_pending)."},
     {"dlpack_device", (PyCFunction)Array_dlpack_device, METH_NOARGS, NULL},

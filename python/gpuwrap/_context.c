@@ -2,7 +2,7 @@
  * Context: one gw_context per Python object, closed once (close(), `with`, or the
  * collector), while arrays made from it keep the C context alive by their own references.
  * Calls that run without the GIL hold the object (users): a close() meanwhile leaves the
- * destroy to the last of them. Context.wrap is in _wrap.c.
+ * destroy to the last of them. Context.wrap is in _wrap.c, Context.ipc_open in _ipc.c.
  */
 #include "_gpuwrap.h"
 
@@ -198,6 +198,10 @@ static PyMethodDef Context_methods[] = {
      "runs exactly once when the last reference goes."},
     {"alloc", (PyCFunction)Context_alloc, METH_VARARGS,
      "alloc(kind, dtype, shape): a C-contiguous array of 'host', 'pinned', 'device' or 'managed' memory."},
+    {"ipc_open", (PyCFunction)Context_ipc_open, METH_O,
+     "ipc_open(handle): an Array over the memory an IpcHandle (or its bytes) of Array.ipc_handle() "
+     "describes, from this or another process of the node; the mapping is closed when its last "
+     "array goes."},
     {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS, "Wait for all work of the device."},
     {"close", (PyCFunction)Context_close, METH_NOARGS,
      "Drop this reference (arrays keep the C context alive); later uses raise ValueError."},

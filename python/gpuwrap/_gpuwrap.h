@@ -21,6 +21,7 @@
  *   _stream.c   Stream, ExternalStream's borrow, and the stream kept per context for exports
  *   _dlpack.c   DLPack export (__dlpack__, its stream rules) and import of a capsule
  *   _cai.c      the CUDA Array Interface and NumPy's array interface (__array__ too)
+ *   _ipc.c      IpcHandle, Array.ipc_handle() and Context.ipc_open() (memory of another process)
  *
  * What stays in Python (gpuwrap/__init__.py): from_dlpack's producer protocol, the CUDA
  * Array Interface import, stream-object conversion, errors' classes, the default context.
@@ -167,6 +168,12 @@ PyObject *mod_check_stream(PyObject *m, PyObject *args);
 PyObject *Array_get_cai(ArrayObject *a, void *u);
 PyObject *Array_get_ai(ArrayObject *a, void *u);
 PyObject *Array_array(ArrayObject *a, PyObject *args, PyObject *kw);
+
+/* ---- memory of another process (_ipc.c) ------------------------------------------------- */
+
+extern PyTypeObject IpcHandleType;
+PyObject *Array_ipc_handle(ArrayObject *a, PyObject *unused);
+PyObject *Context_ipc_open(ContextObject *c, PyObject *handle);
 
 #pragma GCC visibility pop
 

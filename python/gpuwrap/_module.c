@@ -248,7 +248,7 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
     return NULL;
   }
   if (PyType_Ready(&ContextType) < 0 || PyType_Ready(&ArrayType) < 0 || PyType_Ready(&StreamType) < 0 ||
-      PyType_Ready(&KeeperType) < 0)
+      PyType_Ready(&KeeperType) < 0 || PyType_Ready(&IpcHandleType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
@@ -271,6 +271,8 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
       PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
       PyModule_AddObjectRef(m, "Array", (PyObject *)&ArrayType) < 0 ||
       PyModule_AddObjectRef(m, "Stream", (PyObject *)&StreamType) < 0 ||
+      PyModule_AddObjectRef(m, "IpcHandle", (PyObject *)&IpcHandleType) < 0 ||
+      PyModule_AddIntConstant(m, "IPC_HANDLE_BYTES", GW_IPC_HANDLE_BYTES) < 0 ||
       PyModule_AddIntConstant(m, "PRIVATE_ABI", GW__PRIVATE_ABI) < 0 ||
       PyModule_AddIntConstant(m, "INFO_JSON", GW_INFO_JSON) < 0 ||
       PyModule_AddIntConstant(m, "INFO_ALL_SETTINGS", GW_INFO_ALL_SETTINGS) < 0 ||
