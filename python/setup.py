@@ -13,6 +13,14 @@ Which library (read at build time, i.e. when pip installs):
                              the extension's rpath is $ORIGIN/lib: the installed package
                              needs no environment variable and survives the build dir.
 At run time GPUWRAP_LIB still overrides both (gpuwrap/_loader.py).
+
+The private ABI: besides the public headers, the extension includes the library's private
+ABI header, src/core/private.h (gw__array_refs for the collector support; gw__private_abi),
+which is never installed. Both ways it is taken from the source tree this python/ folder
+is part of (pip builds ./python in place), also with GPUWRAP_PREFIX: the header declares
+only GW_API functions that libgpuwrap exports, and at import the extension checks
+gw__private_abi() against the GW__PRIVATE_ABI it was built with, so an installed library of
+another tree whose private ABI differs fails the import with both numbers, never a wrong call.
 """
 import glob
 import os
@@ -91,15 +99,18 @@ try:
 except (OSError, AttributeError) as e:
     fail(f"no GW_VERSION_STRING in {GENERATED}/gpuwrap/version.h ({e}): configure the library with CMake")
 
-# `python3 -m gpuwrap info` runs the tool's own report (tools/cmd_info.c, public API only),
-# compiled in, so that it prints exactly what `gpuwrap info` prints.
-INFO = os.path.join(REPO, "tools", "cmd_info.c")
-sources = ["gpuwrap/_gpuwrap.c"]
-macros, includes = [], [INCLUDE] + ([GENERATED] if GENERATED != INCLUDE else [])
-if os.path.exists(INFO):
-    sources.append(os.path.relpath(INFO, HERE))
-    macros.append(("GW_PY_WITH_INFO", "1"))
-    includes.append(os.path.join(REPO, "tools"))
+# The extension: every .c file of gpuwrap/, one per mechanism (gpuwrap/_gpuwrap.h lists them;
+# gpuwrap/_loader.py's in-tree compile takes the same list).
+sources = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "gpuwrap", "*.c")))
+PRIVATE = os.path.join(REPO, "src")  # "core/private.h" (see the docstring)
+if not os.path.exists(os.path.join(PRIVATE, "core", "private.h")):
+    fail(f"no src/core/private.h in {REPO}: build the package from the gpuwrap source tree")
+includes = [INCLUDE] + ([GENERATED] if GENERATED != INCLUDE else []) + [PRIVATE]
+# Rebuilt when a header changes too (setuptools compares only the sources' times otherwise,
+# and the build folder outlives one install).
+depends = (sorted(glob.glob(os.path.join(HERE, "gpuwrap", "*.h")))
+           + [os.path.join(PRIVATE, "core", n) for n in ("private.h", "settings.h", "settings_table.h")]
+           + [os.path.join(INCLUDE, "gpuwrap.h"), os.path.join(INCLUDE, "gpuwrap", "dlpack.h")])
 
 
 class BuildExt(build_ext):
@@ -128,7 +139,7 @@ build_base = os.path.join(os.path.dirname(os.path.dirname(LIB)) if not prefix el
 setup(
     version=VERSION,
     ext_modules=[Extension(
-        "gpuwrap._gpuwrap", sources=sources, include_dirs=includes, define_macros=macros,
+        "gpuwrap._gpuwrap", sources=sources, include_dirs=includes, depends=depends,
         extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
         extra_objects=[LIB], extra_link_args=["-Wl,-rpath," + RPATH], libraries=["dl"])],
     cmdclass={"build_ext": BuildExt},

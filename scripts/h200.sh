@@ -54,6 +54,8 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUF
 log "dlpack torch/cupy rc=$? $(tail -1 "$L/dlpack_torch_cupy.txt")"
 GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/share_with_torch.py > "$L/share_with_torch.txt" 2>&1
 log "share_with_torch rc=$?"
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 300 python3 examples/ipc_torch.py > "$L/ipc_torch.txt" 2>&1
+log "ipc_torch rc=$? $(tail -1 "$L/ipc_torch.txt")"
 
 # staging bandwidth next to cudaMemcpy
 GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1

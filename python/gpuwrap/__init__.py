@@ -9,6 +9,8 @@
     n = np.asarray(a)                             # NumPy view of the same memory
     b = gpuwrap.from_dlpack(np.arange(6.0), ctx)  # gpuwrap array over NumPy's memory
     t = torch.from_dlpack(a.offer("cuda"))        # pinned memory offered as kDLCUDA
+    h = ctx.alloc("device", "float32", 8).ipc_handle()  # to another process (picklable);
+    d = ctx.ipc_open(h)                           # there: an Array over the same memory
 
 The per-array calls (Context.wrap, Array and its properties, release, __dlpack__,
 __cuda_array_interface__, __array_interface__, the DLPack deleter) are a C extension,
@@ -80,7 +82,8 @@ from . import _loader
 _c = _loader.load_extension()
 
 __all__ = [
-    "Array", "Context", "ExternalStream", "GpuwrapError", "Stream", "from_dlpack", "load_library",
+    "Array", "Context", "ExternalStream", "GpuwrapError", "IpcHandle", "Stream", "from_dlpack",
+    "info", "load_library",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "kDLROCMHost", "kDLCUDAManaged",
 ]
 
@@ -254,10 +257,15 @@ def _library_version():
 __version__ = _library_version()  # the loaded library's, from CMake's project(VERSION)
 
 
-def info():
-    """Print what `gpuwrap info` prints (backends, devices, capabilities); its exit status."""
-    sys.stdout.flush()
-    return _c.info()
+def info(settings=False, json=False):
+    """Print what `gpuwrap info` prints (backends, devices, capabilities, settings): the
+    library's own report, gw_info_report. settings=True: every GPUWRAP_* setting with its
+    default, value and doc (`--settings`); json=True: the report as one JSON object
+    (`--json`). Returns 0; a setting that is set but not valid raises GpuwrapError
+    (GW_EINVAL naming it) after the report is printed."""
+    sys.stdout.flush()  # the report goes through C's stdout: after what Python wrote
+    _c.info((_c.INFO_ALL_SETTINGS if settings else 0) | (_c.INFO_JSON if json else 0))
+    return 0
 
 
 # ---- streams ------------------------------------------------------------------------------
@@ -345,6 +353,8 @@ class Context(_c.Context):
 
 
 Array = _c.Array
+# Array.ipc_handle() gives one; Context.ipc_open(h) takes it or its bytes (docs/IPC.md).
+IpcHandle = _c.IpcHandle
 
 
 def _device_arg(device_type, device_id):

@@ -10,9 +10,14 @@ Order, and why:
   3. From the source tree (PYTHONPATH=python: CTest, scripts/h200.sh) there is no compiled
      extension: it is compiled here, once per source/library/interpreter, against
      GPUWRAP_LIB or ../build/lib/libgpuwrap.so, into <build>/python-ext/ (override:
-     GPUWRAP_PYEXT_DIR). One implementation either way: the same _gpuwrap.c.
+     GPUWRAP_PYEXT_DIR). One implementation either way: the same sources, every .c file
+     of this folder (sources() below; setup.py takes the same list).
+
+Both builds include the library's private ABI header from the source tree (src/core/
+private.h, never installed): the extension checks gw__private_abi() against it at import.
 """
 import ctypes
+import glob
 import hashlib
 import importlib.util
 import os
@@ -46,6 +51,19 @@ def load_extension():
     return _compile_and_load(env_lib)
 
 
+def sources(pkg_dir=_HERE):
+    """The extension's C files: every .c file of the package folder, one per mechanism
+    (_gpuwrap.h lists them); a new file there is built without editing a list."""
+    return sorted(glob.glob(os.path.join(pkg_dir, "*.c")))
+
+
+def private_headers(repo):
+    """The private ABI header the extension includes ("core/private.h", under <repo>/src)
+    and the headers that one includes: a change to any of them rebuilds the extension."""
+    core = os.path.join(repo, "src", "core")
+    return [os.path.join(core, n) for n in ("private.h", "settings.h", "settings_table.h")]
+
+
 def _compile_and_load(env_lib):
     repo = os.path.dirname(os.path.dirname(_HERE))
     lib = env_lib or os.path.join(repo, "build", "lib", "libgpuwrap.so")
@@ -56,15 +74,13 @@ def _compile_and_load(env_lib):
             "or build the library and set GPUWRAP_LIB")
     lib = os.path.realpath(lib)
     libdir = os.path.dirname(lib)
-    src = os.path.join(_HERE, "_gpuwrap.c")
-    info_src = os.path.join(repo, "tools", "cmd_info.c")
+    srcs = sources()
     include = os.path.join(repo, "include")
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     h = hashlib.sha1()
-    for p in (src, info_src):
-        if os.path.exists(p):
-            with open(p, "rb") as f:
-                h.update(f.read())
+    for p in srcs + sorted(glob.glob(os.path.join(_HERE, "*.h"))) + private_headers(repo):
+        with open(p, "rb") as f:
+            h.update(f.read())
     h.update(f"{lib}|{sys.version}|{suffix}".encode())
     outdir = os.environ.get("GPUWRAP_PYEXT_DIR") or os.path.join(os.path.dirname(libdir), "python-ext")
     out = os.path.join(outdir, f"_gpuwrap-{h.hexdigest()[:16]}{suffix}")
@@ -73,9 +89,8 @@ def _compile_and_load(env_lib):
         tmp = f"{out}.{os.getpid()}.tmp"
         cc = (sysconfig.get_config_var("CC") or "cc").split()
         cmd = cc + ["-shared", "-fPIC", "-O2", "-std=gnu11", "-I" + sysconfig.get_paths()["include"],
-                    "-I" + include, "-I" + os.path.join(os.path.dirname(libdir), "include"), src]
-        if os.path.exists(info_src):
-            cmd += ["-DGW_PY_WITH_INFO", "-I" + os.path.join(repo, "tools"), info_src]
+                    "-I" + include, "-I" + os.path.join(os.path.dirname(libdir), "include"),
+                    "-I" + os.path.join(repo, "src")] + srcs
         cmd += ["-o", tmp, lib, "-Wl,-rpath," + libdir, "-ldl"]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:

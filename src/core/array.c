@@ -100,7 +100,7 @@ static void destroy_root(gw_array *a) {
   gw__context_release(ctx, ref);
 }
 
-/* For the Python face's collector support (python/gpuwrap/_gpuwrap.c): how many
+/* For the Python face's collector support (owns_keeper in python/gpuwrap/_array.c): how many
  * references a holds now. Exact only while no other thread can make or drop one. */
 GW_API int gw__private_abi(void) { return GW__PRIVATE_ABI; }
 

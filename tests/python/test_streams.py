@@ -60,7 +60,7 @@ def test_fill_copy_async(ctx):
     assert np.array_equal(xd, xs)
     # Two streams, ordered through the DLPack protocol: t waits for s (gpuwrap's streams are
     # blocking, ordered with the legacy stream, not with each other). Remove the
-    # gw_array_wait call of consumer_wait in python/gpuwrap/_gpuwrap.c and this fails:
+    # gw_array_wait call of consumer_wait in python/gpuwrap/_dlpack.c and this fails:
     # three fills queued in front keep s busy past t's copy, which copies old values.
     t = ctx.stream()
     scratch = ctx.alloc("pinned", "float64", (NS,))
@@ -132,7 +132,7 @@ def test_external_stream(ctx, external):
 def test_exports_wait_for_pending_work(ctx, external):
     # gpuwrap's fill is pending on s; a consumer (another library's non-blocking side
     # stream) asks for the array with __dlpack__(stream=its handle), then reads it on that
-    # stream. Remove the gw_array_wait call of consumer_wait in python/gpuwrap/_gpuwrap.c
+    # stream. Remove the gw_array_wait call of consumer_wait in python/gpuwrap/_dlpack.c
     # and this fails: the consumer's copy runs one delay after it was queued, the fill
     # (behind three others on s) four, so gd gets the old values.
     s = ctx.stream()
@@ -152,7 +152,7 @@ def test_exports_wait_for_pending_work(ctx, external):
     consumer.synchronize()
     assert (xd == v).all(), f"{int((xd != v).sum())} of {NS} elements stale: the consumer did not wait"
     # stream=None on kDLCPU, and the array interface: the host is the consumer, so the
-    # export waits on the host (aux_wait in _gpuwrap.c: remove its gw_array_wait and
+    # export waits on the host (aux_wait in python/gpuwrap/_stream.c: remove its gw_array_wait and
     # gw_stream_synchronize and NumPy reads the old values).
     for read in (np.from_dlpack, np.asarray):
         v = float(rng.random())
@@ -345,7 +345,7 @@ def test_cuda_array_interface_import(ctx, lib, external):
     assert dev.kind == "device"
     # The producer's work is pending on its own non-blocking stream, named in `stream`: the
     # import must wait for it. Remove the gw_stream_synchronize of mod_sync_native in
-    # python/gpuwrap/_gpuwrap.c (what gpuwrap._from_cuda_array_interface calls) and the read
+    # python/gpuwrap/_stream.c (what gpuwrap._from_cuda_array_interface calls) and the read
     # below (a synchronous copy: legacy stream, not ordered with a non-blocking one) sees
     # the old values.
     native = external()
