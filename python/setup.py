@@ -94,7 +94,7 @@ except (OSError, AttributeError) as e:
 # `python3 -m gpuwrap info` runs the tool's own report (tools/cmd_info.c, public API only),
 # compiled in, so that it prints exactly what `gpuwrap info` prints.
 INFO = os.path.join(REPO, "tools", "cmd_info.c")
-sources = ["gpuwrap/_gpuwrap.c"]
+sources = ["gpuwrap/_gpuwrap.c", "gpuwrap/_exchange.c"]
 macros, includes = [], [INCLUDE] + ([GENERATED] if GENERATED != INCLUDE else [])
 if os.path.exists(INFO):
     sources.append(os.path.relpath(INFO, HERE))

@@ -23,6 +23,7 @@
 
 #include "gpuwrap.h"
 #include "gpuwrap/dlpack.h"
+#include "_exchange.h" /* issue 37: the DLPack C exchange API (_exchange.c) */
 
 #if PY_VERSION_HEX < 0x030B0000 /* public from 3.11 */
 #define PyFloat_Pack2 _PyFloat_Pack2
@@ -1948,6 +1949,24 @@ static PyMethodDef mod_methods[] = {
     {"info", mod_info, METH_NOARGS, "Print what `gpuwrap info` prints; its exit status."},
     {NULL}};
 
+/* ---- issue 37 hooks: what _exchange.c (the DLPack C exchange API) uses of this file ---- */
+static gw_context *xh_context(PyObject *o) {
+  if (!PyObject_TypeCheck(o, &ContextType)) {
+    PyErr_Format(PyExc_TypeError, "ctx must be a gpuwrap.Context, not %s", Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  return ctx_get((ContextObject *)o);
+}
+static gw_array *xh_array(PyObject *o) { return arr_get((ArrayObject *)o); }
+static int xh_export_wait(gw_array *h, int type) {
+  stream_arg_t none = {0};
+  return consumer_wait(h, &none, type);
+}
+static PyObject *xh_raise(int buffer, const char *call, gw_status s) {
+  return raise_status(buffer ? BufErrorType : ErrorType, call, s);
+}
+static const gwpy_exchange_hooks exchange_hooks = {xh_context, xh_array, array_new, xh_export_wait, xh_raise};
+
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_gpuwrap", NULL, -1, mod_methods};
 
 PyMODINIT_FUNC PyInit__gpuwrap(void) {
@@ -1976,7 +1995,8 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
       PyModule_AddObjectRef(m, "Array", (PyObject *)&ArrayType) < 0 ||
       PyModule_AddObjectRef(m, "Stream", (PyObject *)&StreamType) < 0 ||
       PyModule_AddIntConstant(m, "DLPACK_MAJOR", DLPACK_MAJOR_VERSION) < 0 ||
-      PyModule_AddIntConstant(m, "DLPACK_MINOR", DLPACK_MINOR_VERSION) < 0) {
+      PyModule_AddIntConstant(m, "DLPACK_MINOR", DLPACK_MINOR_VERSION) < 0 ||
+      gwpy_exchange_init(m, &ArrayType, &exchange_hooks) < 0) { /* issue 37 */
     Py_DECREF(m);
     return NULL;
   }

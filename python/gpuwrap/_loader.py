@@ -57,11 +57,12 @@ def _compile_and_load(env_lib):
     lib = os.path.realpath(lib)
     libdir = os.path.dirname(lib)
     src = os.path.join(_HERE, "_gpuwrap.c")
+    srcs = [src, os.path.join(_HERE, "_exchange.c")]
     info_src = os.path.join(repo, "tools", "cmd_info.c")
     include = os.path.join(repo, "include")
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     h = hashlib.sha1()
-    for p in (src, info_src):
+    for p in srcs + [os.path.join(_HERE, "_exchange.h"), info_src]:
         if os.path.exists(p):
             with open(p, "rb") as f:
                 h.update(f.read())
@@ -73,7 +74,7 @@ def _compile_and_load(env_lib):
         tmp = f"{out}.{os.getpid()}.tmp"
         cc = (sysconfig.get_config_var("CC") or "cc").split()
         cmd = cc + ["-shared", "-fPIC", "-O2", "-std=gnu11", "-I" + sysconfig.get_paths()["include"],
-                    "-I" + include, "-I" + os.path.join(os.path.dirname(libdir), "include"), src]
+                    "-I" + include, "-I" + os.path.join(os.path.dirname(libdir), "include")] + srcs
         if os.path.exists(info_src):
             cmd += ["-DGW_PY_WITH_INFO", "-I" + os.path.join(repo, "tools"), info_src]
         cmd += ["-o", tmp, lib, "-Wl,-rpath," + libdir, "-ldl"]
