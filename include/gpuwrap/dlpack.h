@@ -9,7 +9,9 @@
  * included before this header, its declarations are used instead (they are the same ABI);
  * an official header older than 1.0 is refused at compile time. This header defines the
  * official include guard DLPACK_DLPACK_H_, so an official dlpack.h included *after* it is
- * skipped: include the official one first if you need its extras (the exchange-API types).
+ * skipped: include the official one first if you need its extras. The C exchange API's
+ * types (DLPackExchangeAPI, DLPack 1.2+) are declared here too unless the official header
+ * included first has them.
  *
  * Export: gw_to_dlpack*
  * ---------------------
@@ -213,6 +215,68 @@ typedef struct DLManagedTensorVersioned {
 }
 #endif
 #endif /* official DLPack header first */
+
+/* ------------------------------------------------------------------------------------ */
+/* DLPack 1.2+ C exchange API (unless the official header came first and has it)          */
+/* ------------------------------------------------------------------------------------ */
+/*
+ * A Python array type publishes a static DLPackExchangeAPI as the class attribute
+ * `__dlpack_c_exchange_api__`, a capsule named "dlpack_exchange_api": C conversions between
+ * its objects and DLManagedTensorVersioned without a Python call, and the stream its work
+ * is queued on. Every function is called with the GIL held, returns 0 on success and -1
+ * with a Python exception set on failure (the allocator: through SetError). None of the
+ * conversions synchronizes: the consumer orders the producer's current_work_stream before
+ * the stream it uses the data on. Written from the specification (dmlc/dlpack 1.2/1.3).
+ */
+#if defined(GW_DLPACK_OWN_DECLARATIONS) || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 2)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/** A new tensor of the producer's, shaped as `prototype` (only dtype, ndim, shape and
+ *  device are read). On failure SetError(error_ctx, kind, message) is called (kind: a
+ *  Python exception name) and -1 returned. */
+typedef int (*DLPackManagedTensorAllocator)(DLTensor *prototype, DLManagedTensorVersioned **out,
+                                            void *error_ctx,
+                                            void (*SetError)(void *error_ctx, const char *kind,
+                                                             const char *message));
+/** The owning tensor of `py_object` (an object of the type the API was found on). */
+typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void *py_object, DLManagedTensorVersioned **out);
+/** A non-owning view of `py_object`, valid until control returns to the producer; shape
+ *  and strides point into the producer's object. */
+typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object, DLTensor *out);
+/** The producer's current work stream on a device (a cudaStream_t / hipStream_t; NULL on
+ *  the CPU and for the legacy default stream). */
+typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type, int32_t device_id,
+                                       void **out_current_stream);
+/** A producer object over `tensor`, which it TAKES (also on failure). */
+typedef int (*DLPackManagedTensorToPyObjectNoSync)(DLManagedTensorVersioned *tensor,
+                                                   void **out_py_object);
+
+/** The part that stays across versions: a consumer checks version.major first, and may
+ *  follow prev_api (NULL: none) to an older major version it knows. */
+typedef struct DLPackExchangeAPIHeader {
+  DLPackVersion version;
+  struct DLPackExchangeAPIHeader *prev_api;
+} DLPackExchangeAPIHeader;
+
+/** The function table; only dltensor_from_py_object_no_sync may be NULL. */
+typedef struct DLPackExchangeAPI {
+  DLPackExchangeAPIHeader header;
+  DLPackManagedTensorAllocator managed_tensor_allocator;
+  DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+  DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+  DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
+  DLPackCurrentWorkStream current_work_stream;
+} DLPackExchangeAPI;
+#ifdef __cplusplus
+}
+#endif
+#endif /* exchange API */
+
+/** The exchange API version gpuwrap's Python module publishes and consumes (1.3: the
+ *  capsule attribute; the table is that of 1.2). */
+#define GW_DLPACK_EXCHANGE_MAJOR 1
+#define GW_DLPACK_EXCHANGE_MINOR 3
 
 /* ------------------------------------------------------------------------------------ */
 /* gpuwrap <-> DLPack                                                                     */

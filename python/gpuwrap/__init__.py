@@ -489,6 +489,9 @@ def from_dlpack(obj, ctx=None, stream=None):
     if ctx is None:
         ctx = _default_context()
     native = None if stream is None else _native_handle(stream)
+    a = _c.exchange_import(ctx, obj, native)  # issue 37: the producer's DLPack C exchange API
+    if a is not None:
+        return a
     if _is_capsule(obj):
         cap = obj
     elif hasattr(obj, "__dlpack__") or not hasattr(obj, "__cuda_array_interface__"):

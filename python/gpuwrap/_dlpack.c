@@ -98,6 +98,13 @@ static int parse_stream_arg(PyObject *o, stream_arg_t *st) {
   return 0;
 }
 
+static int consumer_wait(gw_array *h, const stream_arg_t *st, int type);
+
+int dlpack_export_wait(gw_array *h, int device_type) {
+  stream_arg_t none = {0};
+  return consumer_wait(h, &none, device_type);
+}
+
 /* Make the consumer's stream wait, on the device, for gpuwrap's pending work on `h`. */
 static int consumer_wait(gw_array *h, const stream_arg_t *st, int type) {
   if (stream_is(st, -1)) return 0; /* the consumer opted out of synchronization */

@@ -22,6 +22,7 @@
  *   _dlpack.c   DLPack export (__dlpack__, its stream rules) and import of a capsule
  *   _cai.c      the CUDA Array Interface and NumPy's array interface (__array__ too)
  *   _ipc.c      IpcHandle, Array.ipc_handle() and Context.ipc_open() (memory of another process)
+ *   _exchange.c the DLPack C exchange API (__dlpack_c_exchange_api__) both ways
  *
  * What stays in Python (gpuwrap/__init__.py): from_dlpack's producer protocol, the CUDA
  * Array Interface import, stream-object conversion, errors' classes, the default context.
@@ -176,5 +177,15 @@ PyObject *Array_ipc_handle(ArrayObject *a, PyObject *unused);
 PyObject *Context_ipc_open(ContextObject *c, PyObject *handle);
 
 #pragma GCC visibility pop
+
+/* ---- DLPack (_dlpack.c) and its C exchange API (_exchange.c) ------------------------ */
+
+/* __dlpack__'s wait for a consumer that passed no stream: device types with streams get
+ * gpuwrap's pending work ordered before the legacy default stream (on the device), host
+ * types wait on the host. 0, or -1 with an exception. */
+int dlpack_export_wait(gw_array *h, int device_type);
+/* At module init: the module's exchange functions, and the class attribute
+ * `__dlpack_c_exchange_api__` of gpuwrap.Array. 0, or -1 with an exception. */
+int gwpy_exchange_init(PyObject *module);
 
 #endif /* GW_PY_GPUWRAP_H */

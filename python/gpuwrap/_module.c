@@ -277,7 +277,8 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
       PyModule_AddIntConstant(m, "INFO_JSON", GW_INFO_JSON) < 0 ||
       PyModule_AddIntConstant(m, "INFO_ALL_SETTINGS", GW_INFO_ALL_SETTINGS) < 0 ||
       PyModule_AddIntConstant(m, "DLPACK_MAJOR", DLPACK_MAJOR_VERSION) < 0 ||
-      PyModule_AddIntConstant(m, "DLPACK_MINOR", DLPACK_MINOR_VERSION) < 0) {
+      PyModule_AddIntConstant(m, "DLPACK_MINOR", DLPACK_MINOR_VERSION) < 0 ||
+      gwpy_exchange_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -14,7 +14,7 @@
 #include "gpuwrap.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 1
+#define GW__PRIVATE_ABI 2
 
 GW_API int gw__private_abi(void);
 
@@ -50,5 +50,17 @@ GW_API gw_status gw__batch_run(gw__batch *b, gw_stream *s);
  * BENCHMARKS.md). For callers that wait right away. */
 GW_API gw_status gw__batch_run_wait(gw__batch *b, gw_stream *s);
 GW_API void gw__batch_free(gw__batch *b);
+
+/*
+ * Make `then` wait, on the device, for the work queued on `first` so far (an event recorded
+ * on first, waited for on then, then dropped: the wait holds what it needs); no host
+ * synchronisation. Both streams of one backend; a stream waits for itself trivially (same
+ * handle: nothing queued). For the Python module's DLPack C exchange import: the producer's
+ * current work stream (borrowed) before gpuwrap's stream, as __dlpack__'s stream argument
+ * does on the producer's side.
+ * @return GW_OK; GW_EINVAL (NULL); GW_EDEVICE (streams of two backends); GW_ENOMEM,
+ *         GW_EBACKEND (nothing was queued then).
+ */
+GW_API gw_status gw__stream_order(gw_stream *first, gw_stream *then);
 
 #endif /* GW_CORE_PRIVATE_H */

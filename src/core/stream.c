@@ -157,6 +157,25 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   return st;
 }
 
+gw_status gw__stream_order(gw_stream *first, gw_stream *then) {
+  if (!first) return gw__fail(GW_EINVAL, "first: NULL");
+  if (!then) return gw__fail(GW_EINVAL, "then: NULL");
+  gw_context *c = first->ctx; /* the event is recorded on first's device */
+  if (then->ctx->ops != c->ops)
+    return gw__fail(GW_EDEVICE, "first: a %s stream cannot be waited for by a %s stream",
+                    c->ops->name, then->ctx->ops->name);
+  if (first->handle == then->handle) return GW_OK; /* one queue: in order already */
+  void *ev = NULL;
+  gw_status st = c->ops->event_create(c->state, &ev);
+  if (st != GW_OK) return st;
+  st = c->ops->event_record(c->state, ev, first->handle);
+  if (st == GW_OK) st = then->ctx->ops->stream_wait_event(then->ctx->state, then->handle, ev);
+  /* Destroying an event a wait is queued on is allowed (CUDA, HIP; the CPU model's wait
+   * item copies what it needs). */
+  (void)c->ops->event_destroy(c->state, ev);
+  return st;
+}
+
 int gw_array_pending(const gw_array *a) {
   if (!a) return 0;
   gw_array *r = root_of(a);

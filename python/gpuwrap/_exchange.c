@@ -1,0 +1,668 @@
+/*
+ * gpuwrap._gpuwrap: the DLPack C exchange API (issue 37), both ways.
+ *
+ * Why: gpuwrap.from_dlpack(obj) through the Python protocol (__dlpack_device__, then
+ * __dlpack__(stream=...), a capsule) costs microseconds that are all Python calls. A
+ * producer of DLPack 1.2+ publishes C functions on its type instead
+ * (`type(obj).__dlpack_c_exchange_api__`, a capsule named "dlpack_exchange_api"); the
+ * consumer calls them directly.
+ *
+ * Consumer (exchange_import, called first by gpuwrap.from_dlpack): the table is looked up
+ * once per type and cached; the producer converts obj to a DLManagedTensorVersioned; its
+ * current work stream on the tensor's device is ordered before gpuwrap's stream (the legacy
+ * default stream, or the caller's) with an event on the device, never a host wait (the
+ * rule __dlpack__'s stream argument gives a producer); gw_from_dlpack takes the tensor
+ * (its deleter runs exactly once). Whatever is not usable (no attribute, another capsule,
+ * a major version gpuwrap does not know, a conversion that refuses obj with an error other
+ * than BufferError) answers None: from_dlpack falls back to __dlpack__.
+ *
+ * Producer (the class attribute of gpuwrap.Array): gpuwrap has no "current stream": its
+ * synchronous calls are ordered on the legacy default stream, which current_work_stream
+ * names (NULL). The conversions fold the array's pending asynchronous work into it the way
+ * __dlpack__ does for a consumer that passes no stream: the legacy default stream waits
+ * for it on the device (GPU device types); a host tensor (kDLCPU) waits on the host, since
+ * CPU consumers query no stream.
+ *
+ * Every function is entered with the GIL held (the specification's rule) except the tensor
+ * deleters, which take it.
+ */
+#include "_gpuwrap.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/private.h" /* gw__stream_order */
+
+static const char API_NAME[] = "dlpack_exchange_api";
+
+static PyObject *ApiCache;      /* {type: capsule of a usable table, or None} */
+static PyObject *S_attr;        /* "__dlpack_c_exchange_api__" */
+static PyObject *DefaultCtx;    /* gpuwrap._default_context, fetched on first need */
+static PyObject *DeviceCtx;     /* {(backend, device): Context} for tensors handed to gpuwrap */
+static atomic_long n_fast, n_fallback;
+
+/* ---- consumer ----------------------------------------------------------------------- */
+
+/* The table of a major version gpuwrap knows, from a capsule: the newest such in the
+ * prev_api chain; NULL when none (no exception). */
+static const DLPackExchangeAPI *usable_api(PyObject *cap) {
+  if (!PyCapsule_CheckExact(cap) || !PyCapsule_IsValid(cap, API_NAME)) return NULL;
+  const DLPackExchangeAPIHeader *h = PyCapsule_GetPointer(cap, API_NAME);
+  for (int hops = 0; h && hops < 64; h = h->prev_api, hops++)
+    if (h->version.major == GW_DLPACK_EXCHANGE_MAJOR) {
+      const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)h;
+      if (api->managed_tensor_from_py_object_no_sync && api->current_work_stream) return api;
+      return NULL;
+    }
+  return NULL;
+}
+
+/* The cached table for obj's type: 1 found (*out), 0 none, -1 exception. One attribute
+ * lookup per type for the life of the process (the specification lets a consumer cache
+ * it: the table lives as long as the process). */
+static int lookup_api(PyObject *obj, const DLPackExchangeAPI **out) {
+  PyObject *type = (PyObject *)Py_TYPE(obj);
+  /* Cached: the capsule; None (no attribute); False (one gpuwrap cannot use). */
+  PyObject *cap = PyDict_GetItemWithError(ApiCache, type);
+  if (!cap) {
+    if (PyErr_Occurred()) return -1;
+    PyObject *attr = PyObject_GetAttr(type, S_attr);
+    if (!attr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+    }
+    cap = !attr ? Py_None : usable_api(attr) ? attr : Py_False;
+    int r = PyDict_SetItem(ApiCache, type, cap);
+    Py_XDECREF(attr); /* the cache keeps it */
+    if (r < 0) return -1;
+  }
+  if (cap == Py_None) return 0;
+  if (cap == Py_False) {
+    atomic_fetch_add(&n_fallback, 1);
+    return 0;
+  }
+  *out = usable_api(cap);
+  return 1;
+}
+
+/* A gpuwrap.Context's open handle; NULL with TypeError (not a Context) or ValueError (closed). */
+static gw_context *context_of(PyObject *o) {
+  if (!PyObject_TypeCheck(o, &ContextType)) {
+    PyErr_Format(PyExc_TypeError, "ctx must be a gpuwrap.Context, not %s", Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  return ctx_get((ContextObject *)o);
+}
+
+static int has_streams(int t) {
+  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged || t == kDLROCM || t == kDLROCMHost;
+}
+
+/* Order the producer's current work stream on the tensor's device before the stream the
+ * caller uses (native; NULL: the legacy default stream). 0, or -1 with an exception. */
+static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice dev, void *native) {
+  /* The CPU model's device memory is kDLCPU: there, as on a GPU, the producer's work may be
+   * queued on a stream. A GPU context's kDLCPU tensors are host memory: no stream. */
+  if (!has_streams(dev.device_type) && gw_context_backend(ch) != GW_BACKEND_CPU) return 0;
+  void *ps = NULL;
+  if (api->current_work_stream(dev.device_type, dev.device_id, &ps) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the producer's current_work_stream failed");
+    return -1;
+  }
+  if (ps == native) return 0;                             /* one stream: in order */
+  if (!ps && !has_streams(dev.device_type)) return 0;     /* no stream on the host */
+  gw_stream *first = NULL, *then = NULL;
+  const char *call = "gw_stream_wrap (the producer's current work stream)";
+  gw_status s = gw_stream_wrap(ch, ps, &first);
+  if (s == GW_OK) {
+    call = "gw_stream_wrap (stream)";
+    s = gw_stream_wrap(ch, native, &then);
+  }
+  if (s == GW_OK) {
+    call = "from_dlpack: order the producer's stream before gpuwrap's";
+    s = gw__stream_order(first, then);
+  }
+  gw_stream_destroy(then); /* borrowed: the handles only */
+  gw_stream_destroy(first);
+  if (s != GW_OK) {
+    raise_status((0) ? BufErrorType : ErrorType, call, s);
+    return -1;
+  }
+  return 0;
+}
+
+/* exchange_import(ctx, obj, native): a gpuwrap Array through the producer's exchange API,
+ * or None when from_dlpack must use __dlpack__. native: None (gpuwrap's synchronous calls:
+ * the legacy default stream) or the handle of the stream the caller uses. */
+static PyObject *exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "exchange_import(ctx, obj, native)");
+    return NULL;
+  }
+  PyObject *obj = args[1];
+  const DLPackExchangeAPI *api = NULL;
+  int found = lookup_api(obj, &api);
+  if (found <= 0) {
+    if (found < 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  void *native = NULL;
+  if (args[2] != Py_None) {
+    native = PyLong_AsVoidPtr(args[2]);
+    if (!native && PyErr_Occurred()) return NULL;
+  }
+  gw_context *ch = context_of(args[0]);
+  if (!ch) return NULL;
+  DLManagedTensorVersioned *t = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0 || !t) {
+    /* BufferError: the data cannot be described by DLPack, which __dlpack__ would say
+     * again. Anything else (the producer's API refusing this object, e.g. a subclass it
+     * does not convert): its Python protocol may still do. */
+    if (!PyErr_Occurred()) {
+      if (t && t->deleter) t->deleter(t);
+      PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the producer's conversion failed without an error");
+      return NULL;
+    }
+    if (PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
+    PyErr_Clear();
+    atomic_fetch_add(&n_fallback, 1);
+    Py_RETURN_NONE;
+  }
+  /* A tensor of another major version has another layout after `flags`: gw_from_dlpack
+   * reads nothing else, deletes it and says so. */
+  if (t->version.major == 1 && order_producer(api, ch, t->dl_tensor.device, native) < 0) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb); /* the deleter may call into Python */
+    if (t->deleter) t->deleter(t);
+    PyErr_Restore(et, ev, tb);
+    return NULL;
+  }
+  gw_array *out = NULL;
+  gw_status s = gw_from_dlpack(ch, t, &out); /* takes t, also on failure */
+  if (s != GW_OK) return raise_status((0) ? BufErrorType : ErrorType, "from_dlpack", s);
+  atomic_fetch_add(&n_fast, 1);
+  return array_new(out);
+}
+
+static PyObject *exchange_counts(PyObject *m, PyObject *unused) {
+  return Py_BuildValue("(ll)", atomic_load(&n_fast), atomic_load(&n_fallback));
+}
+
+/* ---- producer: gpuwrap.Array.__dlpack_c_exchange_api__ ------------------------------------ */
+
+static atomic_long n_produced;
+
+static gw_array *producer_array(void *py_object) {
+  PyObject *o = py_object;
+  if (!PyObject_TypeCheck(o, &ArrayType)) {
+    PyErr_Format(PyExc_TypeError, "gpuwrap's __dlpack_c_exchange_api__: py_object is a %s, "
+                 "not a gpuwrap.Array", Py_TYPE(o)->tp_name);
+    return NULL;
+  }
+  return arr_get((ArrayObject *)o);
+}
+
+/* Pin a (the wait may drop the GIL), wait as __dlpack__ does for a consumer without a
+ * stream; its device type in *type. */
+static int producer_ready(gw_array *a, int *type) {
+  DLDevice d;
+  gw_status s = gw_dlpack_device(a, &d);
+  if (s != GW_OK) {
+    raise_status((s == GW_ENOTSUP) ? BufErrorType : ErrorType, "gw_dlpack_device", s);
+    return -1;
+  }
+  *type = d.device_type;
+  return dlpack_export_wait(a, d.device_type);
+}
+
+static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
+  gw_array *a = producer_array(py_object);
+  if (!a) return -1;
+  gw_retain(a);
+  int type, r = producer_ready(a, &type);
+  if (r == 0) {
+    gw_status s = gw_to_dlpack(a, out);
+    if (s != GW_OK) {
+      raise_status((s == GW_ENOTSUP) ? BufErrorType : ErrorType, "gw_to_dlpack", s);
+      r = -1;
+    }
+  }
+  gw_release(a);
+  if (r == 0) atomic_fetch_add(&n_produced, 1);
+  return r;
+}
+
+static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
+  gw_array *a = producer_array(py_object);
+  if (!a) return -1;
+  int type;
+  gw_retain(a);
+  int r = producer_ready(a, &type);
+  /* Shape and strides are the array's own (never NULL): valid while the producer's object
+   * is, which the caller holds across the call. */
+  if (r == 0) {
+    int host = type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
+    DLDevice d;
+    (void)gw_dlpack_device(a, &d); /* succeeded in producer_ready */
+    static const DLDataType dt[GW_DTYPE_COUNT] = {
+        {kDLBool, 8, 1},   {kDLInt, 8, 1},     {kDLInt, 16, 1},     {kDLInt, 32, 1},
+        {kDLInt, 64, 1},   {kDLUInt, 8, 1},    {kDLUInt, 16, 1},    {kDLUInt, 32, 1},
+        {kDLUInt, 64, 1},  {kDLFloat, 16, 1},  {kDLBfloat, 16, 1},  {kDLFloat, 32, 1},
+        {kDLFloat, 64, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1}};
+    *out = (DLTensor){.data = host ? gw_host_data(a) : gw_data(a),
+                      .device = d,
+                      .ndim = gw_ndim(a),
+                      .dtype = dt[gw_array_dtype(a)],
+                      .shape = (int64_t *)gw_shape(a),
+                      .strides = (int64_t *)gw_strides(a),
+                      .byte_offset = 0};
+  }
+  gw_release(a);
+  return r;
+}
+
+static int api_current_work_stream(DLDeviceType type, int32_t id, void **out) {
+  (void)type, (void)id;
+  *out = NULL; /* the legacy default stream (CUDA, ROCm); none on the host */
+  return 0;
+}
+
+/* A context for tensors handed to gpuwrap: the package's default one for host tensors,
+ * else one per (backend, device), kept for the life of the module. Borrowed; NULL with an
+ * exception. */
+static PyObject *context_for(DLDevice d) {
+  const char *backend = NULL;
+  if (d.device_type == kDLCUDA || d.device_type == kDLCUDAHost || d.device_type == kDLCUDAManaged)
+    backend = "cuda";
+  else if (d.device_type == kDLROCM || d.device_type == kDLROCMHost)
+    backend = "hip";
+  if (!backend) {
+    if (!DefaultCtx) {
+      PyObject *pkg = PyImport_ImportModule("gpuwrap");
+      if (!pkg) return NULL;
+      DefaultCtx = PyObject_GetAttrString(pkg, "_default_context");
+      Py_DECREF(pkg);
+      if (!DefaultCtx) return NULL;
+    }
+    PyObject *c = PyObject_CallNoArgs(DefaultCtx);
+    if (c) Py_DECREF(c); /* the package keeps it */
+    return c;
+  }
+  PyObject *key = Py_BuildValue("(si)", backend, (int)d.device_id);
+  if (!key) return NULL;
+  PyObject *c = PyDict_GetItemWithError(DeviceCtx, key);
+  if (!c && !PyErr_Occurred()) {
+    PyObject *pkg = PyImport_ImportModule("gpuwrap");
+    PyObject *cls = pkg ? PyObject_GetAttrString(pkg, "Context") : NULL;
+    Py_XDECREF(pkg);
+    if (cls) {
+      PyObject *made = PyObject_Call(cls, key, NULL);
+      Py_DECREF(cls);
+      if (made && PyDict_SetItem(DeviceCtx, key, made) == 0) c = made;
+      Py_XDECREF(made); /* the dict keeps it */
+    }
+  }
+  Py_DECREF(key);
+  return c;
+}
+
+static int api_to_py_object(DLManagedTensorVersioned *t, void **out) {
+  if (!t) {
+    PyErr_SetString(PyExc_ValueError, "gpuwrap's managed_tensor_to_py_object_no_sync: tensor is NULL");
+    return -1;
+  }
+  /* The device is read only from a layout gpuwrap knows; gw_from_dlpack refuses others. */
+  DLDevice d = t->version.major == 1 ? t->dl_tensor.device : (DLDevice){kDLCPU, 0};
+  PyObject *c = context_for(d);
+  gw_context *ch = c ? context_of(c) : NULL;
+  if (!ch) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (t->deleter) t->deleter(t); /* taken, also on failure */
+    PyErr_Restore(et, ev, tb);
+    return -1;
+  }
+  gw_array *a = NULL;
+  gw_status s = gw_from_dlpack(ch, t, &a);
+  if (s != GW_OK) {
+    raise_status((0) ? BufErrorType : ErrorType, "gpuwrap's managed_tensor_to_py_object_no_sync", s);
+    return -1;
+  }
+  PyObject *o = array_new(a);
+  if (!o) return -1;
+  *out = o;
+  return 0;
+}
+
+static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *error_ctx,
+                         void (*set_error)(void *, const char *, const char *)) {
+  PyGILState_STATE g = PyGILState_Ensure(); /* contexts are Python objects */
+  char msg[256] = "";
+  const char *kind = "ValueError";
+  int r = -1;
+  gw_memkind mk = GW_MEM_UNKNOWN;
+  int dtype = -1;
+  if (!proto || !out) {
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s is NULL", proto ? "out" : "prototype");
+    goto done;
+  }
+  switch (proto->device.device_type) {
+    case kDLCPU: mk = GW_MEM_HOST; break;
+    case kDLCUDA: case kDLROCM: mk = GW_MEM_DEVICE; break;
+    case kDLCUDAHost: case kDLROCMHost: mk = GW_MEM_PINNED; break;
+    case kDLCUDAManaged: mk = GW_MEM_MANAGED; break;
+    default:
+      snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: prototype device type %d "
+               "is not one gpuwrap allocates", (int)proto->device.device_type);
+      goto done;
+  }
+  for (int i = 0; i < GW_DTYPE_COUNT; i++) {
+    static const uint8_t code[GW_DTYPE_COUNT] = {kDLBool, kDLInt, kDLInt, kDLInt, kDLInt, kDLUInt,
+                                                 kDLUInt, kDLUInt, kDLUInt, kDLFloat, kDLBfloat,
+                                                 kDLFloat, kDLFloat, kDLComplex, kDLComplex};
+    static const uint8_t bits[GW_DTYPE_COUNT] = {8, 8, 16, 32, 64, 8, 16, 32, 64, 16, 16, 32, 64, 64, 128};
+    if (proto->dtype.code == code[i] && proto->dtype.bits == bits[i] && proto->dtype.lanes == 1) dtype = i;
+  }
+  if (dtype < 0) {
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: prototype dtype (code %u, bits "
+             "%u, lanes %u) is not a type gpuwrap has", proto->dtype.code, proto->dtype.bits,
+             proto->dtype.lanes);
+    goto done;
+  }
+  PyObject *c = context_for(proto->device);
+  gw_context *ch = c ? context_of(c) : NULL;
+  gw_array *a = NULL;
+  gw_status s = ch ? gw_alloc(ch, mk, (gw_dtype)dtype, proto->ndim, proto->shape, &a) : GW_OK;
+  if (ch && s == GW_OK) {
+    s = gw_to_dlpack(a, out); /* the tensor holds the array */
+    gw_release(a);
+  }
+  if (!ch) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *str = ev ? PyObject_Str(ev) : NULL;
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: no context for the device: %s",
+             str ? PyUnicode_AsUTF8(str) : "?");
+    Py_XDECREF(str);
+    Py_XDECREF(et), Py_XDECREF(ev), Py_XDECREF(tb);
+    PyErr_Clear();
+    kind = "RuntimeError";
+  } else if (s != GW_OK) {
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s: %s", gw_err_name(s), gw_last_error());
+    kind = s == GW_ENOMEM ? "MemoryError" : "RuntimeError";
+  } else {
+    r = 0;
+  }
+done:
+  if (r != 0) set_error(error_ctx, kind, msg);
+  PyGILState_Release(g);
+  return r;
+}
+
+static const DLPackExchangeAPI GpuwrapApi = {
+    .header = {.version = {GW_DLPACK_EXCHANGE_MAJOR, GW_DLPACK_EXCHANGE_MINOR}, .prev_api = NULL},
+    .managed_tensor_allocator = api_allocator,
+    .managed_tensor_from_py_object_no_sync = api_from_py_object,
+    .managed_tensor_to_py_object_no_sync = api_to_py_object,
+    .dltensor_from_py_object_no_sync = api_dltensor_from_py_object,
+    .current_work_stream = api_current_work_stream,
+};
+
+static PyObject *exchange_produced(PyObject *m, PyObject *unused) {
+  return PyLong_FromLong(atomic_load(&n_produced));
+}
+
+/* ---- test helpers: a hand-made producer, and calls into any table -------------------------- */
+/*
+ * _exchange_test_api(name, major, prev_major): a capsule named `name` over a table whose
+ * from_py_object reads obj._spec = (address, (code, bits), shape, strides, byte_offset,
+ * readonly, (device_type, device_id)) and keeps obj alive until the tensor's deleter;
+ * current_work_stream answers the stream set by _exchange_test_set(stream, fail) (without
+ * arguments it only returns (converted, deleted, stream queries)). With
+ * prev_major >= 0 the table's major is `major` and prev_api points to one of prev_major.
+ * fail: 1 TypeError, 2 BufferError from the conversion; 3 current_work_stream fails.
+ */
+static atomic_long t_converted, t_deleted, t_queried;
+static void *t_stream;
+static int t_fail;
+
+typedef struct {
+  DLManagedTensorVersioned t;
+  PyObject *keep;
+  int64_t dims[2 * 32];
+} test_tensor;
+
+static void test_deleter(DLManagedTensorVersioned *self) {
+  test_tensor *tt = (test_tensor *)self;
+  if (Py_IsInitialized()) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF(tt->keep);
+    PyGILState_Release(g);
+  }
+  atomic_fetch_add(&t_deleted, 1);
+  PyMem_RawFree(tt);
+}
+
+static int test_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
+  if (t_fail == 1 || t_fail == 2) {
+    PyErr_SetString(t_fail == 1 ? PyExc_TypeError : PyExc_BufferError, "test producer: refused");
+    return -1;
+  }
+  PyObject *spec = PyObject_GetAttrString(py_object, "_spec");
+  if (!spec) return -1;
+  unsigned long long addr, off;
+  int code, bits, ro, dtype_, did;
+  PyObject *shape, *strides;
+  int ok = PyArg_ParseTuple(spec, "K(ii)OOKp(ii)", &addr, &code, &bits, &shape, &strides, &off, &ro,
+                            &dtype_, &did);
+  test_tensor *tt = NULL;
+  Py_ssize_t n = ok ? PyTuple_Size(shape) : -1;
+  if (ok && (n < 0 || n > 32 || PyTuple_Size(strides) != n)) {
+    PyErr_SetString(PyExc_ValueError, "test producer: shape/strides");
+    ok = 0;
+  }
+  if (ok && !(tt = PyMem_RawCalloc(1, sizeof *tt))) {
+    PyErr_NoMemory();
+    ok = 0;
+  }
+  for (Py_ssize_t i = 0; ok && i < n; i++) {
+    tt->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    tt->dims[32 + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    if (PyErr_Occurred()) ok = 0;
+  }
+  Py_DECREF(spec);
+  if (!ok) {
+    PyMem_RawFree(tt);
+    return -1;
+  }
+  tt->t = (DLManagedTensorVersioned){
+      .version = {1, 3},
+      .manager_ctx = tt,
+      .deleter = test_deleter,
+      .flags = ro ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+      .dl_tensor = {.data = (void *)(uintptr_t)addr,
+                    .device = {(DLDeviceType)dtype_, did},
+                    .ndim = (int32_t)n,
+                    .dtype = {(uint8_t)code, (uint8_t)bits, 1},
+                    .shape = tt->dims,
+                    .strides = tt->dims + 32,
+                    .byte_offset = off}};
+  tt->keep = Py_NewRef((PyObject *)py_object);
+  atomic_fetch_add(&t_converted, 1);
+  *out = &tt->t;
+  return 0;
+}
+
+static int test_current_work_stream(DLDeviceType type, int32_t id, void **out) {
+  atomic_fetch_add(&t_queried, 1);
+  if (t_fail == 3) {
+    PyErr_SetString(PyExc_RuntimeError, "test producer: no stream");
+    return -1;
+  }
+  *out = t_stream;
+  return 0;
+}
+
+static int test_to_py_object(DLManagedTensorVersioned *t, void **out) {
+  if (t && t->deleter) t->deleter(t);
+  PyErr_SetString(PyExc_NotImplementedError, "test producer: to_py_object");
+  return -1;
+}
+
+static int test_allocator(DLTensor *p, DLManagedTensorVersioned **o, void *e,
+                          void (*set_error)(void *, const char *, const char *)) {
+  set_error(e, "NotImplementedError", "test producer: allocator");
+  return -1;
+}
+
+static void test_api_free(PyObject *cap) {
+  PyMem_RawFree(PyCapsule_GetPointer(cap, PyCapsule_GetName(cap)));
+}
+
+static PyObject *exchange_test_api(PyObject *m, PyObject *args) {
+  const char *name;
+  int major, prev_major;
+  if (!PyArg_ParseTuple(args, "sii", &name, &major, &prev_major)) return NULL;
+  /* The capsule's name must outlive it: kept after the tables, in the same block. */
+  size_t len = strlen(name) + 1;
+  DLPackExchangeAPI *api = PyMem_RawCalloc(1, 2 * sizeof *api + len);
+  if (!api) return PyErr_NoMemory();
+  char *nm = (char *)(api + 2);
+  memcpy(nm, name, len);
+  for (int i = 0; i < 2; i++)
+    api[i] = (DLPackExchangeAPI){.header = {.version = {(uint32_t)major, 3}},
+                                 .managed_tensor_allocator = test_allocator,
+                                 .managed_tensor_from_py_object_no_sync = test_from_py_object,
+                                 .managed_tensor_to_py_object_no_sync = test_to_py_object,
+                                 .current_work_stream = test_current_work_stream};
+  if (prev_major >= 0) {
+    api[1].header.version.major = (uint32_t)prev_major;
+    api[0].header.prev_api = &api[1].header;
+  }
+  PyObject *cap = PyCapsule_New(api, nm, test_api_free);
+  if (!cap) PyMem_RawFree(api);
+  return cap;
+}
+
+static PyObject *exchange_test_set(PyObject *m, PyObject *args) {
+  PyObject *stream = NULL;
+  int fail = 0;
+  if (!PyArg_ParseTuple(args, "|Oi", &stream, &fail)) return NULL;
+  if (stream) { /* without arguments: the counts only */
+    void *s = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
+    if (!s && PyErr_Occurred()) return NULL;
+    t_stream = s;
+    t_fail = fail;
+  }
+  return Py_BuildValue("(lll)", atomic_load(&t_converted), atomic_load(&t_deleted), atomic_load(&t_queried));
+}
+
+/* _exchange_call(capsule, what, obj): call a table's function as a consumer in C would.
+ * what: "managed" -> (address, shape, strides, readonly, version) and the deleter run;
+ * "roundtrip" -> the producer's to_py_object of its own from_py_object's tensor;
+ * "view" -> (address, shape, strides) of the non-owning DLTensor; "stream" -> the current
+ * work stream of obj (a (device_type, device_id) tuple); "alloc" -> obj = (shape,
+ * (code, bits), (device_type, device_id)): the to_py_object of an allocated tensor. */
+static void set_error_cb(void *ctx, const char *kind, const char *msg) {
+  PyObject *b = PyEval_GetBuiltins();
+  PyObject *exc = b ? PyDict_GetItemString(b, kind) : NULL;
+  PyErr_SetString(exc ? exc : PyExc_RuntimeError, msg);
+  *(int *)ctx = 1;
+}
+
+static PyObject *tensor_tuple(const DLTensor *t) {
+  PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
+  for (int i = 0; shape && strides && i < t->ndim; i++) {
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+    PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t->strides[i]));
+  }
+  if (!shape || !strides) {
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return NULL;
+  }
+  return Py_BuildValue("(KNN(ii))", (unsigned long long)(uintptr_t)((char *)t->data + t->byte_offset),
+                       shape, strides, (int)t->device.device_type, (int)t->device.device_id);
+}
+
+static PyObject *exchange_call(PyObject *m, PyObject *args) {
+  PyObject *cap, *obj;
+  const char *what;
+  if (!PyArg_ParseTuple(args, "OsO", &cap, &what, &obj)) return NULL;
+  const DLPackExchangeAPI *api = PyCapsule_GetPointer(cap, API_NAME);
+  if (!api) return NULL;
+  if (!strcmp(what, "managed") || !strcmp(what, "roundtrip")) {
+    DLManagedTensorVersioned *t = NULL;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) return NULL;
+    if (!strcmp(what, "roundtrip")) {
+      void *o = NULL;
+      if (api->managed_tensor_to_py_object_no_sync(t, &o) != 0) return NULL;
+      return o;
+    }
+    PyObject *r = tensor_tuple(&t->dl_tensor);
+    PyObject *res = r ? Py_BuildValue("(Ni(II))", r, (int)(t->flags & DLPACK_FLAG_BITMASK_READ_ONLY),
+                                      t->version.major, t->version.minor)
+                      : NULL;
+    if (t->deleter) t->deleter(t);
+    return res;
+  }
+  if (!strcmp(what, "view")) {
+    if (!api->dltensor_from_py_object_no_sync) Py_RETURN_NONE;
+    DLTensor t;
+    if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) return NULL;
+    return tensor_tuple(&t);
+  }
+  if (!strcmp(what, "stream")) {
+    int type, id;
+    if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return NULL;
+    void *s = (void *)1;
+    if (api->current_work_stream((DLDeviceType)type, id, &s) != 0) return NULL;
+    return PyLong_FromVoidPtr(s);
+  }
+  if (!strcmp(what, "alloc")) {
+    PyObject *shape;
+    int code, bits, type, id;
+    if (!PyArg_ParseTuple(obj, "O(ii)(ii)", &shape, &code, &bits, &type, &id)) return NULL;
+    int64_t dims[32];
+    Py_ssize_t n = PyTuple_Size(shape);
+    if (n < 0 || n > 32) return PyErr_Format(PyExc_ValueError, "shape");
+    for (Py_ssize_t i = 0; i < n; i++) dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    if (PyErr_Occurred()) return NULL;
+    DLTensor proto = {.device = {(DLDeviceType)type, id}, .ndim = (int32_t)n,
+                      .dtype = {(uint8_t)code, (uint8_t)bits, 1}, .shape = dims};
+    DLManagedTensorVersioned *t = NULL;
+    int failed = 0;
+    if (api->managed_tensor_allocator(&proto, &t, &failed, set_error_cb) != 0) {
+      if (!failed || !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "allocator failed without SetError");
+      return NULL;
+    }
+    void *o = NULL;
+    if (api->managed_tensor_to_py_object_no_sync(t, &o) != 0) return NULL;
+    return o;
+  }
+  return PyErr_Format(PyExc_ValueError, "_exchange_call: what %s", what);
+}
+
+static PyMethodDef methods[] = {
+    {"exchange_import", (PyCFunction)(void (*)(void))exchange_import, METH_FASTCALL, NULL},
+    {"exchange_counts", exchange_counts, METH_NOARGS, "(imports through the exchange API, fallbacks)"},
+    {"exchange_produced", exchange_produced, METH_NOARGS, "tensors gpuwrap's exchange API made"},
+    {"_exchange_test_api", exchange_test_api, METH_VARARGS, NULL},
+    {"_exchange_test_set", exchange_test_set, METH_VARARGS, NULL},
+    {"_exchange_call", exchange_call, METH_VARARGS, NULL},
+    {NULL}};
+
+int gwpy_exchange_init(PyObject *module) {
+  PyTypeObject *array_type = &ArrayType;
+  ApiCache = PyDict_New();
+  DeviceCtx = PyDict_New();
+  S_attr = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  if (!ApiCache || !DeviceCtx || !S_attr || PyModule_AddFunctions(module, methods) < 0) return -1;
+  PyObject *cap = PyCapsule_New((void *)&GpuwrapApi, API_NAME, NULL);
+  if (!cap) return -1;
+  int r = PyDict_SetItem(array_type->tp_dict, S_attr, cap);
+  Py_DECREF(cap);
+  if (r == 0) PyType_Modified(array_type);
+  return r;
+}

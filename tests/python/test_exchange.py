@@ -1,0 +1,280 @@
+"""The DLPack C exchange API (DLPack 1.2/1.3, `__dlpack_c_exchange_api__`) both ways, on the
+CPU model: gpuwrap.Array's table called as a C consumer would (gpuwrap._c._exchange_call),
+and from_dlpack consuming a hand-made producer compiled into the extension for tests
+(gpuwrap._c._exchange_test_api: its objects describe memory in `_spec`, its
+current_work_stream answers the stream _exchange_test_set gives)."""
+import ctypes
+import gc
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import gpuwrap
+
+_c = gpuwrap._c
+SEED = int(os.environ.get("GW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+rng = np.random.default_rng(SEED)
+NS = 4096
+CODES = {"f": 2, "i": 0, "u": 1}
+
+
+@pytest.fixture
+def external(lib):
+    """Streams "of another library" (the CPU model's external streams)."""
+    made = []
+
+    def make(nonblocking=True):
+        h = ctypes.c_void_p()
+        assert lib.gw_cpu_stream_create_external(0, int(nonblocking), ctypes.byref(h)) == 0
+        made.append(h.value)
+        return h.value
+    yield make
+    for h in made:
+        assert lib.gw_cpu_stream_destroy_external(h) == 0
+
+
+def counts():
+    """(converted, deleted, stream queries) of the test producer; leaves its settings."""
+    return _c._exchange_test_set()
+
+
+def make_producer(name="dlpack_exchange_api", major=1, prev_major=-1):
+    """A producer type with the test table, and a __dlpack__ (NumPy's) that counts."""
+    class Producer:
+        __dlpack_c_exchange_api__ = _c._exchange_test_api(name, major, prev_major)
+        python_calls = 0
+
+        def __init__(self, x, readonly=False):
+            self.x = x
+            base = x.__array_interface__["data"][0]
+            self._spec = (base, (CODES[x.dtype.kind], 8 * x.itemsize), x.shape,
+                          tuple(s // x.itemsize for s in x.strides), 0, readonly, (1, 0))
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kw):
+            type(self).python_calls += 1
+            kw.pop("stream", None)
+            kw.pop("max_version", None)
+            return self.x.__dlpack__(**kw)
+    return Producer
+
+
+def fresh_counts():
+    gc.collect()
+    return counts()
+
+
+def test_gpuwrap_table_header():
+    cap = gpuwrap.Array.__dlpack_c_exchange_api__
+    assert type(cap).__name__ == "PyCapsule"
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    p = get(cap, b"dlpack_exchange_api")
+    major, minor = (ctypes.c_uint32 * 2).from_address(p)
+    prev = ctypes.c_void_p.from_address(p + 8).value
+    fns = (ctypes.c_void_p * 5).from_address(p + 16)
+    assert (major, minor) == (1, 3) and prev is None
+    assert all(fns), "every member set (dltensor_from_py_object too)"
+
+
+def test_gpuwrap_producer(ctx):
+    print(f"seed {SEED} (GW_TEST_SEED replays)")
+    cap = gpuwrap.Array.__dlpack_c_exchange_api__
+    x = rng.random((24, 36))
+    a = gpuwrap.from_dlpack(x, ctx)
+    before = _c.exchange_produced()
+    for obj, ro in ((a, False), (ctx.wrap(x, "float64", x.shape, readonly=True), True)):
+        (addr, shape, strides, dev), flag, version = _c._exchange_call(cap, "managed", obj)
+        assert (addr, shape, strides, dev) == (obj.host_ptr, (24, 36), (36, 1), (1, 0))
+        assert flag == ro and version[0] == 1
+    assert _c.exchange_produced() == before + 2
+    v = a.view((2, 1), (6, 15), (3, 2))  # x[2:20:3, 1:30:2]
+    addr, shape, strides, dev = _c._exchange_call(cap, "view", v)
+    n = x[2:20:3, 1:30:2]
+    assert (addr, shape, strides) == (n.__array_interface__["data"][0], n.shape, (108, 2))
+    back = _c._exchange_call(cap, "roundtrip", v)
+    assert isinstance(back, gpuwrap.Array) and back.host_ptr == v.host_ptr
+    assert back.shape == n.shape and back.strides == (108, 2)
+    assert np.array_equal(np.asarray(back), n), "every element"
+    back.release()
+    al = _c._exchange_call(cap, "alloc", ((5, 7), (2, 32), (1, 0)))
+    assert isinstance(al, gpuwrap.Array) and al.shape == (5, 7) and al.dtype == "float32"
+    al.release()
+    with pytest.raises(TypeError, match="not a gpuwrap.Array"):
+        _c._exchange_call(cap, "managed", x)
+    with pytest.raises(ValueError, match="not a type gpuwrap has"):
+        _c._exchange_call(cap, "alloc", ((5,), (2, 24), (1, 0)))
+    assert _c._exchange_call(cap, "stream", (2, 0)) == 0
+    released = ctx.alloc("host", "int32", (4,))
+    released.release()
+    with pytest.raises(ValueError, match="released"):
+        _c._exchange_call(cap, "managed", released)
+    a.release()
+
+
+def test_gpuwrap_to_gpuwrap_waits_for_pending_work(ctx, external):
+    # An Array with a fill pending on a non-blocking stream, imported through gpuwrap's own
+    # table: its tensor is kDLCPU (host) on the CPU model, so the conversion waits on the
+    # host as __dlpack__ does for a host consumer. Remove the export_wait call of
+    # producer_ready (_exchange.c) and the host reads the old values.
+    s = gpuwrap.ExternalStream(external(), ctx)
+    x = rng.random(NS)
+    g = gpuwrap.from_dlpack(x, ctx)
+    v = float(rng.random())
+    g.fill(v, stream=s)
+    fast = _c.exchange_counts()[0]
+    imp = gpuwrap.from_dlpack(g, ctx)
+    assert _c.exchange_counts()[0] == fast + 1
+    assert (x == v).all(), f"{int((x != v).sum())} of {NS} stale"
+    for arr in (imp, g):
+        arr.release()
+    s.close()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8", "int64"])
+def test_consumer_values_views_readonly(ctx, dtype):
+    P = make_producer()
+    c0, d0, _ = fresh_counts()
+    base = (rng.random((20, 30)) * 100).astype(dtype)
+    for x, ro in ((base, False), (base[1:19:3, 2:29:4], False), (base[::-1, ::2], True)):
+        fast, d = _c.exchange_counts()[0], counts()[1]
+        p = P(x, readonly=ro)
+        a = gpuwrap.from_dlpack(p, ctx)
+        assert _c.exchange_counts()[0] == fast + 1 and P.python_calls == 0, "the C table was used"
+        assert a.readonly == ro and a.dtype == dtype and a.shape == x.shape
+        assert a.strides == tuple(s // x.itemsize for s in x.strides)
+        out = np.full(x.shape, 77, dtype=dtype)  # poisoned
+        gpuwrap.from_dlpack(out, ctx).copy_from(a)
+        assert np.array_equal(out, x), "every element"
+        del p
+        assert counts()[1] == d, "the deleter waits for the array"
+        a.release()
+    c1, d1, _ = fresh_counts()
+    assert c1 - c0 == 3 and d1 - d0 == 3, "each deleter exactly once"
+
+
+def test_consumer_orders_producer_stream(ctx, external):
+    # The producer's work (a fill, behind three others) is queued on its current work
+    # stream, a non-blocking stream of "another library". from_dlpack must order that
+    # stream before gpuwrap's (legacy, or the caller's) with an event, without a host
+    # wait. Remove the gw__stream_order call of order_producer (_exchange.c) and the
+    # copies read the old values.
+    P = make_producer()
+    pstream = gpuwrap.ExternalStream(external(), ctx)
+    scratch = ctx.alloc("pinned", "float64", (NS,))
+    try:
+        for mine in (None, ctx.stream()):
+            _c._exchange_test_set(pstream.handle, 0)
+            x = rng.random(NS)
+            g = gpuwrap.from_dlpack(x, ctx)
+            old, v = x.copy(), float(rng.random())
+            for _ in range(3):
+                scratch.fill(0.0, stream=pstream)
+            g.fill(v, stream=pstream)
+            q = counts()[2]
+            a = gpuwrap.from_dlpack(P(x), ctx, stream=mine)
+            assert counts()[2] == q + 1, "current_work_stream asked"
+            assert np.array_equal(x, old), "no host wait"
+            y = np.zeros(NS)
+            gy = gpuwrap.from_dlpack(y, ctx)
+            if mine is None:
+                gy.copy_from(a)  # synchronous: ordered on the legacy default stream
+            else:
+                gy.copy_from(a, stream=mine)
+                mine.synchronize()
+            assert (y == v).all(), f"{int((y != v).sum())} of {NS} stale: {mine}"
+            pstream.synchronize()
+            for arr in (a, g, gy):
+                arr.release()
+            if mine is not None:
+                mine.close()
+    finally:
+        _c._exchange_test_set(None, 0)
+        scratch.release()
+        pstream.close()
+
+
+def test_consumer_many_threads(ctx):
+    P = make_producer()
+    c0, d0, _ = fresh_counts()
+    xs = [rng.random(64) for _ in range(8)]
+    errors = []
+    cap = gpuwrap.Array.__dlpack_c_exchange_api__  # noqa: F841  (both tables at once)
+
+    def work(i):
+        try:
+            x = xs[i]
+            src = gpuwrap.from_dlpack(x, ctx)
+            for k in range(1000):
+                a = gpuwrap.from_dlpack(P(x) if k % 2 else src, ctx)
+                if k % 100 == 0:
+                    assert np.array_equal(np.asarray(a), x)
+                a.release()
+            src.release()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    c1, d1, _ = fresh_counts()
+    assert c1 - c0 == 8 * 500 and d1 - d0 == 8 * 500
+
+
+def test_fallbacks(ctx):
+    x = rng.random(100)
+    cases = [(make_producer(name="dlpack_exchange_api_x"), 0),  # another capsule name
+             (make_producer(major=2), 0),                       # an unknown major version
+             (make_producer(major=2, prev_major=1), 1)]         # ... with a 1.x prev_api
+    for P, fast in cases:
+        f0, b0 = _c.exchange_counts()
+        a = gpuwrap.from_dlpack(P(x), ctx)
+        assert np.array_equal(np.asarray(a), x)
+        f1, b1 = _c.exchange_counts()
+        assert (f1 - f0, b1 - b0, P.python_calls) == ((1, 0, 0) if fast else (0, 1, 1))
+        a.release()
+
+    class NoTable:
+        def __init__(self, x):
+            self.x = x
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kw):
+            return self.x.__dlpack__()
+    f0, b0 = _c.exchange_counts()
+    gpuwrap.from_dlpack(NoTable(x), ctx).release()
+    assert _c.exchange_counts() == (f0, b0), "no attribute: not counted as a fallback"
+    # The conversion refuses the object with a TypeError: __dlpack__ is asked; with a
+    # BufferError (DLPack cannot describe it): raised, no fallback.
+    P = make_producer()
+    try:
+        _c._exchange_test_set(None, 1)
+        gpuwrap.from_dlpack(P(x), ctx).release()
+        assert P.python_calls == 1
+        _c._exchange_test_set(None, 2)
+        with pytest.raises(BufferError, match="refused"):
+            gpuwrap.from_dlpack(P(x), ctx)
+        assert P.python_calls == 1
+    finally:
+        _c._exchange_test_set(None, 0)
+
+
+def test_stream_query_failure_deletes_tensor(ctx):
+    P = make_producer()
+    c0, d0, _ = fresh_counts()
+    try:
+        _c._exchange_test_set(None, 3)
+        with pytest.raises(RuntimeError, match="no stream"):
+            gpuwrap.from_dlpack(P(rng.random(10)), ctx)
+    finally:
+        _c._exchange_test_set(None, 0)
+    c1, d1, _ = fresh_counts()
+    assert (c1 - c0, d1 - d0) == (1, 1), "the tensor taken was deleted once"
