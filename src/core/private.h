@@ -14,13 +14,17 @@
 #include "gpuwrap.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 1
+#define GW__PRIVATE_ABI 2
 
 GW_API int gw__private_abi(void);
 
 /* Live references of a (its retain count): the Python extension tells "only its own
  * references are left" from "someone else still holds the array". */
 GW_API int gw__array_refs(const gw_array *a);
+
+/* The context a stream belongs to (NULL for NULL): the halo checks that a caller's stream
+ * is of its fields' backend and device. */
+GW_API gw_context *gw__stream_context(const gw_stream *s);
 
 /*
  * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with
