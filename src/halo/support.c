@@ -37,6 +37,7 @@ const char *gw_halo_path_name(gw_halo_path p) {
   case GW_HALO_PATH_HOST: return "host";
   case GW_HALO_PATH_DEVICE: return "device";
   case GW_HALO_PATH_NCCL: return "nccl";
+  case GW_HALO_PATH_IPC: return "ipc";
   }
   return "invalid";
 }
