@@ -86,11 +86,37 @@ extern "C" {
 typedef struct gw_halo gw_halo;
 
 typedef enum {
-  GW_HALO_PATH_AUTO = 0, /**< DEVICE for device/managed fields if MPI is GPU-aware, else HOST */
+  GW_HALO_PATH_AUTO = 0, /**< NCCL, else DEVICE for device/managed fields if MPI is GPU-aware,
+                              else IPC for device fields, else HOST (see below) */
   GW_HALO_PATH_HOST,     /**< pack into page-locked host buffers, MPI on host memory */
   GW_HALO_PATH_DEVICE,   /**< pack into device buffers, handed to a GPU-aware MPI */
-  GW_HALO_PATH_NCCL      /**< pack into device buffers, NCCL send/receive on the plan's stream */
+  GW_HALO_PATH_NCCL,     /**< pack into device buffers, NCCL send/receive on the plan's stream */
+  GW_HALO_PATH_IPC       /**< neighbours on this node: pack straight into their device buffers,
+                              mapped through gw_ipc_*; the others: HOST */
 } gw_halo_path;
+
+/*
+ * The IPC path (GW_HALO_PATH_IPC)
+ * -------------------------------
+ * For ranks of one node whose MPI is not GPU-aware and where NCCL cannot serve (absent, or
+ * several ranks on one GPU). At plan creation each rank allocates its receive buffers for
+ * its on-node neighbours in device memory (gw_alloc), exports them (gw_ipc_export; MPI
+ * carries the handles) and opens its neighbours' once (gw_ipc_open): they stay mapped for
+ * the plan's life and are unmapped at gw_halo_destroy (collective), also after a failed
+ * create. An update packs each face on the plan's stream straight into the neighbour's
+ * mapped receive buffer; once the pack is complete (the host waits for its event) a
+ * zero-byte MPI message tells the neighbour, which unpacks out of its own buffer, and
+ * after its unpacks a zero-byte "free again" message lets the sender write that buffer
+ * again. Neighbours on other nodes (the node: MPI_COMM_TYPE_SHARED, or
+ * GPUWRAP_HALO_SHM_GROUP consecutive ranks) go through the host path in the same plan;
+ * gw_halo_neighbour() says which path each neighbour takes. The path is every rank's or
+ * none's. It needs device memory (GW_MEM_DEVICE) for every field and a backend that
+ * exports it (CUDA, HIP, the CPU model): forcing it elsewhere fails on every rank with
+ * GW_EINVAL (a field's memory kind) or the export's status (GW_ENOTSUP), saying why.
+ * GW_HALO_PATH_AUTO picks it, after NCCL, for device fields when MPI is not GPU-aware.
+ * Several ranks on one GPU want MPS (docs/HALO.md): without it their contexts are
+ * time-sliced and every copy waits for the other process's slice.
+ */
 
 /*
  * The NCCL path (GW_HALO_PATH_NCCL)
@@ -124,7 +150,7 @@ typedef enum {
  */
 GW_API int gw_halo_nccl_available(const char **why);
 
-/** Name of a path ("auto", "host", "device", "nccl"), or "invalid". */
+/** Name of a path ("auto", "host", "device", "nccl", "ipc"), or "invalid". */
 GW_API const char *gw_halo_path_name(gw_halo_path p);
 
 /**
@@ -276,6 +302,16 @@ typedef struct {
 
 /** Fill *out. GW_EINVAL for NULL arguments. */
 GW_API gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out);
+
+/**
+ * The neighbour along array dim `dim`, side `side` (0 low, 1 high): its rank in the plan's
+ * communicator (*rank, MPI_PROC_NULL where there is none) and the path its faces take
+ * (*path: HOST, DEVICE, NCCL or IPC; GW_HALO_PATH_AUTO where no message goes: no
+ * neighbour, a width of 0, or the rank itself along a periodic dim, copied locally). An
+ * IPC plan says IPC for its neighbours on this node and HOST for the others. GW_EINVAL
+ * for a NULL plan or output, a dim outside the plan's or a side other than 0 or 1.
+ */
+GW_API gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank, gw_halo_path *path);
 
 /**
  * Destroy a plan (collective over its communicator: frees the duplicate). Completes a

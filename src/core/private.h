@@ -22,6 +22,10 @@ GW_API int gw__private_abi(void);
  * references are left" from "someone else still holds the array". */
 GW_API int gw__array_refs(const gw_array *a);
 
+/* The context a stream belongs to (NULL for NULL): the halo checks that a caller's stream
+ * is of its fields' backend and device. */
+GW_API gw_context *gw__stream_context(const gw_stream *s);
+
 /*
  * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with
  * gw_copy_async's checks (every pair is checked before anything is queued). Independent

@@ -237,6 +237,8 @@ void *gw_stream_native(const gw_stream *s) {
   return s ? s->ctx->ops->stream_native(s->ctx->state, s->handle) : NULL;
 }
 
+gw_context *gw__stream_context(const gw_stream *s) { return s ? s->ctx : NULL; }
+
 void gw_stream_destroy(gw_stream *s) {
   if (!s) return;
   /* A borrowed stream is someone else's: its work is theirs to wait for. */

@@ -1,22 +1,296 @@
-/* Private to the halo module. Never installed. */
+/*
+ * Private to the halo module. Never installed.
+ *
+ * Halo plans: face views and buffers made once, then per update only gw_copy
+ * and MPI.
+ *
+ * A plan holds one or more fields (1-, 2- or 3-D, the communicator's dims),
+ * each with a width per dim. Per field, dim d and side s (0 low, 1 high) it
+ * holds the interior face it sends (send_view) and the halo it receives
+ * (recv_view); when the neighbour is another rank, also the field's segment of
+ * the send and receive messages (send_seg, recv_seg: wraps of pieces of one
+ * block made at create time). Every field's face of a side goes into ONE
+ * message per neighbour and dim: the faces are packed side by side (256-byte
+ * aligned), so an update costs one MPI message per neighbour and dim however
+ * many fields it carries (ImplicitGlobalGrid's update_halo!(A, B, C)). Messages
+ * toward the low neighbour carry tag 2d, toward the high one 2d+1 (plus an
+ * epoch, see halo_tag()), so two neighbours that are the same rank (a periodic
+ * dim of two) cannot be confused.
+ *
+ * Ordering. Packs, unpacks and local (self-neighbour) copies are queued on the
+ * plan's own stream, in dim order, so a dim's copies follow the previous dim's
+ * unpacks on the device without the host waiting. The host waits only where MPI
+ * needs it: a side's message is handed to MPI once its last segment's
+ * pending-work event (gw_array_pending) says the pack landed — each side as
+ * soon as it is ready, not after the whole dim — and its receive is unpacked as
+ * soon as MPI_Waitany returns it. The blocking calls then wait for the stream
+ * (complete on return, as before); the stream-ordered calls (gw_halo_start_on /
+ * finish_on) instead order the plan's stream after the caller's stream and the
+ * caller's stream after the unpacks, with a one-byte "token" fill whose
+ * pending-work event is the cross-stream event (gw_array_wait): no host
+ * synchronisation of the caller's work. A plan without messages needs neither:
+ * its copies go on the caller's stream (begin()).
+ *
+ * Transports of the host path: MPI carries the faces (pipelined in pieces), or,
+ * between ranks of one node, the GPU copies each face into the neighbour's
+ * buffer in an MPI shared-memory window and MPI carries 0-byte tokens only
+ * (halo_shm.c).
+ *
+ * The files: halo_plan.c makes a plan (the ranks' agreement, faces, message
+ * layout, buffers) and frees it; halo_update.c runs updates (stream ordering,
+ * the split phase, recovery after a failure); halo_host.c carries a dim's
+ * messages through MPI; halo_shm.c is the host path's shared-memory window;
+ * halo_nccl.c chooses NCCL, bootstraps its communicator and carries a dim
+ * through it (nccl.c loads the library).
+ */
 #ifndef GW_HALO_INTERNAL_H
 #define GW_HALO_INTERNAL_H
 
 #include "gpuwrap/halo.h"
+/* the private ABI of libgpuwrap (gw__copy_many, gw__batch_*, gw__setting_*) */
+#include "../core/private.h"
+#include "nccl_api.h"
+
+#include <stddef.h>
+#include <stdint.h>
 
 /* Record the detail for gw_halo_last_error() and return s. */
-gw_status gw__halo_fail(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* gw__halo_fail(GW_EBACKEND, ...) with MPI's text for `code`; GW_OK if code is MPI_SUCCESS. */
+gw_status gw__halo_fail(gw_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* gw__halo_fail(GW_EBACKEND, ...) with MPI's text for `code`; GW_OK if code is
+ * MPI_SUCCESS. */
 gw_status gw__halo_mpi(int code, const char *what, int dim);
-/* Collective over comm (every rank must call it, whatever its own status): every rank's
- * status in, one status out, the same on every rank: the most negative (of the lowest
- * rank holding it). A rank other than that one gets its message too, "<fn>: another rank
- * failed (rank R, STATUS): <R's message>". So a call whose later steps are collective
- * fails on every rank alike, and every rank can say why. */
+/* Collective over comm (every rank must call it, whatever its own status):
+ * every rank's status in, one status out, the same on every rank: the most
+ * negative (of the lowest rank holding it). A rank other than that one gets its
+ * message too, "<fn>: another rank failed (rank R, STATUS): <R's message>". So
+ * a call whose later steps are collective fails on every rank alike, and every
+ * rank can say why. */
 gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn);
 
-/* Whether MPI can take device pointers of `backend`: GPUWRAP_HALO_GPU_AWARE=0|1 if set,
- * else the MPI library's own answer (0 when it has no way to say). */
-int gw__halo_gpu_aware(gw_backend backend);
+/* Whether MPI can take device pointers of `backend`: `setting`
+ * (GPUWRAP_HALO_GPU_AWARE, halo_settings.gpu_aware) when 0 or 1, else (-1) the
+ * MPI library's own answer (0 when it has no way to say). */
+int gw__halo_gpu_aware(gw_backend backend, int setting);
+
+/* The settings a plan reads (src/core/settings_table.h), once, at create: every
+ * rank checks its own and the plan's first agreement makes a bad value every
+ * rank's error. */
+typedef struct {
+  int gpu_aware; /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
+  int shm;       /* GPUWRAP_HALO_SHM */
+  int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
+  size_t chunk;  /* GPUWRAP_HALO_CHUNK */
+  int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
+} halo_settings;
+
+enum { LINK_NONE = 0, LINK_MPI, LINK_SELF };
+
+typedef struct {
+  gw_array *send_view[2]; /* interior faces of the field (NULL: no face along
+                             this dim/side) */
+  gw_array *recv_view[2]; /* halo faces of the field */
+} halo_face;
+
+/* A segment: (a piece of) one field's face and its place in a message. Each
+ * segment is a wrap of its own (its own root), so its pending-work event tells
+ * when its pack landed. */
+typedef struct {
+  gw_array *send_view,
+      *recv_view;                /* the face, or a piece of it along one axis */
+  gw_array *send_seg, *recv_seg; /* wraps of the message buffers */
+} halo_seg;
+
+/* One MPI message: every field's face of a side (aggregated), or, on the host
+ * path, one piece of a large face (chunked, so that MPI carries piece k while
+ * piece k+1 is packed and piece k-1 unpacked). Messages of a side go in order
+ * with one tag: MPI does not let them overtake each other, so the receives
+ * match them in order. */
+typedef struct {
+  int side;
+  int bytes;
+  size_t off_send, off_recv; /* in the buffer block */
+  int first, count;          /* its segments */
+  int direct; /* packed straight into the peer's receive buffer (the
+                 shared-memory window or the IPC mapping), MPI carries 0-byte
+                 tokens only */
+  int ipc; /* its buffers are in the IPC block (ipc_base), not the main one */
+} halo_msg;
+
+typedef struct {
+  int link; /* LINK_*: no field with a width here, or no neighbour, is LINK_NONE
+             */
+  int peer[2]; /* neighbour ranks, MPI_PROC_NULL at a non-periodic boundary */
+  int bytes;   /* bytes of the aggregated message of a side (every field's face)
+                */
+  int nseg, nmsg; /* LINK_MPI: both sides, side 0's first */
+  halo_seg *seg;
+  halo_msg *msg;
+  MPI_Request *send_req; /* [nmsg] */
+  MPI_Request *recv_req;
+  /* Shared-memory transport (see shm_setup): per message sent, the receive of
+   * the peer's "your buffer is free again" token (free_req), and per message
+   * received, the send of ours (tok_req). shm_delta[s]: where side s's packs
+   * land, the peer's receive buffer in this process's map of its window, minus
+   * our own send buffer's address. */
+  MPI_Request *free_req;
+  MPI_Request *tok_req;
+  ptrdiff_t shm_delta[2];
+  int shm_side[2]; /* side s's neighbour shares this rank's node window */
+  int ipc_side[2]; /* side s's neighbour is on this node and the plan's path is
+                      IPC */
+  gw_array *ipc_peer[2]; /* side s's neighbour's IPC block, opened here
+                            (gw_ipc_open) */
+} halo_dim;
+
+struct gw_halo {
+  halo_settings set; /* the GPUWRAP_HALO_* settings, read once at create
+                        (halo_read_settings) */
+  int nfields;
+  int ndim;
+  gw_array **field; /* nfields references */
+  int (*width)[3];  /* per field */
+  halo_face *face;  /* [f * 3 + d] */
+  gw_context
+      *ctx;      /* borrowed from the first field, which the plan keeps alive */
+  MPI_Comm comm; /* the plan's duplicate, errors returned */
+  gw_halo_info info;
+  halo_dim dim[3];
+  void *host_block; /* HOST path: page-aligned, pinned once */
+  size_t host_block_bytes;
+  gw_array *dev_block; /* DEVICE path */
+  char *msg_base;      /* address MPI uses for the block (host or device) */
+  size_t chunk; /* host path: messages above this many bytes travel in pieces
+                   (0: never) */
+  gw_stream *stream; /* the plan's stream; NULL: the backend has none, copies
+                        run one by one */
+  gw_array *tok_in;  /* 1-byte device arrays whose pending-work events order the
+                        plan's */
+  gw_array *tok_out; /* stream after the caller's (in) and the caller's after it
+                        (out) */
+  int inflight; /* dim whose messages are in flight after a start, -1 none */
+  int started;  /* a split-phase update is between start and finish */
+  int tail;  /* a stream-ordered finish left unpacks queued on the plan's stream
+              */
+  int epoch; /* failed updates so far, mod EPOCHS (see halo_tag()) */
+  /* NCCL path: the communicator (over comm's ranks, on the fields' device) and
+   * its calls. Messages then go through NCCL on the plan's stream instead of
+   * MPI (see halo_nccl_dim()). */
+  const gw_nccl_fns *nccl;
+  gw_ncclComm_t nccl_comm;
+  int nccl_device;
+  /* Consecutive periodic dims of one rank (a "self run"): every field's halo
+   * shell along them in one prepared batch, one launch per update (see
+   * make_self). */
+  gw__batch *self_batch[3]; /* at the run's first dim, NULL elsewhere */
+  int self_last[3];         /* the run's last dim */
+  /* Where this update queues its device work: the plan's stream, or, for a
+   * stream-ordered update of a plan without messages (every dim local), the
+   * caller's stream itself (no cross-stream joins to make; see begin()). */
+  gw_stream *q;
+  /* The host path between ranks of one node (shm_setup): the buffer block is
+   * this rank's segment of an MPI shared-memory window, packs are copied by the
+   * GPU straight into the neighbour's receive buffer there, and MPI carries
+   * only 0-byte tokens ("landed", "free again"). MPI_WIN_NULL: messages carry
+   * the data (the MPI transport). */
+  MPI_Win shm_win;
+  MPI_Comm
+      shm_node; /* the plan's ranks on this node (the window's communicator) */
+  void **shm_pinned; /* peers' segments pinned in this process, [shm_npinned] */
+  size_t *shm_pinned_bytes;
+  int shm_npinned;
+  int shm_owed; /* tokens owed: unpacks out of our segment were queued since the
+                   last */
+  int direct;   /* some messages are direct (window or IPC): the token flow runs
+                 */
+  /* The IPC path (halo_ipc.c): the receive buffers of the on-node neighbours'
+   * messages in one device allocation, exported; its send areas are unused
+   * (packs go to the peers'). */
+  int ipc; /* the plan's path is IPC (every rank's, or none's) */
+  gw_array *ipc_block;
+  char *ipc_base;
+  gw_ipc_handle ipc_handle;
+};
+
+/* Tags carry the plan's epoch, which every failed update advances: after a
+ * failure a fast neighbour's next messages must not match receives this rank is
+ * still cancelling. Per epoch 6 tags for the messages (2d toward low, 2d + 1
+ * toward high) and 6 for the shared- memory transport's "free again" tokens;
+ * after the last epoch, the tags of create's offset exchange. All below 32767,
+ * the least MPI_TAG_UB. */
+#define EPOCHS 1000
+static inline int halo_tag(const gw_halo *h, int d, int toward_high) {
+  return 12 * h->epoch + 2 * d + toward_high;
+}
+static inline int halo_tag_free(const gw_halo *h, int d, int toward_high) {
+  return 12 * h->epoch + 6 + 2 * d + toward_high;
+}
+static inline int halo_tag_offset(int d, int toward_high) {
+  return 12 * EPOCHS + 2 * d + toward_high;
+}
+
+/* ---- shared by the files of the halo module
+ * ------------------------------------------ */
+
+static inline size_t halo_round_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
+
+/* halo_plan.c */
+/* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
+ * no dim. */
+gw_status halo_call_failed(gw_status st, const char *what, int d);
+/* Read the settings into *out; GW_EINVAL with the parser's message naming the
+ * variable. */
+gw_status halo_read_settings(const char *fn, halo_settings *out);
+
+/* halo_shm.c: the shared-memory window of the host path between ranks of one
+ * node */
+gw_status halo_shm_decide(gw_halo *h, gw_halo_path path);
+int halo_shm_peer(const gw_halo *h, int peer);
+gw_status halo_shm_block(gw_halo *h, size_t total);
+gw_status halo_shm_link(gw_halo *h);
+void halo_shm_resync(gw_halo *h);
+void halo_shm_cancel(gw_halo *h);
+void halo_shm_close(gw_halo *h);
+/* The direct messages (window or IPC), in order: for (int d = 0, m = -1;
+ * halo_next_direct(h, &d, &m);) visits each (dim d, message m) whose
+ * msg[m].direct is set. */
+int halo_next_direct(const gw_halo *h, int *d, int *m);
+gw_status halo_shm_release(gw_halo *h);
+
+/* halo_ipc.c: the IPC path */
+/* Whether this plan takes IPC (collective): `path` as asked; sets h->ipc alike
+ * everywhere. */
+gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path,
+                          int device_only);
+/* Allocate and export the IPC block (before the ranks agree on the buffers). */
+gw_status halo_ipc_block(gw_halo *h, size_t bytes);
+/* Exchange handles and offsets with the on-node neighbours, open theirs (point
+ * to point: every rank with IPC messages enters it). */
+gw_status halo_ipc_link(gw_halo *h);
+/* Unmap the neighbours' blocks, wait for every rank, free this rank's
+ * (collective). */
+void halo_ipc_close(gw_halo *h);
+
+/* halo_nccl.c: choosing NCCL, its communicator, and a dim's exchange through it
+ */
+gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced,
+                          int *use);
+gw_status halo_nccl_connect(gw_halo *h);
+gw_status halo_nccl_dim(gw_halo *h, int d);
+gw_status halo_nccl_async(gw_halo *h);
+void halo_nccl_close(gw_halo *h);
+
+/* halo_host.c: MPI messages of the host and device paths */
+gw_status halo_host_post_receives(gw_halo *h);
+gw_status halo_host_send(gw_halo *h, int d);
+gw_status halo_host_complete(gw_halo *h, int d);
+
+/* halo_update.c */
+/* dst <- src on this update's queue (or at once without one). */
+gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src,
+                          const char *what, int d);
+gw_status halo_sync_stream(gw_halo *h, const char *what);
 
 #endif /* GW_HALO_INTERNAL_H */

@@ -15,6 +15,8 @@
  */
 #define _GNU_SOURCE
 #include "nccl_api.h"
+/* gw__setting_text */
+#include "../core/private.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -89,13 +91,14 @@ const gw_nccl_fns *gw__nccl_load(const char **why) {
     out = &fns;
     goto done;
   }
-  const char *env = getenv("GPUWRAP_NCCL_LIB");
-  const char *lib = env && *env ? env : "libnccl.so.2";
+  const char *env = gw__setting_text(GW__SET_NCCL_LIB);
+  const char *lib = env ? env : "libnccl.so.2";
+  int named = strcmp(lib, "libnccl.so.2") != 0;
   void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
     snprintf(why_buf, sizeof why_buf, "NCCL is absent: dlopen(\"%s\")%s: %s", lib,
-             env && *env ? " (GPUWRAP_NCCL_LIB)" : "", e ? e : "failed");
+             named ? " (GPUWRAP_NCCL_LIB)" : "", e ? e : "failed");
     *why = why_buf;
     goto done;
   }

@@ -37,6 +37,7 @@ const char *gw_halo_path_name(gw_halo_path p) {
   case GW_HALO_PATH_HOST: return "host";
   case GW_HALO_PATH_DEVICE: return "device";
   case GW_HALO_PATH_NCCL: return "nccl";
+  case GW_HALO_PATH_IPC: return "ipc";
   }
   return "invalid";
 }
@@ -72,10 +73,8 @@ static int mpi_says_gpu_aware(gw_backend backend) {
   }
 }
 
-int gw__halo_gpu_aware(gw_backend backend) {
-  const char *env = getenv("GPUWRAP_HALO_GPU_AWARE");
-  if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
-  return mpi_says_gpu_aware(backend);
+int gw__halo_gpu_aware(gw_backend backend, int setting) {
+  return setting >= 0 ? setting : mpi_says_gpu_aware(backend);
 }
 
 gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn) {

@@ -290,6 +290,42 @@ static void test_stream_device(void) {
   if (g_rank == 0) printf("stream of another device: ok\n");
 }
 
+/* A bad GPUWRAP_HALO_* value on one rank (the last) fails gw_halo_create on every rank with
+ * GW_EINVAL, the message naming the variable (the settings parser's), never ignored; set
+ * on every rank, the same. Nothing is left allocated; a good value afterwards works. */
+static void test_settings(gw_context *ctx) {
+  static const char *const bad[][2] = {
+      {"GPUWRAP_HALO_GPU_AWARE", "maybe"}, {"GPUWRAP_HALO_SHM", "perhaps"}, {"GPUWRAP_HALO_SHM_GROUP", "-3"},
+      {"GPUWRAP_HALO_CHUNK", "lots"},      {"GPUWRAP_HALO_NCCL_SELF", "2"},
+  };
+  make_cart(1);
+  int64_t n[3] = {7, 8, 9};
+  int wd[3] = {1, 2, 1};
+  gw_array *a;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 3, n, &a));
+  live l0 = now();
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    for (int everyone = 0; everyone < 2; everyone++) {
+      const char *name = bad[k][0], *was = getenv(name);
+      char *keep = was ? strdup(was) : NULL;
+      if (everyone || g_rank == g_size - 1) setenv(name, bad[k][1], 1);
+      gw_halo *h = (gw_halo *)0x1;
+      all_fail(gw_halo_create(a, g_cart, wd, GW_HALO_PATH_AUTO, &h), GW_EINVAL, name);
+      ASSERT_EQ_LONG(h == (gw_halo *)0x1, 1); /* *out untouched */
+      if (keep) setenv(name, keep, 1);
+      else unsetenv(name);
+      free(keep);
+    }
+  same_live(l0);
+  gw_halo *h;
+  ASSERT_OK(gw_halo_create(a, g_cart, wd, GW_HALO_PATH_AUTO, &h));
+  ASSERT_OK(gw_halo_update(h));
+  gw_halo_destroy(h);
+  gw_release(a);
+  MPI_Comm_free(&g_cart);
+  if (g_rank == 0) printf("bad settings: ok\n");
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -300,6 +336,7 @@ int main(int argc, char **argv) {
   ASSERT_OK(gw_context_create(GW_BACKEND_CPU, 0, &ctx));
   test_mismatch(ctx);
   test_stream_device();
+  test_settings(ctx);
   test_grid_sizes();
   gw_context_destroy(ctx);
   long total = 0;

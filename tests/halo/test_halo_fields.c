@@ -192,6 +192,40 @@ static int want_messages(MPI_Comm cart, const fld *F, int nf) {
   return msgs;
 }
 
+/* The node as the plan sees it: GPUWRAP_HALO_SHM_GROUP consecutive ranks, else all (the
+ * test's ranks share one machine). */
+static int same_node(int a, int b) {
+  const char *g = getenv("GPUWRAP_HALO_SHM_GROUP");
+  int n = g && *g ? atoi(g) : 0;
+  return n <= 0 || a / n == b / n;
+}
+
+/* gw_halo_neighbour: each side's rank is MPI_Cart_shift's; an IPC plan's remote neighbours
+ * take IPC on this node and HOST off it; other plans' take the plan's path. */
+static void check_neighbour_paths(const gw_halo *h, MPI_Comm cart, int nd, gw_halo_path plan) {
+  int dims[3], periods[3], coords[3];
+  MPI_Cart_get(cart, nd, dims, periods, coords);
+  for (int d = 0; d < nd; d++) {
+    int peer[2];
+    MPI_Cart_shift(cart, d, 1, &peer[0], &peer[1]);
+    for (int s = 0; s < 2; s++) {
+      int r = -7;
+      gw_halo_path p = (gw_halo_path)-1;
+      ASSERT_OK(gw_halo_neighbour(h, d, s, &r, &p));
+      ASSERT_EQ_LONG(r, peer[s]);
+      if (p == GW_HALO_PATH_AUTO) continue; /* no message: none, width 0 or itself */
+      ASSERT_EQ_LONG(dims[d] > 1, 1);
+      if (plan == GW_HALO_PATH_IPC) ASSERT_EQ_LONG(p, same_node(g_rank, r) ? GW_HALO_PATH_IPC : GW_HALO_PATH_HOST);
+      else ASSERT_EQ_LONG(p, plan);
+    }
+  }
+  int r;
+  gw_halo_path p;
+  ASSERT_STATUS(gw_halo_neighbour(h, nd, 0, &r, &p), GW_EINVAL);
+  ASSERT_STATUS(gw_halo_neighbour(h, 0, 2, &r, &p), GW_EINVAL);
+  ASSERT_STATUS(gw_halo_neighbour(NULL, 0, 0, &r, &p), GW_EINVAL);
+}
+
 static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3], memlay m, gw_halo_path path,
                      int quick) {
   gw_grid_info gi;
@@ -222,6 +256,8 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
   ASSERT_OK(gw_halo_query(h, &info));
   ASSERT_EQ_LONG(info.neighbours, want_messages(gw_grid_comm(grid), F, NF));
   if (path != GW_HALO_PATH_AUTO) ASSERT_EQ_LONG(info.path, path);
+  if (path == GW_HALO_PATH_AUTO && m == MEM_DEVICE) ASSERT_EQ_LONG(info.path, GW_HALO_PATH_IPC);
+  check_neighbour_paths(h, gw_grid_comm(grid), nd, info.path);
 
   gw_stream *s, *borrowed;
   ASSERT_OK(gw_stream_create(ctx, &s));
@@ -292,7 +328,9 @@ static void test_values(gw_context *ctx, int quick) {
           if (m == MEM_DEVICE) {
             run_case(ctx, grid, nd, w, m, GW_HALO_PATH_HOST, quick);
             run_case(ctx, grid, nd, w, m, GW_HALO_PATH_DEVICE, quick);
-            cases += 2;
+            run_case(ctx, grid, nd, w, m, GW_HALO_PATH_IPC, quick);
+            run_case(ctx, grid, nd, w, m, GW_HALO_PATH_AUTO, quick); /* device fields: IPC */
+            cases += 4;
           } else {
             run_case(ctx, grid, nd, w, m, m == MEM_HOST ? GW_HALO_PATH_HOST : GW_HALO_PATH_AUTO, quick);
             cases++;
@@ -944,6 +982,72 @@ static void test_empty_faces(gw_context *ctx) {
   if (g_rank == 0) printf("empty faces: ok\n");
 }
 
+/* Every rank got `want` alike (collective), the message saying `needle`. */
+static void all_fail(gw_status got, gw_status want, const char *needle) {
+  ASSERT_STATUS(got, want);
+  int mine = (int)got, lo = 0, hi = 0;
+  MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  ASSERT_EQ_LONG(lo, hi);
+  g_checks++;
+  if (!strstr(gw_halo_last_error(), needle)) FAIL_("message does not say \"%s\"", needle);
+}
+
+/* The IPC path's life: 1000 plans made and destroyed leave no mapping; the export or an
+ * open failing on one rank (injected) fails every rank alike with nothing mapped; forcing
+ * it for host memory fails every rank alike, saying why. */
+static void test_ipc(gw_context *ctx) {
+  int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
+  MPI_Dims_create(g_size, 3, dims);
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+  int64_t n[3] = {6, 7, 8};
+  int w[3] = {1, 2, 1};
+  gw_array *a, *host;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, n, &a));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &host));
+  ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+  for (int i = 0; i < 1000; i++) {
+    gw_halo *h;
+    ASSERT_OK(gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h));
+    if (i % 250 == 0) ASSERT_OK(gw_halo_update(h));
+    gw_halo_destroy(h);
+    ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+  }
+  /* the injected rank: the lowest with an on-node neighbour (IPC messages), if any */
+  gw_halo *h = (gw_halo *)0x1;
+  int ipc = 0, victim = -1;
+  ASSERT_OK(gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h));
+  for (int d = 0; d < 3; d++)
+    for (int s = 0; s < 2; s++) {
+      int r;
+      gw_halo_path p;
+      ASSERT_OK(gw_halo_neighbour(h, d, s, &r, &p));
+      ipc |= p == GW_HALO_PATH_IPC;
+    }
+  gw_halo_destroy(h);
+  int me = ipc ? g_rank : g_size;
+  MPI_Allreduce(&me, &victim, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const int remote = victim < g_size;
+  for (int op = 0; op < 2; op++) {
+    /* the victim's first export / open fails */
+    if (g_rank == victim) gw_cpu_fail_op(op ? GW_CPU_OP_IPC_OPEN : GW_CPU_OP_IPC_EXPORT, 1, GW_EBACKEND);
+    gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
+    gw_cpu_fail_reset();
+    if (remote) all_fail(st, GW_EBACKEND, op ? "gw_ipc_open" : "gw_ipc_export");
+    else ASSERT_OK(st);
+    if (st == GW_OK) gw_halo_destroy(h);
+    h = (gw_halo *)0x1;
+    ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+  }
+  all_fail(gw_halo_create(host, cart, w, GW_HALO_PATH_IPC, &h), GW_EINVAL, "path IPC");
+  ASSERT_EQ_LONG(h == (gw_halo *)0x1, 1);
+  gw_release(a);
+  gw_release(host);
+  MPI_Comm_free(&cart);
+  if (g_rank == 0) printf("ipc: 1000 plans, injected failures, host fields: ok\n");
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -962,6 +1066,7 @@ int main(int argc, char **argv) {
   test_errors(ctx);
   test_grid(ctx);
   test_values(ctx, quick);
+  test_ipc(ctx);
   test_local_batch(ctx);
   test_local_order();
   test_reuse();

@@ -468,8 +468,8 @@ static void test_auto_path(gw_context *ctx) {
     gw_halo_path want;
     int aware;
   } cases[] = {
-      {"1", dev, GW_HALO_PATH_DEVICE, 1}, {"1", host, GW_HALO_PATH_HOST, 1}, {"0", dev, GW_HALO_PATH_HOST, 0},
-      {NULL, dev, GW_HALO_PATH_HOST, 0}, /* the CPU backend's model is not GPU-aware */
+      {"1", dev, GW_HALO_PATH_DEVICE, 1}, {"1", host, GW_HALO_PATH_HOST, 1}, {"0", dev, GW_HALO_PATH_IPC, 0},
+      {NULL, dev, GW_HALO_PATH_IPC, 0}, /* the CPU backend's model is not GPU-aware: device fields take IPC */
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     if (cases[k].env) setenv("GPUWRAP_HALO_GPU_AWARE", cases[k].env, 1);

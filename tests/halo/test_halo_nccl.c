@@ -239,7 +239,8 @@ static void test_absent(gw_context *ctx) {
       setenv("GPUWRAP_HALO_GPU_AWARE", aware ? "1" : "0", 1);
       ASSERT_OK(plan(&sc, GW_HALO_PATH_AUTO, &ha));
       ASSERT_OK(gw_halo_query(ha, &info));
-      ASSERT_EQ_LONG(info.path, aware ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST);
+      /* device fields without a GPU-aware MPI: IPC */
+      ASSERT_EQ_LONG(info.path, aware ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_IPC);
       run(ctx, &sc, ha, mode, auto_res, host_res, "AUTO without NCCL");
       gw_halo_destroy(ha);
     }
@@ -251,7 +252,7 @@ static void test_absent(gw_context *ctx) {
   gw_halo_info info;
   ASSERT_OK(plan(&sc, GW_HALO_PATH_AUTO, &ha));
   ASSERT_OK(gw_halo_query(ha, &info));
-  ASSERT_EQ_LONG(info.path, GW_HALO_PATH_HOST);
+  ASSERT_EQ_LONG(info.path, GW_HALO_PATH_IPC); /* device fields, MPI not GPU-aware */
   run(ctx, &sc, ha, MODE_BLOCKING, auto_res, host_res, "AUTO, default search");
   gw_halo_destroy(ha);
   ASSERT_HAS(gw_halo_path_name(GW_HALO_PATH_NCCL), "nccl");

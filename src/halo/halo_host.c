@@ -1,0 +1,134 @@
+#include "halo_internal.h"
+
+#include <sched.h>
+
+/* Wait until the copy into `seg` (and everything before it on the plan's
+ * stream) landed. Polls the segment's pending-work event rather than
+ * synchronising the stream, so the side packed first goes to MPI while the
+ * other is still being packed. A poll that never ends (an event whose query
+ * keeps failing) falls back to the stream synchronisation, which reports the
+ * error. */
+static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
+  if (!h->q)
+    return GW_OK;
+  while (gw_array_pending(seg)) {
+    if (++*spins > (1 << 20))
+      return halo_sync_stream(h, "waiting for a pack");
+    int flag;
+    (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, h->comm, &flag,
+                     MPI_STATUS_IGNORE); /* progress */
+    sched_yield(); /* the CPU backend's copies run on worker threads of this
+                      process */
+  }
+  return GW_OK;
+}
+
+gw_status halo_host_post_receives(gw_halo *h) {
+  if (h->nccl)
+    return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI)
+      continue;
+    for (int m = 0; m < hd->nmsg; m++) {
+      const halo_msg *g = &hd->msg[m];
+      /* the low halo is filled by the low neighbour's messages toward high, and
+       * vice versa */
+      /* (shared memory: the data is in our segment already; MPI says when it
+       * landed) */
+      int bytes = g->direct ? 0 : g->bytes;
+      int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE,
+                         hd->peer[g->side], halo_tag(h, d, !g->side), h->comm,
+                         &hd->recv_req[m]);
+      if (rc != MPI_SUCCESS)
+        return gw__halo_mpi(rc, "MPI_Irecv", d);
+    }
+  }
+  return GW_OK;
+}
+
+static int landed(const gw_halo *h, const halo_dim *hd, int m) {
+  const halo_msg *g = &hd->msg[m];
+  return !h->q || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
+}
+
+static gw_status isend(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  const halo_msg *g = &hd->msg[m];
+  int shm = g->direct;
+  int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE,
+                     hd->peer[g->side], halo_tag(h, d, g->side), h->comm,
+                     &hd->send_req[m]);
+  if (rc != MPI_SUCCESS)
+    return gw__halo_mpi(rc, "MPI_Isend", d);
+  /* shared memory: the peer's "free again" for what we just wrote into its
+   * buffer, which the next pack into that buffer waits for */
+  if (shm)
+    rc = MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side],
+                   halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
+  return rc == MPI_SUCCESS ? GW_OK
+                           : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
+}
+
+/* Pack every message of dim d (in order), handing each to MPI as soon as its
+ * last segment has landed: while later packs are still being queued, and then
+ * by polling the segments' events (MPI_Iprobe on the way lets MPI progress the
+ * messages already sent). */
+gw_status halo_host_send(gw_halo *h, int d) {
+  halo_dim *hd = &h->dim[d];
+  int next = 0, spins = 0;
+  gw_status st;
+  for (int m = 0; m < hd->nmsg; m++) {
+    const halo_msg *g = &hd->msg[m];
+    if (hd->free_req &&
+        hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
+      int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS)
+        return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
+    }
+    for (int k = g->first; k < g->first + g->count; k++) {
+      st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view,
+                           "gw_copy packing a face", d);
+      if (st != GW_OK)
+        return st;
+    }
+    while (next < m && landed(h, hd, next))
+      if ((st = isend(h, d, next++)) != GW_OK)
+        return st;
+  }
+  for (; next < hd->nmsg; next++) {
+    const halo_msg *g = &hd->msg[next];
+    st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
+    if (st == GW_OK)
+      st = isend(h, d, next);
+    if (st != GW_OK)
+      return st;
+  }
+  return GW_OK;
+}
+
+/* Unpack each message of dim d as it arrives (queued on the plan's stream),
+ * then complete the sends (their buffers are packed again by the next update).
+ */
+gw_status halo_host_complete(gw_halo *h, int d) {
+  halo_dim *hd = &h->dim[d];
+  for (;;) {
+    int idx = MPI_UNDEFINED;
+    int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
+    if (idx == MPI_UNDEFINED)
+      break;
+    const halo_msg *g = &hd->msg[idx];
+    for (int k = g->first; k < g->first + g->count; k++) {
+      gw_status st =
+          halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
+                          "gw_copy unpacking a face", d);
+      if (st != GW_OK)
+        return st;
+    }
+    h->shm_owed |= g->direct; /* tokens once these unpacks are done */
+  }
+  int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
+  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
+}

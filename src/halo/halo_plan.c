@@ -1,0 +1,1029 @@
+#define _POSIX_C_SOURCE 200809L /* sysconf */
+
+#include "halo_internal.h"
+#include "nccl_api.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void plan_free(gw_halo *h) {
+  gw_stream_destroy(
+      h->stream); /* waits for its work: nothing reads the buffers after this */
+  halo_shm_close(
+      h); /* tokens in flight, the neighbours' segments pinned here */
+  halo_nccl_close(h);
+  if (h->face)
+    for (int i = 0; i < 3 * h->nfields; i++)
+      for (int s = 0; s < 2; s++) {
+        gw_release(h->face[i].send_view[s]);
+        gw_release(h->face[i].recv_view[s]);
+      }
+  for (int d = 0; d < 3; d++) {
+    halo_dim *hd = &h->dim[d];
+    for (int k = 0; hd->seg && k < hd->nseg; k++) {
+      gw_release(hd->seg[k].send_view);
+      gw_release(hd->seg[k].recv_view);
+      gw_release(hd->seg[k].send_seg);
+      gw_release(hd->seg[k].recv_seg);
+    }
+    free(hd->seg);
+    free(hd->msg);
+    free(hd->send_req);
+    free(hd->recv_req);
+    free(hd->free_req);
+    free(hd->tok_req);
+  }
+  halo_ipc_close(
+      h); /* after the segments, which wrap the neighbours' mapped buffers */
+  gw_release(h->tok_in);
+  gw_release(h->tok_out);
+  gw_release(h->dev_block);
+  if (h->host_block) {
+    (void)gw_unpin(h->ctx, h->host_block, h->host_block_bytes);
+    if (h->shm_win == MPI_WIN_NULL)
+      free(h->host_block);
+  }
+  if (h->shm_win != MPI_WIN_NULL)
+    MPI_Win_free(&h->shm_win); /* after the unpin: its memory */
+  if (h->shm_node != MPI_COMM_NULL)
+    MPI_Comm_free(&h->shm_node);
+  if (h->comm != MPI_COMM_NULL)
+    MPI_Comm_free(&h->comm);
+  if (h->field)
+    for (int f = 0; f < h->nfields; f++)
+      gw_release(h->field[f]);
+  free(h->field);
+  free(h->width);
+  free(h->face);
+  for (int d = 0; d < 3; d++)
+    gw__batch_free(h->self_batch[d]);
+  free(h);
+}
+
+/* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
+ * no dim. */
+gw_status halo_call_failed(gw_status st, const char *what, int d) {
+  if (d < 0)
+    return gw__halo_fail(st, "%s: %s: %s", what, gw_err_name(st),
+                         gw_last_error());
+  return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st),
+                       gw_last_error());
+}
+
+/* Face view of field f along dim d: extent w at `at` along d, the whole extent
+ * along every other dim, halo cells included (ImplicitGlobalGrid's sendranges).
+ * Along the dims before d their halos are filled by then, so edges and corners
+ * get their diagonal neighbours' values; along the dims after d the halo cells
+ * go out stale and are overwritten when that dim is exchanged, unless it has no
+ * neighbour on that side: then the cell is a boundary value, and the
+ * neighbour's copy of it is what the corner should get. Faces that spanned only
+ * the interior of the later dims left such corners stale when the boundary dim
+ * came after the exchanged one, and gave them the neighbour's value when it
+ * came before. */
+static gw_status make_face(gw_halo *h, int f, int d, int64_t at,
+                           gw_array **out) {
+  const int64_t *n = gw_shape(h->field[f]);
+  const int *w = h->width[f];
+  int64_t start[3], shape[3];
+  for (int e = 0; e < h->ndim; e++) {
+    start[e] = e == d ? at : 0;
+    shape[e] = e == d ? w[e] : n[e];
+  }
+  gw_status st = gw_view(h->field[f], start, shape, NULL, out);
+  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_view of a face", d);
+}
+
+/* gw__halo_agree, once per failure: after a failed agreement every rank knows,
+ * so the later steps pass the status through without another collective (and
+ * the message stays the one agreed on). */
+static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn,
+                            int *failed) {
+  if (*failed)
+    return st;
+  st = gw__halo_agree(comm, st, fn);
+  *failed = st != GW_OK;
+  return st;
+}
+
+/* The segment of field f's face along d, side s: the whole face (axis < 0) or
+ * rows [r0, r1) of it along `axis`; its buffers at send_at / recv_at. */
+static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
+                          int64_t r0, int64_t r1, size_t send_at,
+                          size_t recv_at, halo_seg *sg) {
+  halo_face *fc = &h->face[f * 3 + d];
+  gw_status st = GW_OK;
+  if (axis < 0) {
+    sg->send_view = gw_retain(fc->send_view[s]);
+    sg->recv_view = gw_retain(fc->recv_view[s]);
+  } else {
+    int64_t start[3] = {0, 0, 0}, shape[3];
+    memcpy(shape, gw_shape(fc->send_view[s]),
+           sizeof(int64_t) * (size_t)h->ndim);
+    start[axis] = r0;
+    shape[axis] = r1 - r0;
+    st = gw_view(fc->send_view[s], start, shape, NULL, &sg->send_view);
+    if (st == GW_OK)
+      st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
+    if (st != GW_OK)
+      return halo_call_failed(st, "gw_view of a face piece", d);
+  }
+  gw_dtype t = gw_array_dtype(h->field[f]);
+  const int64_t *shape = gw_shape(sg->send_view);
+  /* (direct: the send segment is the peer's receive buffer, shm_delta away) */
+  st = gw_wrap(h->ctx, base + send_at + h->dim[d].shm_delta[s], t, h->ndim,
+               shape, NULL, 0, &sg->send_seg);
+  if (st == GW_OK)
+    st = gw_wrap(h->ctx, base + recv_at, t, h->ndim, shape, NULL, 0,
+                 &sg->recv_seg);
+  return st == GW_OK ? GW_OK
+                     : halo_call_failed(st, "gw_wrap of a halo buffer", d);
+}
+
+static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
+  const gw_array *v = h->face[f * 3 + d].send_view[s];
+  return (size_t)gw_numel(v) * gw_dtype_size(gw_array_dtype(v));
+}
+
+/* Lay out the messages of dim d, side 0's then side 1's; each message's send
+ * buffer, then its receive buffer, from off[0] on (off[1]: IPC messages, in the
+ * IPC block) (256-byte aligned: any dtype, DMA friendly). With fill = 0 only
+ * count and size them; with 1 also place the messages; with 2 also make the
+ * segments (after shm_link, which needs the places to make them). A side whose
+ * aggregated message is at most h->chunk bytes (or chunk 0) is one message
+ * holding every field's face side by side; a larger one is one message per
+ * piece of each face, cut along the face's first axis of extent > 1 (the axes
+ * before it have extent 1, so a piece is a contiguous run of the C-order
+ * segment). */
+static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
+  halo_dim *hd = &h->dim[d];
+  int nm = 0, ns = 0;
+  for (int s = 0; s < 2; s++) {
+    if (hd->peer[s] == MPI_PROC_NULL)
+      continue;
+    if (h->chunk == 0 || (size_t)hd->bytes <= h->chunk || hd->shm_side[s] ||
+        hd->ipc_side[s]) { /* direct: no pieces */
+      int ipc = hd->ipc_side[s];
+      size_t *o = &off[ipc];
+      char *base = ipc ? h->ipc_base : h->msg_base;
+      size_t send_at = *o, recv_at = *o + halo_round_up((size_t)hd->bytes, 256),
+             seg = 0;
+      if (fill)
+        hd->msg[nm] = (halo_msg){
+            s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s] || ipc, ipc};
+      for (int f = 0; f < h->nfields; f++) {
+        if (!h->face[f * 3 + d].send_view[s])
+          continue;
+        seg = halo_round_up(seg, 256);
+        if (fill == 2) {
+          gw_status st = make_seg(h, base, d, f, s, -1, 0, 0, send_at + seg,
+                                  recv_at + seg, &hd->seg[ns]);
+          if (st != GW_OK)
+            return st;
+        }
+        if (fill)
+          hd->msg[nm].count++;
+        seg += face_bytes(h, f, d, s);
+        ns++;
+      }
+      *o += 2 * halo_round_up((size_t)hd->bytes, 256);
+      nm++;
+      continue;
+    }
+    for (int f = 0; f < h->nfields; f++) {
+      const gw_array *v = h->face[f * 3 + d].send_view[s];
+      if (!v)
+        continue;
+      const int64_t *sh = gw_shape(v);
+      int axis = h->ndim - 1;
+      for (int a = 0; a < h->ndim; a++)
+        if (sh[a] > 1) {
+          axis = a;
+          break;
+        }
+      size_t row = face_bytes(h, f, d, s) / (size_t)sh[axis];
+      int64_t rows = row >= h->chunk ? 1 : (int64_t)(h->chunk / row);
+      for (int64_t r0 = 0; r0 < sh[axis]; r0 += rows) {
+        int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
+        size_t bytes = (size_t)(r1 - r0) * row;
+        size_t send_at = off[0], recv_at = off[0] + halo_round_up(bytes, 256);
+        if (fill)
+          hd->msg[nm] =
+              (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0, 0};
+        if (fill == 2) {
+          gw_status st = make_seg(h, h->msg_base, d, f, s, axis, r0, r1,
+                                  send_at, recv_at, &hd->seg[ns]);
+          if (st != GW_OK)
+            return st;
+        }
+        off[0] += 2 * halo_round_up(bytes, 256);
+        ns++;
+        nm++;
+      }
+    }
+  }
+  if (!fill) {
+    hd->nmsg = nm;
+    hd->nseg = ns;
+  }
+  return GW_OK;
+}
+
+/* One block holds every message (one page-aligned pinned block on the host
+ * path, one device allocation on the device path); each segment is wrapped
+ * once, so nothing is registered, wrapped or allocated per update. */
+/* The main block: device memory (device and NCCL paths) or page-aligned pinned
+ * host memory. */
+static gw_status main_block(gw_halo *h, int device_path, size_t total) {
+  if (device_path) {
+    int64_t n = (int64_t)total;
+    gw_status st =
+        gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
+    if (st != GW_OK)
+      return halo_call_failed(st, "gw_alloc of the device buffers", -1);
+    h->msg_base = gw_data(h->dev_block);
+    return GW_OK;
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  size_t align = page > 0 ? (size_t)page : 4096;
+  size_t bytes = halo_round_up(total, align);
+  char *base = aligned_alloc(align, bytes);
+  if (!base)
+    return gw__halo_fail(GW_ENOMEM, "cannot allocate %zu bytes of halo buffers",
+                         bytes);
+  gw_status st = gw_pin(h->ctx, base, bytes);
+  if (st != GW_OK) {
+    free(base);
+    return halo_call_failed(st, "gw_pin of the host buffers", -1);
+  }
+  h->host_block = base;
+  h->host_block_bytes = bytes;
+  h->msg_base = base;
+  return GW_OK;
+}
+
+/* *failed: set when the ranks' agreement in here failed (every rank knows
+ * then). */
+static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
+  size_t sizes[2] = {0, 0}, total = 0; /* the main block's, the IPC block's */
+  gw_status st = GW_OK;
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    if (hd->link != LINK_MPI)
+      continue;
+    (void)layout_dim(h, d, sizes, 0);
+    hd->seg = calloc((size_t)hd->nseg, sizeof *hd->seg);
+    hd->msg = calloc((size_t)hd->nmsg, sizeof *hd->msg);
+    hd->send_req = malloc((size_t)hd->nmsg * sizeof *hd->send_req);
+    hd->recv_req = malloc((size_t)hd->nmsg * sizeof *hd->recv_req);
+    hd->free_req = malloc((size_t)hd->nmsg * sizeof *hd->free_req);
+    hd->tok_req = malloc((size_t)hd->nmsg * sizeof *hd->tok_req);
+    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req ||
+        !hd->free_req || !hd->tok_req) {
+      st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+      break;
+    }
+    for (int m = 0; m < hd->nmsg; m++)
+      hd->send_req[m] = hd->recv_req[m] = hd->free_req[m] = hd->tok_req[m] =
+          MPI_REQUEST_NULL;
+  }
+  total = sizes[0] + sizes[1];
+  if (h->shm_win == MPI_WIN_NULL && h->shm_node != MPI_COMM_NULL && !h->ipc) {
+    /* Collective over the node whatever happened here (a rank that fails alone
+     * must not leave the others in the window's allocation or, later, in
+     * shm_link's exchange with it): the window is made by every rank of the
+     * node. */
+    gw_status w = halo_shm_block(h, st == GW_OK ? total : 0);
+    if (st == GW_OK)
+      st = w;
+  } else if (st == GW_OK && sizes[0] > 0) {
+    st = main_block(h, device_path, sizes[0]);
+  }
+  /* IPC: this rank's receive buffers for its on-node neighbours, exported */
+  if (st == GW_OK && h->ipc && sizes[1] > 0)
+    st = halo_ipc_block(h, sizes[1]);
+  /* Then every rank learns whether all made their buffers: every rank of the
+   * plan, a rank alone on its node (no window) too, or the others wait here for
+   * it (in the window's offsets or the IPC handles below). */
+  st = agree_once(h->comm, st, "gw_halo_create", failed);
+  if (st != GW_OK)
+    return st;
+  if (total == 0) {
+    /* Every face is empty (a field of extent 0 along a dim that is not
+     * exchanged): nothing to send. The messages were counted but never laid
+     * out, so posted they would all name side 0 (calloc), every rank sending to
+     * one neighbour only and waiting for the other: a hang. The neighbours of a
+     * face see its size alike, so both drop theirs. */
+    for (int d = 0; d < h->ndim; d++)
+      h->dim[d].nmsg = h->dim[d].nseg = 0;
+    return GW_OK;
+  }
+
+  h->info.buffer_bytes = total;
+  for (int fill = 1; fill <= 2; fill++) {
+    size_t off[2] = {0, 0};
+    for (int d = 0; d < h->ndim; d++) {
+      if (h->dim[d].link != LINK_MPI)
+        continue;
+      st = layout_dim(h, d, off, fill);
+      if (st != GW_OK)
+        return st;
+    }
+    if (fill == 1) {
+      int d0 = 0, m0 = -1;
+      h->direct = halo_next_direct(h, &d0, &m0); /* the token flow runs */
+    }
+    if (fill == 1 && h->shm_win != MPI_WIN_NULL &&
+        (st = halo_shm_link(h)) != GW_OK)
+      return st;
+    /* (a failed open is this rank's: create's last agreement makes it every
+     * rank's) */
+    if (fill == 1 && h->ipc && (st = halo_ipc_link(h)) != GW_OK)
+      return st;
+  }
+  return GW_OK;
+}
+
+/* The one check made before any collective: `cart` is one communicator, so
+ * every rank of it finds the same (a rank passing another communicator than its
+ * peers is outside what any collective call can detect). */
+static gw_status check_cart(const char *fn, MPI_Comm cart) {
+  if (cart == MPI_COMM_NULL)
+    return gw__halo_fail(GW_EINVAL, "%s: cart is MPI_COMM_NULL", fn);
+  int topo = MPI_UNDEFINED;
+  gw_status st = gw__halo_mpi(MPI_Topo_test(cart, &topo), "MPI_Topo_test", -1);
+  if (st != GW_OK)
+    return st;
+  if (topo != MPI_CART)
+    return gw__halo_fail(
+        GW_EINVAL, "%s: cart is not a Cartesian communicator (MPI_Cart_create)",
+        fn);
+  return GW_OK;
+}
+
+/* This rank's arguments (`strict`: gw_halo_create's contract, 3-D, widths >= 1,
+ * kept for its callers). Local: create() shares the outcome with every rank
+ * before going on. */
+static gw_status check_args(const char *fn, const gw_halo_field *fields,
+                            int nfields, MPI_Comm cart, gw_halo_path path,
+                            gw_halo **out, int strict) {
+  if (!fields || !out)
+    return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn,
+                         !fields ? "fields" : "out");
+  if (nfields < 1)
+    return gw__halo_fail(GW_EINVAL, "%s: nfields is %d, must be >= 1", fn,
+                         nfields);
+  if (path != GW_HALO_PATH_AUTO && path != GW_HALO_PATH_HOST &&
+      path != GW_HALO_PATH_DEVICE && path != GW_HALO_PATH_NCCL &&
+      path != GW_HALO_PATH_IPC)
+    return gw__halo_fail(GW_EINVAL, "%s: unknown path %d", fn, (int)path);
+  int ndim = 0;
+  for (int f = 0; f < nfields; f++) {
+    gw_array *a = fields[f].field;
+    /* the argument as the caller wrote it: gw_halo_create's `field`, or
+     * fields[f].field */
+    char who[40];
+    if (strict)
+      snprintf(who, sizeof who, "field");
+    else
+      snprintf(who, sizeof who, "fields[%d].field", f);
+    if (!a)
+      return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, who);
+    int nd = gw_ndim(a);
+    if (strict && nd != 3)
+      return gw__halo_fail(
+          GW_EINVAL, "%s: field has %d dims, a halo plan needs 3", fn, nd);
+    if (nd < 1 || nd > 3)
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s has %d dims, a halo plan takes 1, 2 or 3",
+                           fn, who, nd);
+    if (f == 0)
+      ndim = nd;
+    else if (nd != ndim)
+      return gw__halo_fail(
+          GW_EINVAL,
+          "%s: %s has %d dims, fields[0].field %d: all fields of a "
+          "plan have the communicator's dims",
+          fn, who, nd, ndim);
+    if (gw_is_readonly(a))
+      return gw__halo_fail(GW_EREADONLY,
+                           "%s: %s is read-only, its halo cannot be written",
+                           fn, who);
+    gw_context *c0 = gw_array_context(fields[0].field),
+               *c = gw_array_context(a);
+    if (gw_context_backend(c) != gw_context_backend(c0) ||
+        gw_context_device(c) != gw_context_device(c0))
+      return gw__halo_fail(
+          GW_EINVAL,
+          "%s: %s belongs to %s device %d, fields[0].field to %s "
+          "device %d: one plan, one device",
+          fn, who, gw_backend_name(gw_context_backend(c)), gw_context_device(c),
+          gw_backend_name(gw_context_backend(c0)), gw_context_device(c0));
+    const int64_t *n = gw_shape(a);
+    for (int d = 0; d < nd; d++) {
+      int w = fields[f].width[d];
+      if (w < (strict ? 1 : 0))
+        return strict ? gw__halo_fail(GW_EINVAL,
+                                      "%s: width[%d] is %d, must be >= 1", fn,
+                                      d, w)
+                      : gw__halo_fail(GW_EINVAL,
+                                      "%s: fields[%d].width[%d] is %d, must be "
+                                      ">= 0 (0 turns the dim off)",
+                                      fn, f, d, w);
+      if (n[d] < 3 * (int64_t)w)
+        return gw__halo_fail(GW_EINVAL,
+                             "%s: %s extent %lld along dim %d is less than "
+                             "3*width (%d): the interior "
+                             "cannot hold the faces it sends",
+                             fn, who, (long long)n[d], d, 3 * w);
+    }
+    if (path == GW_HALO_PATH_IPC && gw_kind(a) != GW_MEM_DEVICE)
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: path IPC maps the neighbours' device buffers: "
+                           "it needs device memory "
+                           "(%s is %s memory)",
+                           fn, who, gw_memkind_name(gw_kind(a)));
+    if (path == GW_HALO_PATH_DEVICE && !gw_data(a))
+      return gw__halo_fail(
+          GW_EINVAL,
+          "%s: path DEVICE for a field the device cannot address (%s: %s "
+          "memory)",
+          fn, who, gw_memkind_name(gw_kind(a)));
+  }
+  int ndims = 0;
+  gw_status st =
+      gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
+  if (st != GW_OK)
+    return st;
+  if (ndims != ndim)
+    return gw__halo_fail(
+        GW_EINVAL,
+        "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
+        "along Cartesian dim d)",
+        fn, ndims, ndim);
+  return GW_OK;
+}
+
+/* ---- what neighbours must agree on
+ * ----------------------------------------------------- */
+/*
+ * Every rank checks its own arguments, but a message is made of two ranks'
+ * arguments: the face a rank sends along d must be, byte for byte, the halo its
+ * neighbour receives. So before anything is laid out each rank tells each
+ * neighbour (along every dim split over ranks, widths of 0 included: a dim one
+ * rank exchanges and the other does not would hang) its field count, and then
+ * per field its dtype, width along d and face extents; each compares the
+ * neighbour's with its own. A difference fails every rank alike (create()
+ * agrees on it), the message naming the argument and both ranks' values.
+ */
+enum {
+  DESC = 5
+}; /* per field: dtype, width[d], face extents along dims 0..2 */
+
+static int tag_check(int d, int toward_high, int round) {
+  return 12 * EPOCHS + 6 + 6 * round + 2 * d + toward_high;
+}
+
+static void describe(const gw_halo *h, int d, int *out) {
+  for (int f = 0; f < h->nfields; f++) {
+    int *o = out + f * DESC;
+    const int64_t *n = gw_shape(h->field[f]);
+    o[0] = (int)gw_array_dtype(h->field[f]);
+    o[1] = h->width[f][d];
+    for (int e = 0; e < 3; e++) {
+      int64_t x = e >= h->ndim ? 1 : e == d ? h->width[f][d] : n[e];
+      o[2 + e] =
+          x > INT_MAX
+              ? -1
+              : (int)x; /* (an extent past INT_MAX has no face MPI carries) */
+    }
+  }
+}
+
+static gw_status mismatch(const gw_halo *h, const char *fn, int strict, int d,
+                          int s, int rank, int peer, const int *mine,
+                          const int *theirs) {
+  char where[64];
+  snprintf(where, sizeof where, "its %c%c neighbour rank %d", s ? '+' : '-',
+           "xyz"[d], peer);
+  for (int f = 0; f < h->nfields; f++) {
+    const int *a = mine + f * DESC, *b = theirs + f * DESC;
+    char fld[32], wid[40];
+    if (strict) {
+      snprintf(fld, sizeof fld, "field");
+      snprintf(wid, sizeof wid, "width[%d]", d);
+    } else {
+      snprintf(fld, sizeof fld, "fields[%d].field", f);
+      snprintf(wid, sizeof wid, "fields[%d].width[%d]", f, d);
+    }
+    if (a[0] != b[0])
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s dtype: rank %d has %s, %s has %s (the faces "
+                           "along dim %d must match)",
+                           fn, fld, rank, gw_dtype_name((gw_dtype)a[0]), where,
+                           gw_dtype_name((gw_dtype)b[0]), d);
+    if (a[1] != b[1])
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s: rank %d has %d, %s has %d (the faces along "
+                           "dim %d must match)",
+                           fn, wid, rank, a[1], where, b[1], d);
+    for (int e = 0; e < 3 && a[1] > 0; e++)
+      if (a[2 + e] != b[2 + e])
+        return gw__halo_fail(GW_EINVAL,
+                             "%s: %s extent along dim %d: rank %d has %d, %s "
+                             "has %d (the faces along "
+                             "dim %d must match)",
+                             fn, fld, e, rank, a[2 + e], where, b[2 + e], d);
+  }
+  return GW_OK;
+}
+
+/* Point to point with each neighbour (every rank takes part, whatever it
+ * finds): this rank's verdict, recorded; create() makes it every rank's. */
+static gw_status check_neighbours(gw_halo *h, const char *fn, int strict) {
+  int dims[3], periods[3], coords[3], peer[3][2], rank = 0;
+  gw_status st =
+      gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords),
+                   "MPI_Cart_get", -1);
+  if (st == GW_OK)
+    st = gw__halo_mpi(MPI_Comm_rank(h->comm, &rank), "MPI_Comm_rank", -1);
+  for (int d = 0; st == GW_OK && d < h->ndim; d++)
+    st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &peer[d][0], &peer[d][1]),
+                      "MPI_Cart_shift", d);
+  if (st != GW_OK)
+    return st; /* (MPI failing on the plan's own duplicate: on every rank) */
+  size_t per = (size_t)h->nfields * DESC;
+  int *mine = malloc(3 * per * sizeof *mine),
+      *theirs = malloc(6 * per * sizeof *theirs);
+  /* -1: this rank cannot describe its fields; the pair then skips the second
+   * round */
+  int my_n = mine && theirs ? h->nfields : -1, their_n[3][2];
+  if (my_n < 0)
+    st = gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  for (int d = 0; d < h->ndim && my_n > 0; d++)
+    describe(h, d, mine + (size_t)d * per);
+  MPI_Request req[24];
+  for (int round = 0; round < 2; round++) {
+    int nreq = 0;
+    for (int d = 0; d < h->ndim; d++)
+      for (int s = 0; s < 2 && dims[d] > 1; s++) {
+        if (peer[d][s] == MPI_PROC_NULL ||
+            (round == 1 && (my_n < 0 || their_n[d][s] != my_n)))
+          continue;
+        void *in = round ? (void *)(theirs + (size_t)(2 * d + s) * per)
+                         : (void *)&their_n[d][s];
+        void *out = round ? (void *)(mine + (size_t)d * per) : (void *)&my_n;
+        int count = round ? (int)per : 1;
+        int rc = MPI_Irecv(in, count, MPI_INT, peer[d][s],
+                           tag_check(d, !s, round), h->comm, &req[nreq]);
+        if (rc == MPI_SUCCESS) {
+          nreq++;
+          rc = MPI_Isend(out, count, MPI_INT, peer[d][s],
+                         tag_check(d, s, round), h->comm, &req[nreq]);
+          nreq += rc == MPI_SUCCESS;
+        }
+        if (rc != MPI_SUCCESS && st == GW_OK)
+          st =
+              gw__halo_mpi(rc, "MPI_Isend/MPI_Irecv (the plan's agreement)", d);
+      }
+    int rc = MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS && st == GW_OK)
+      st = gw__halo_mpi(rc, "MPI_Waitall (the plan's agreement)", -1);
+  }
+  for (int d = 0; st == GW_OK && d < h->ndim; d++)
+    for (int s = 0; st == GW_OK && s < 2 && dims[d] > 1; s++) {
+      if (peer[d][s] == MPI_PROC_NULL || their_n[d][s] < 0)
+        continue; /* (-1: that rank failed, and says so) */
+      if (their_n[d][s] != my_n)
+        st = gw__halo_fail(
+            GW_EINVAL,
+            "%s: nfields: rank %d has %d, its %c%c neighbour rank %d has %d (a "
+            "message "
+            "carries every field's face: the neighbours' fields must match)",
+            fn, rank, my_n, s ? '+' : '-', "xyz"[d], peer[d][s], their_n[d][s]);
+      else
+        st = mismatch(h, fn, strict, d, s, rank, peer[d][s],
+                      mine + (size_t)d * per,
+                      theirs + (size_t)(2 * d + s) * per);
+    }
+  free(mine);
+  free(theirs);
+  return st;
+}
+
+/* Neighbours, links, face views and message sizes of every dim. */
+static gw_status make_dims(gw_halo *h) {
+  int dims[3], periods[3], coords[3];
+  gw_status st =
+      gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords),
+                   "MPI_Cart_get", -1);
+  if (st != GW_OK)
+    return st;
+  for (int d = 0; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &hd->peer[0], &hd->peer[1]),
+                      "MPI_Cart_shift", d);
+    if (st != GW_OK)
+      return st;
+    int any = 0;
+    for (int f = 0; f < h->nfields; f++)
+      any |= h->width[f][d] > 0;
+    if (!any || (hd->peer[0] == MPI_PROC_NULL && hd->peer[1] == MPI_PROC_NULL))
+      continue; /* LINK_NONE */
+    /* A rank's own periodic neighbour goes through NCCL (a send/receive to
+     * itself) only with GPUWRAP_HALO_NCCL_SELF=1: measured on one H200 (256^3
+     * float64, periodic, one rank), the pack + NCCL self-copy + unpack took
+     * 0.115-0.150 ms per update against 0.046 ms for the direct face copies, so
+     * by default those dims are copied directly, as on the other paths, and
+     * NCCL carries only the faces of other ranks. */
+    hd->link =
+        dims[d] == 1 && !(h->nccl && h->set.nccl_self) ? LINK_SELF : LINK_MPI;
+    for (int s = 0; s < 2 && hd->link == LINK_MPI; s++) {
+      int near = halo_shm_peer(h, hd->peer[s]);
+      hd->shm_side[s] = near && !h->ipc;
+      hd->ipc_side[s] = near && h->ipc;
+      h->info.shared_memory |= hd->shm_side[s];
+    }
+    uint64_t bytes = 0;
+    for (int f = 0; f < h->nfields; f++) {
+      int w = h->width[f][d];
+      if (w == 0)
+        continue;
+      const int64_t *n = gw_shape(h->field[f]);
+      halo_face *fc = &h->face[f * 3 + d];
+      for (int s = 0; s < 2; s++) {
+        if (hd->peer[s] == MPI_PROC_NULL)
+          continue;
+        st = make_face(h, f, d, s ? n[d] - 2 * w : w, &fc->send_view[s]);
+        if (st == GW_OK)
+          st = make_face(h, f, d, s ? n[d] - w : 0, &fc->recv_view[s]);
+        if (st != GW_OK)
+          return st;
+      }
+      int s0 = hd->peer[0] != MPI_PROC_NULL ? 0 : 1;
+      uint64_t face = (uint64_t)gw_numel(fc->send_view[s0]) *
+                      gw_dtype_size(gw_array_dtype(h->field[f]));
+      bytes = halo_round_up(bytes, 256) +
+              face; /* the segment layout of make_buffers */
+      for (int s = 0; s < 2; s++)
+        if (hd->peer[s] != MPI_PROC_NULL && hd->link == LINK_SELF)
+          h->info.bytes_local += (size_t)face;
+    }
+    if (bytes > INT_MAX)
+      return gw__halo_fail(
+          GW_EINVAL,
+          "gw_halo_create: a message along dim %d has %llu bytes, more "
+          "than one MPI message carries (INT_MAX)",
+          d, (unsigned long long)bytes);
+    hd->bytes = (int)bytes;
+    if (hd->link == LINK_MPI)
+      for (int s = 0; s < 2; s++)
+        if (hd->peer[s] != MPI_PROC_NULL) {
+          h->info.neighbours++;
+          h->info.bytes_sent += (size_t)hd->bytes;
+        }
+  }
+  return GW_OK;
+}
+
+/*
+ * The local copies of each run of consecutive periodic dims of one rank
+ * (LINK_SELF), folded into one batch made once. Done dim by dim (each face
+ * reaching over the previous dims' halos, make_face), the copies write every
+ * cell of the run's halo shell once and give it the value of the cell that
+ * wraps each of its halo coordinates around its dim: along a run dim of width w
+ * and extent n, the low halo [0, w) reads [n - 2w, n - w), the high halo [n -
+ * w, n) reads [w, 2w), the rest [w, n - w) reads itself; dims outside the run
+ * span their whole extent (the faces' extents, make_face). So the shell
+ * is cut into boxes, one per combination of those classes that touches a halo
+ * (up to 26 per field in 3-D), each a plain copy from an interior box: no box
+ * reads what another writes, so the batch is independent and runs as one
+ * launch, whose result equals the dim by dim copies' bit for bit.
+ */
+static gw_status make_self(gw_halo *h) {
+  for (int d = 0; d < h->ndim; d++)
+    h->self_last[d] = d;
+  int cap = 27 * h->nfields, n = 0;
+  gw_array **dst = calloc((size_t)cap, sizeof *dst),
+           **src = calloc((size_t)cap, sizeof *src);
+  gw_status st =
+      dst && src ? GW_OK
+                 : gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+  for (int d0 = 0; st == GW_OK && d0 < h->ndim; d0++) {
+    if (h->dim[d0].link != LINK_SELF)
+      continue;
+    int d1 = d0;
+    while (d1 + 1 < h->ndim && h->dim[d1 + 1].link == LINK_SELF)
+      d1++;
+    n = 0;
+    for (int f = 0; st == GW_OK && f < h->nfields; f++) {
+      const int64_t *ext = gw_shape(h->field[f]);
+      const int *w = h->width[f];
+      int combos = 1;
+      for (int e = d0; e <= d1; e++)
+        combos *= 3;
+      for (int c = 0; st == GW_OK && c < combos; c++) {
+        int64_t dlo[3], slo[3], len[3];
+        int halo = 0, skip = 0;
+        for (int e = 0, code = c; e < h->ndim; e++) {
+          int cls = 1; /* 0 low halo, 1 the rest, 2 high halo */
+          if (e >= d0 && e <= d1) {
+            cls = code % 3;
+            code /= 3;
+          }
+          if (e < d0 || e > d1 ||
+              w[e] == 0) { /* the whole extent: outside the run, or no halo */
+            skip |= cls != 1; /* (a halo class of a dim without one: no box) */
+            dlo[e] = slo[e] = 0;
+            len[e] = ext[e];
+          } else if (cls == 1) {
+            dlo[e] = slo[e] = w[e];
+            len[e] = ext[e] - 2 * w[e];
+          } else {
+            halo = 1;
+            dlo[e] = cls == 0 ? 0 : ext[e] - w[e];
+            slo[e] = cls == 0 ? ext[e] - 2 * w[e] : w[e];
+            len[e] = w[e];
+          }
+        }
+        if (!halo || skip)
+          continue;
+        st = gw_view(h->field[f], dlo, len, NULL, &dst[n]);
+        if (st == GW_OK) {
+          st = gw_view(h->field[f], slo, len, NULL, &src[n]);
+          if (st != GW_OK)
+            gw_release(dst[n]);
+        }
+        if (st == GW_OK)
+          n++;
+        else
+          st = halo_call_failed(st, "gw_view of a halo box", d0);
+      }
+    }
+    if (st == GW_OK && n > 0) {
+      st = gw__batch_make(dst, (const gw_array *const *)src, n,
+                          &h->self_batch[d0]);
+      if (st != GW_OK)
+        st = halo_call_failed(st, "preparing the local halo copies", d0);
+    }
+    for (int k = 0; k < n; k++) { /* the batch holds its own references */
+      gw_release(dst[k]);
+      gw_release(src[k]);
+    }
+    n = 0;
+    h->self_last[d0] = d1;
+    d0 = d1;
+  }
+  free(dst);
+  free(src);
+  return st;
+}
+
+gw_status halo_read_settings(const char *fn, halo_settings *out) {
+  long long aware = 0, shm = 1, group = 0, chunk = 0, self = 0;
+  gw_status st = gw__setting_int(GW__SET_HALO_GPU_AWARE, &aware);
+  if (st == GW_OK)
+    st = gw__setting_int(GW__SET_HALO_SHM, &shm);
+  if (st == GW_OK)
+    st = gw__setting_int(GW__SET_HALO_SHM_GROUP, &group);
+  if (st == GW_OK)
+    st = gw__setting_int(GW__SET_HALO_CHUNK, &chunk);
+  if (st == GW_OK)
+    st = gw__setting_int(GW__SET_HALO_NCCL_SELF, &self);
+  if (st != GW_OK)
+    return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
+  /* the choice's index: auto|0|1 */
+  *out = (halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk,
+                         (int)self};
+  return GW_OK;
+}
+
+/* A plan is all or nothing on every rank: each collective step is entered by
+ * every rank of the plan's communicator whatever it found before, so a rank
+ * that fails first tells the others (gw__halo_agree) before the next collective
+ * step, and the result is agreed on at the end. `missing`: a NULL argument of
+ * gw_halo_create, found before this call. */
+static gw_status create(const char *fn, const gw_halo_field *fields,
+                        int nfields, MPI_Comm cart, gw_halo_path path,
+                        gw_halo **out, int strict, const char *missing) {
+  gw_status st = check_cart(fn, cart);
+  if (st != GW_OK)
+    return st;
+  MPI_Comm comm = MPI_COMM_NULL;
+  st = gw__halo_mpi(MPI_Comm_dup(cart, &comm), "MPI_Comm_dup", -1);
+  if (st != GW_OK)
+    return st;
+  st = gw__halo_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),
+                    "MPI_Comm_set_errhandler", -1);
+  /* This library calls libgpuwrap's private ABI (private.h): a libgpuwrap of
+   * another build fails here, with both numbers, before any such call. */
+  if (st == GW_OK && gw__private_abi() != GW__PRIVATE_ABI)
+    st = gw__halo_fail(GW_EINVAL,
+                       "%s: libgpuwrap has private ABI %d, this gpuwrap_halo "
+                       "was built for %d (install "
+                       "both from one build)",
+                       fn, gw__private_abi(), GW__PRIVATE_ABI);
+  if (st == GW_OK)
+    st = missing ? gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, missing)
+                 : check_args(fn, fields, nfields, comm, path, out, strict);
+  /* a bad setting is this rank's error, which the agreement below makes every
+   * rank's */
+  halo_settings set;
+  if (st == GW_OK)
+    st = halo_read_settings(fn, &set);
+  gw_halo *h = st == GW_OK ? calloc(1, sizeof *h) : NULL;
+  if (st == GW_OK && h) {
+    h->set = set;
+    h->comm = comm; /* plan_free frees it from here on */
+    h->shm_win = MPI_WIN_NULL;
+    h->shm_node = MPI_COMM_NULL;
+    h->inflight = -1;
+    h->nfields = nfields;
+    h->ndim = gw_ndim(fields[0].field);
+    h->field = calloc((size_t)nfields, sizeof *h->field);
+    h->width = calloc((size_t)nfields, sizeof *h->width);
+    h->face = calloc((size_t)nfields * 3, sizeof *h->face);
+  }
+  if (st == GW_OK && (!h || !h->field || !h->width || !h->face))
+    st = gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn);
+  st = gw__halo_agree(comm, st, fn);
+  if (st == GW_OK) {
+    /* NCCL is every rank's path or none's: its communicator spans them all. */
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    struct {
+      int v, rank;
+    } in[2] = {{path == GW_HALO_PATH_NCCL ? 0 : 1, rank},
+               {path == GW_HALO_PATH_NCCL ? 100 : (int)path, rank}},
+      all[2];
+    st = gw__halo_mpi(MPI_Allreduce(in, all, 2, MPI_2INT, MPI_MINLOC, comm),
+                      "MPI_Allreduce", -1);
+    if (st == GW_OK && all[0].v == 0 && all[1].v < 100)
+      st = gw__halo_fail(GW_EINVAL,
+                         "%s: path: rank %d has nccl, rank %d has %s (the NCCL "
+                         "path is every rank's or "
+                         "none's)",
+                         fn, all[0].rank, all[1].rank,
+                         gw_halo_path_name((gw_halo_path)all[1].v));
+  }
+  if (st != GW_OK) {
+    if (h && h->comm != MPI_COMM_NULL)
+      plan_free(h);
+    else {
+      free(h);
+      MPI_Comm_free(&comm);
+    }
+    return st;
+  }
+  int device_ok = 1, device_only = 1;
+  for (int f = 0; f < nfields; f++) {
+    h->field[f] = gw_retain(fields[f].field);
+    for (int d = 0; d < h->ndim; d++)
+      h->width[f][d] = fields[f].width[d];
+    gw_memkind kind = gw_kind(fields[f].field);
+    device_only &= kind == GW_MEM_DEVICE;
+    device_ok &= (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) &&
+                 gw_data(fields[f].field) != NULL;
+  }
+  h->ctx = gw_array_context(fields[0].field);
+
+  h->info.gpu_aware =
+      path == GW_HALO_PATH_DEVICE ||
+      gw__halo_gpu_aware(gw_context_backend(h->ctx), h->set.gpu_aware);
+  h->info.path = path;
+  /* NCCL (forced, or AUTO's first choice) is decided by every rank together:
+   * its communicator is collective, so no rank may take it alone. */
+  int use = 0;
+  st = halo_nccl_setup(h, fn,
+                       path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL,
+                       path == GW_HALO_PATH_NCCL, &use);
+  if (st == GW_OK && use)
+    path = GW_HALO_PATH_NCCL;
+  /* then IPC (forced, or AUTO's choice for device fields without a GPU-aware
+   * MPI) */
+  if (st == GW_OK)
+    st = halo_ipc_decide(h, fn, path, device_only);
+  if (h->ipc)
+    path = GW_HALO_PATH_IPC;
+  if (path == GW_HALO_PATH_AUTO)
+    path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE
+                                          : GW_HALO_PATH_HOST;
+  h->info.path = path;
+  if (st == GW_OK) {
+    /* Pieces of large host-path messages pipeline the three stages (pack, MPI,
+     * unpack). GPUWRAP_HALO_CHUNK=bytes overrides the size (0: whole messages);
+     * the ranks agree on the smallest, as both ends of a message must cut it
+     * alike (every rank takes part, whatever path its fields gave it). The
+     * device path leaves pipelining to MPI. */
+    unsigned long long c = h->set.chunk, all = 0;
+    if (path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_IPC)
+      c = 0; /* a device-path neighbour sends whole messages */
+    st = halo_shm_decide(h, path);
+    if (st == GW_OK)
+      st = gw__halo_mpi(
+          MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm),
+          "MPI_Allreduce", -1);
+    h->chunk = (size_t)all;
+  }
+  /* what each message's two ends must share (its own agreement: every rank
+   * fails alike) */
+  int failed = st != GW_OK; /* (alike on every rank so far) */
+  if (st == GW_OK)
+    st = agree_once(h->comm, check_neighbours(h, fn, strict), fn, &failed);
+  if (st == GW_OK)
+    st = make_dims(h);
+  if (st == GW_OK)
+    st = make_self(h);
+  /* The buffers are made collectively (the shared-memory window, the
+   * neighbours' offsets in it): every rank goes there or none, and learns
+   * afterwards whether every rank's worked. */
+  st = agree_once(h->comm, st, fn, &failed);
+  if (st == GW_OK)
+    st = make_buffers(
+        h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);
+  if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
+    st = gw_stream_create(h->ctx, &h->stream);
+    if (st == GW_ENOTSUP)
+      st = GW_OK; /* the backend has no streams: copies run one by one */
+    else if (st != GW_OK)
+      st = halo_call_failed(st, "gw_stream_create", -1);
+  }
+  /* NCCL's first exchange is collective: no rank enters it alone */
+  if (h->nccl)
+    st = agree_once(h->comm, st, fn, &failed);
+  if (st == GW_OK && h->nccl && h->stream)
+    st = halo_nccl_connect(h);
+  /* a plan on some ranks only would leave the others waiting in their first
+   * update */
+  st = agree_once(h->comm, st, fn, &failed);
+  if (st != GW_OK) {
+    plan_free(h);
+    return st;
+  }
+  *out = h;
+  return GW_OK;
+}
+
+gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3],
+                         gw_halo_path path, gw_halo **out) {
+  /* a NULL argument fails in create(), on every rank alike, not here before its
+   * collectives */
+  const char *missing = !field   ? "field"
+                        : !width ? "width"
+                        : !out   ? "out"
+                                 : NULL;
+  gw_halo_field one = {
+      field,
+      {width ? width[0] : 0, width ? width[1] : 0, width ? width[2] : 0}};
+  return create("gw_halo_create", &one, 1, cart, path, out, 1, missing);
+}
+
+gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields,
+                               MPI_Comm cart, gw_halo_path path,
+                               gw_halo **out) {
+  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0,
+                NULL);
+}
+
+void gw_halo_destroy(gw_halo *h) {
+  if (!h)
+    return;
+  if (h->started)
+    (void)gw_halo_finish(h);
+  plan_free(h);
+}
+
+gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank,
+                            gw_halo_path *path) {
+  if (!h || !rank || !path)
+    return gw__halo_fail(GW_EINVAL, "gw_halo_neighbour: %s is NULL",
+                         !h      ? "plan"
+                         : !rank ? "rank"
+                                 : "path");
+  if (dim < 0 || dim >= h->ndim || side < 0 || side > 1)
+    return gw__halo_fail(GW_EINVAL,
+                         "gw_halo_neighbour: dim %d side %d: the plan has dims "
+                         "0..%d, sides 0 and 1",
+                         dim, side, h->ndim - 1);
+  const halo_dim *hd = &h->dim[dim];
+  *rank = hd->peer[side];
+  gw_halo_path p = GW_HALO_PATH_AUTO;
+  if (hd->link == LINK_MPI && hd->peer[side] != MPI_PROC_NULL) {
+    p = h->info.path;
+    if (p == GW_HALO_PATH_IPC && !hd->ipc_side[side])
+      p = GW_HALO_PATH_HOST;
+  }
+  *path = p;
+  return GW_OK;
+}
+
+gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out) {
+  if (!h || !out)
+    return gw__halo_fail(GW_EINVAL, "gw_halo_query: %s is NULL",
+                         !h ? "plan" : "out");
+  *out = h->info;
+  return GW_OK;
+}

@@ -1,0 +1,321 @@
+#include "halo_internal.h"
+
+#include <stdint.h>
+
+/* ---- updates
+ * ------------------------------------------------------------------------- */
+
+/* dst <- src on the plan's stream (or at once without one). */
+gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src,
+                          const char *what, int d) {
+  gw_status st = h->q ? gw_copy_async(dst, src, h->q) : gw_copy(dst, src);
+  return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
+}
+
+gw_status halo_sync_stream(gw_halo *h, const char *what) {
+  if (!h->q)
+    return GW_OK;
+  gw_status st = gw_stream_synchronize(h->q);
+  return st == GW_OK ? GW_OK : halo_call_failed(st, what, -1);
+}
+
+/* A run of periodic dims of one rank: its prepared batch (make_self), on this
+ * update's queue after everything before it (the previous dims' unpacks among
+ * them). */
+/* `wait`: complete them before returning (run_dims). */
+static gw_status self_run(gw_halo *h, int d, int wait) {
+  if (!h->self_batch[d])
+    return GW_OK;
+  gw_status st = wait ? gw__batch_run_wait(h->self_batch[d], h->q)
+                      : gw__batch_run(h->self_batch[d], h->q);
+  return st == GW_OK ? GW_OK
+                     : halo_call_failed(st, "gw_copy of a halo to itself", d);
+}
+
+/* After a failure: cancel the receives still posted, let the sends complete,
+ * drain the plan's stream (queued copies may still read the buffers). */
+static void quiesce(gw_halo *h) {
+  for (int d = 0; d < 3; d++)
+    for (int m = 0; m < h->dim[d].nmsg && h->dim[d].recv_req; m++) {
+      halo_dim *hd = &h->dim[d];
+      if (hd->recv_req[m] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&hd->recv_req[m]);
+        MPI_Wait(&hd->recv_req[m], MPI_STATUS_IGNORE);
+      }
+      if (hd->send_req[m] != MPI_REQUEST_NULL)
+        MPI_Wait(&hd->send_req[m], MPI_STATUS_IGNORE);
+    }
+  if (h->stream)
+    (void)gw_stream_synchronize(h->stream);
+  if (h->q && h->q != h->stream)
+    (void)gw_stream_synchronize(h->q); /* the caller's */
+  halo_shm_cancel(
+      h); /* this epoch's tokens: gone; the next epoch's start below */
+  h->inflight = -1;
+  h->started = 0;
+  h->tail = 0;
+  h->epoch = (h->epoch + 1) % EPOCHS;
+  if (h->direct)
+    halo_shm_resync(h);
+}
+
+/* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first
+ * dim that talks to other ranks has been sent, leaving it in flight. With
+ * `wait` (a blocking update of a plan without messages, whose copies are all it
+ * queues) the local copies complete before returning: run waiting, they need no
+ * pending-work event for later readers and the update no second synchronisation
+ * (together a few percent of a one-rank periodic update on the H200). */
+static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
+  for (; d < h->ndim; d++) {
+    halo_dim *hd = &h->dim[d];
+    gw_status st = GW_OK;
+    if (hd->link == LINK_SELF) {
+      st = self_run(h, d, wait);
+      d = h->self_last[d];
+    } else if (hd->link == LINK_MPI && h->nccl) {
+      st = halo_nccl_dim(
+          h, d); /* queued, never in flight on the host: nothing to split */
+    } else if (hd->link == LINK_MPI) {
+      st = halo_host_send(h, d);
+      if (st == GW_OK && split) {
+        h->inflight = d;
+        return GW_OK;
+      }
+      if (st == GW_OK)
+        st = halo_host_complete(h, d);
+    }
+    if (st != GW_OK)
+      return st;
+  }
+  h->inflight = -1;
+  return GW_OK;
+}
+
+/* The 1-byte device arrays whose pending-work events order one stream after
+ * another. */
+static gw_status tokens(gw_halo *h) {
+  if (h->tok_in)
+    return GW_OK;
+  int64_t one = 1;
+  gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_in);
+  if (st == GW_OK)
+    st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
+  if (st != GW_OK) {
+    gw_release(h->tok_in);
+    h->tok_in = NULL;
+    return halo_call_failed(st, "gw_alloc of the stream-order token", -1);
+  }
+  return GW_OK;
+}
+
+/* Make this update's queue wait for the caller's stream `s` (on the device),
+ * or, for the blocking calls (s NULL), for gpuwrap work still pending on the
+ * fields. */
+static gw_status order_after(gw_halo *h, gw_stream *s) {
+  gw_status st;
+  if (!h->q) {
+    /* No queue: nothing to exchange (then nothing to order either), or a
+     * backend without streams, whose copies run at once: after the caller's
+     * work, waited for. */
+    int work = h->info.neighbours > 0 || h->info.bytes_local > 0;
+    st = s && work ? gw_stream_synchronize(s) : GW_OK;
+    return st == GW_OK
+               ? GW_OK
+               : halo_call_failed(
+                     st, "gw_stream_synchronize of the caller's stream", -1);
+  }
+  if (s && s != h->q) {
+    static const uint8_t zero = 0;
+    st = tokens(h);
+    if (st != GW_OK)
+      return st;
+    st = gw_fill_async(h->tok_in, &zero, s);
+    if (st == GW_OK)
+      st = gw_array_wait(h->tok_in, h->q);
+    if (st != GW_OK)
+      return halo_call_failed(
+          st, "ordering the plan's stream after the caller's stream", -1);
+  }
+  /* gpuwrap work on the fields queued on other streams (gw_copy_async into a
+   * field): the queue waits for it too. Work of the plan itself is already in
+   * order. */
+  for (int f = 0; f < h->nfields; f++) {
+    st = gw_array_wait(h->field[f], h->q);
+    if (st != GW_OK)
+      return halo_call_failed(st, "gw_array_wait on a field", -1);
+  }
+  return GW_OK;
+}
+
+/* Make the caller's stream wait for the update's queued copies. */
+static gw_status order_before(gw_halo *h, gw_stream *s) {
+  if (!h->q || h->q == s)
+    return GW_OK; /* the copies are complete, or already on s */
+  static const uint8_t zero = 0;
+  gw_status st = tokens(h);
+  if (st == GW_OK)
+    st = gw_fill_async(h->tok_out, &zero, h->q);
+  if (st == GW_OK)
+    st = gw_array_wait(h->tok_out, s);
+  if (st != GW_OK)
+    return halo_call_failed(
+        st, "ordering the caller's stream after the unpacks", -1);
+  /* the next update must not receive into buffers these unpacks may still read
+   */
+  h->tail = h->info.neighbours > 0;
+  return GW_OK;
+}
+
+static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
+  if (!h)
+    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (h->started)
+    return gw__halo_fail(
+        GW_EINVAL,
+        "%s: a split-phase update is in flight (call gw_halo_finish)", fn);
+  gw_status st = GW_OK;
+  /* The previous stream-ordered finish may still be unpacking out of the
+   * receive buffers: they must be read before new receives are posted into
+   * them. By now this is long done (the caller's stream has been waiting for
+   * it), so it costs a query, not a stall. */
+  if (h->tail) {
+    /* (NCCL: the new receives are queued on the same stream after those
+     * unpacks) */
+    h->q = h->stream;
+    if (!h->nccl)
+      st = halo_sync_stream(h, "waiting for the previous update's unpacks");
+    if (st == GW_OK)
+      st = halo_shm_release(h);
+    h->tail = 0;
+  }
+  /* A plan without messages queues its copies on the caller's stream itself:
+   * stream order is then the contract (after the caller's work before start_on,
+   * before its work after finish_on) at no cost; a plan with messages keeps its
+   * own stream, whose packs the host waits for while the caller's stream runs
+   * on. */
+  h->q = s && h->info.neighbours == 0 && h->stream ? s : h->stream;
+  if (st == GW_OK)
+    st = halo_host_post_receives(h);
+  if (st == GW_OK)
+    st = order_after(h, s);
+  /* gw_halo_update (not split, no stream) of a plan without messages: copies
+   * run waiting */
+  if (st == GW_OK)
+    st = run_dims(h, 0, split, !split && !s && h->info.neighbours == 0);
+  if (st != GW_OK)
+    quiesce(h);
+  return st;
+}
+
+gw_status gw_halo_update(gw_halo *h) {
+  gw_status st = begin(h, "gw_halo_update", 0, NULL);
+  if (st == GW_OK) {
+    /* Complete when it returns; a plan without messages waited for its copies
+     * already. */
+    if (h->info.neighbours > 0)
+      st = halo_sync_stream(h, "gw_halo_update");
+    if (st == GW_OK)
+      st = halo_shm_release(h);
+    if (st == GW_OK)
+      st = halo_nccl_async(h);
+    if (st != GW_OK)
+      quiesce(h);
+  }
+  return st;
+}
+
+gw_status gw_halo_start(gw_halo *h) {
+  gw_status st = begin(h, "gw_halo_start", 1, NULL);
+  /* Local copies of the dims before the one in flight are done when start
+   * returns (the program may then read their halos): with a dim in flight its
+   * landed packs imply it, otherwise wait here. */
+  if (st == GW_OK && h->inflight < 0 &&
+      !h->nccl) { /* NCCL: all queued, finish waits */
+    st = halo_sync_stream(h, "gw_halo_start");
+    if (st != GW_OK)
+      quiesce(h);
+  }
+  if (st == GW_OK)
+    h->started = 1;
+  return st;
+}
+
+static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
+  if (!h)
+    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (!h->started)
+    return gw__halo_fail(GW_EINVAL, "%s: no gw_halo_start is in flight", fn);
+  int d = h->inflight;
+  gw_status st = GW_OK;
+  if (d >= 0)
+    st = halo_host_complete(h, d);
+  if (st == GW_OK)
+    st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0, 0);
+  if (st == GW_OK)
+    st = s ? order_before(h, s) : halo_sync_stream(h, fn);
+  if (st == GW_OK && (!s || !h->q))
+    st = halo_shm_release(h); /* (no queue: the unpacks are done) */
+  if (st == GW_OK)
+    st = halo_nccl_async(h);
+  if (st != GW_OK)
+    quiesce(h);
+  h->started = 0;
+  return st;
+}
+
+gw_status gw_halo_finish(gw_halo *h) {
+  return finish(h, "gw_halo_finish", NULL);
+}
+
+/* The caller's stream must be of the plan's backend and device (its work is
+ * ordered with the plan's by events of that device). A local precondition,
+ * checked before anything is posted or completed: the plan stays as it was
+ * (idle, or with its update in flight), and the neighbours are not told (an
+ * update agreeing over every rank would cost every update a collective), so a
+ * program that passes such a stream on some ranks only must treat the error as
+ * fatal, as halo.h says. */
+static gw_status check_stream(const gw_halo *h, const char *fn,
+                              const gw_stream *s) {
+  gw_context *c = gw__stream_context(s);
+  if (gw_context_backend(c) == gw_context_backend(h->ctx) &&
+      gw_context_device(c) == gw_context_device(h->ctx))
+    return GW_OK;
+  return gw__halo_fail(
+      GW_EDEVICE,
+      "%s: stream is on %s device %d, the plan's fields on %s device %d", fn,
+      gw_backend_name(gw_context_backend(c)), gw_context_device(c),
+      gw_backend_name(gw_context_backend(h->ctx)), gw_context_device(h->ctx));
+}
+
+gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
+  if (!h)
+    return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: plan is NULL");
+  if (!s)
+    return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: stream is NULL "
+                                    "(gw_halo_start is the host-ordered call)");
+  gw_status st = check_stream(h, "gw_halo_start_on", s);
+  if (st != GW_OK)
+    return st;
+  st = begin(h, "gw_halo_start_on", 1, s);
+  if (st == GW_OK)
+    h->started = 1;
+  return st;
+}
+
+gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
+  if (h && !s)
+    return gw__halo_fail(GW_EINVAL,
+                         "gw_halo_finish_on: stream is NULL (gw_halo_finish is "
+                         "the host-ordered call)");
+  if (h && h->started) {
+    gw_status st = check_stream(h, "gw_halo_finish_on", s);
+    if (st != GW_OK)
+      return st;
+  }
+  return finish(h, "gw_halo_finish_on", s);
+}
+
+gw_status gw_halo_update_on(gw_halo *h, gw_stream *s) {
+  gw_status st = gw_halo_start_on(h, s);
+  return st == GW_OK ? gw_halo_finish_on(h, s) : st;
+}
