@@ -35,8 +35,8 @@ log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/cte
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     n=0; bad=0
-    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
-      [ $tool = racecheck ] && ! [[ $t == gpu.cuda.* ]] && continue
+    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^cuda\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
+      [ $tool = racecheck ] && ! [[ $t == cuda.test_cuda.* ]] && continue
       cmd=$(ctest --test-dir build/h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
       [ -z "$cmd" ] && continue
       n=$((n+1))
@@ -56,7 +56,7 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120
 log "share_with_torch rc=$?"
 
 # staging bandwidth next to cudaMemcpy
-GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1
+GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/test_staging bandwidth > "$L/staging_bw.txt" 2>&1
 log "staging bandwidth rc=$?"; tail -12 "$L/staging_bw.txt" >> "$OUT/summary.txt"
 
 # MPI halo on the GPUs (one rank per GPU)
