@@ -143,5 +143,6 @@ setup(
         extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
         extra_objects=[LIB], extra_link_args=["-Wl,-rpath," + RPATH], libraries=["dl"])],
     cmdclass={"build_ext": BuildExt},
-    options={"build": {"build_base": build_base}},
+    # egg_info too: its metadata folder is a build output (it was left in python/).
+    options={"build": {"build_base": build_base}, "egg_info": {"egg_base": build_base}},
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance run of issue 18 on a device machine (one H200), in one command of about
 # seven minutes: build with CUDA, the CUDA suite, the PyTorch/CuPy DLPack tests, `gpuwrap
-# bench --strict`, a staging A/B (settings in H200_AB, two rounds), tools/probes/fill_gap.cu,
+# bench --strict`, a staging A/B (settings in H200_AB, two rounds), tools/probes/fill_gap.cu
+# (built by CMake, GW_PROBES=ON),
 # `bench --only query,wrap` twice, a second `bench --strict` (H200_STRICT2=0 skips it).
 # Build in build/h200-perf; logs under $OUT (default ./h200-perf-out): summary.txt,
 # bench.txt, bench2.txt, logs.tgz.
@@ -13,7 +14,7 @@ for a in "$@"; do
   case "$a" in
     --no-suite) suite=0 ;;
     --staging-suite) suite=2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200-perf: unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -26,10 +27,8 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';') $(date -u +%FT%TZ)"
 B=build/h200-perf
 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -20 "$L/configure.txt"; exit 1; }
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGW_PROBES=ON > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -20 "$L/configure.txt"; exit 1; }
 cmake --build $B -j"$(nproc)" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -20; exit 1; }
-nvcc -O3 -arch=sm_90 -I include -I $B/include -o $B/fill_gap tools/probes/fill_gap.cu -L $B/lib -lgpuwrap -lcuda \
-  -Xlinker -rpath,$PWD/$B/lib > "$L/fill_gap_build.txt" 2>&1 || log "fill_gap build FAILED"
 log "built"
 
 if [ $suite != 0 ]; then
@@ -68,8 +67,8 @@ for rep in 1 2; do
     log "staging $name (${envs[*]}), round $rep: H2D $(gbs "$L/ab_${name}_$rep.txt" 'host->device')| D2H $(gbs "$L/ab_${name}_$rep.txt" 'device->host')"
   done
 done
-if [ -x $B/fill_gap ]; then
-  for rep in 1 2; do GPUWRAP_BACKEND=cuda timeout 60 $B/fill_gap > "$L/fill_gap_$rep.txt" 2>&1; log "fill_gap run $rep rc=$?"; done
+if [ -x $B/bin/fill_gap ]; then
+  for rep in 1 2; do GPUWRAP_BACKEND=cuda timeout 60 $B/bin/fill_gap > "$L/fill_gap_$rep.txt" 2>&1; log "fill_gap run $rep rc=$?"; done
   cat "$L/fill_gap_1.txt" >> "$OUT/summary.txt"
 fi
 for rep in 1 2; do

@@ -29,23 +29,26 @@ log "ctest (all backends): $(grep -E 'tests passed|tests failed' "$L/ctest.txt")
 grep -E "\*\*\*Failed|\(Failed\)|Timeout|Not Run" "$L/ctest.txt" | head -40 | tee -a "$OUT/summary.txt"
 log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*Skipped' "$L/ctest.txt")/$(grep -cE 'Test +#[0-9]+: .*(Failed|Exception|Timeout)' "$L/ctest.txt")"
 
-# compute-sanitizer over the CUDA tests (each test process under the tool). API errors the
-# library handles on purpose (a refused registration, the DMA-over-two-registrations retry)
-# are not memory errors: --report-api-errors no keeps the count to memory/race reports.
+# compute-sanitizer over the CUDA tests through CTest's memory checker (tests/CMakeLists.txt
+# configures it: MemoryCheckType CudaSanitizer, --tool memcheck --report-api-errors no
+# --error-exitcode 99; API errors the library handles on purpose, a refused registration
+# or the DMA-over-two-registrations retry, are not memory errors). Not under the tool:
+# perf, Python and MPI tests (labels); the staging, stress, fuzz and bench cases, as
+# before; the command-line tool's (cuda.tool.*). racecheck: the CUDA plugin's own tests
+# (cuda.test_cuda.*), as before.
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
-    n=0; bad=0
-    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
-      [ $tool = racecheck ] && ! [[ $t == gpu.cuda.* ]] && continue
-      cmd=$(ctest --test-dir build/h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
-      [ -z "$cmd" ] && continue
-      n=$((n+1))
-      GPUWRAP_TEST_BACKEND=cuda timeout 300 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $cmd >> "$L/$tool.txt" 2>&1
-      rc=$?; if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then bad=$((bad+1)); echo "SANITIZER $tool $t rc=$rc" >> "$L/$tool.txt"; fi
-    done
-    log "compute-sanitizer $tool: $n test processes, $bad with reports or failures; $(grep -c 'ERROR SUMMARY: 0 errors\|RACECHECK SUMMARY: 0 hazards' "$L/$tool.txt") clean summaries"
-    grep -E "^SANITIZER|ERROR SUMMARY: [1-9]|SUMMARY: [1-9]" "$L/$tool.txt" | head -10 | tee -a "$OUT/summary.txt"
+    sel=(-L cuda -LE 'perf|python|mpi' -E 'staging|stress|fuzz|bench|\.tool\.')
+    [ $tool = racecheck ] && sel=(-R '^cuda\.test_cuda\.')
+    timeout 3000 ctest --test-dir build/h200 -T memcheck "${sel[@]}" --timeout 300 --output-on-failure \
+      --overwrite "MemoryCheckCommandOptions=--tool $tool --report-api-errors no --error-exitcode 99" \
+      > "$L/$tool.txt" 2>&1
+    log "compute-sanitizer $tool (ctest -T memcheck) rc=$?: $(grep -E 'tests passed|tests failed' "$L/$tool.txt")"
+    grep -E "\(Failed\)|Timeout|Defect|ERROR SUMMARY: [1-9]|SUMMARY: [1-9]" "$L/$tool.txt" | head -10 | tee -a "$OUT/summary.txt"
+    cat build/h200/Testing/Temporary/MemoryChecker.*.log > "$L/$tool-logs.txt" 2>/dev/null
   done
+elif [ "${GW_H200_SANITIZE:-1}" = 1 ]; then
+  log "compute-sanitizer: not found, skipped"
 fi
 
 # DLPack against the real consumers
@@ -58,7 +61,7 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 300
 log "ipc_torch rc=$? $(tail -1 "$L/ipc_torch.txt")"
 
 # staging bandwidth next to cudaMemcpy
-GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1
+GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/test_staging bandwidth > "$L/staging_bw.txt" 2>&1
 log "staging bandwidth rc=$?"; tail -12 "$L/staging_bw.txt" >> "$OUT/summary.txt"
 
 # MPI halo on the GPUs (one rank per GPU)

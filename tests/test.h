@@ -79,6 +79,9 @@ TST_API void tst_register(const char *name, tst_fn fn) {
 
 TST_API uint64_t tst_seed;
 TST_API const char *tst_current = "?";
+/* What the test checks at the moment (a table's row, a size), named by a failure. */
+TST_API char tst_context[256];
+#define TEST_CONTEXT(...) snprintf(tst_context, sizeof tst_context, __VA_ARGS__)
 
 TST_API const char *tst_backend_str(void) {
   const char *b = getenv("GPUWRAP_TEST_BACKEND");
@@ -93,6 +96,8 @@ tst_fail(const char *file, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
+  if (tst_context[0])
+    fprintf(stderr, "\n  while checking: %s", tst_context);
   fprintf(stderr, "\n  test=%s backend=%s seed=%" PRIu64 " (replay: GPUWRAP_TEST_SEED=%" PRIu64
                   ")\n",
           tst_current, tst_backend_str(), tst_seed, tst_seed);

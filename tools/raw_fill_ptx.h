@@ -1,6 +1,6 @@
 /* The bench's raw device fill (`gpuwrap bench`'s raw side, tools/raw_cuda.c), as PTX text:
  * one copy for the bench and for the probes that measure gpuwrap's fill against it
- * (tools/probes/fill_gap.cu, fill_kernels.cu). Loaded with cuModuleLoadData; entry
+ * (tools/probes/fill_gap.cu). Loaded with cuModuleLoadData; entry
  * gw_raw_fill16(ptr, n16, word), launched on blocks of 256 threads. */
 #ifndef GW_TOOLS_RAW_FILL_PTX_H
 #define GW_TOOLS_RAW_FILL_PTX_H

@@ -5,7 +5,7 @@
  * unregistered host memory) and ROCm 6 (`type`, "unregistered" with device -2).
  */
 #include "gpu_classify.h"
-#include "gwt.h"
+#include "test.h"
 
 #define P(x) ((uintptr_t)(x))
 
@@ -32,139 +32,257 @@ static const gwc_caps HMM = {.pageable_access = 1, .host_ptr_for_registered = 1}
 static const gwc_caps NOHP = {.pageable_access = 0, .host_ptr_for_registered = 0};
 static const gwc_caps AMD = {.pageable_access = 0, .host_ptr_for_registered = 0};
 
-#define INFO(k, d, b, e, dp, hp) \
-  { .kind = (k), .device = (d), .base = (void *)(b), .extent = (e), .device_ptr = (void *)(dp), .host_ptr = (void *)(hp), .flags = 0 }
+#define INFO(k, d, b, e, dp, hp)                                                                \
+  {                                                                                             \
+    .kind = (k), .device = (d), .base = (void *)(b), .extent = (e), .device_ptr = (void *)(dp), \
+    .host_ptr = (void *)(hp), .flags = 0                                                        \
+  }
 
 static const row rows[] = {
     /* ---- CUDA: one cuPointerGetAttributes call ---- */
-    {"cuda device", DEV, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, GIB}, H200, GW_OK,
+    {"cuda device",
+     DEV,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, GIB},
+     H200,
+     GW_OK,
      INFO(GW_MEM_DEVICE, 0, DEV, GIB, DEV, 0)},
-    {"cuda device interior +1000", DEV + 1000, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, GIB},
-     H200, GW_OK, INFO(GW_MEM_DEVICE, 0, DEV, GIB, DEV + 1000, 0)},
-    {"cuda device on device 1", DEV, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 1, 0, 0, DEV, MIB}, H200,
-     GW_OK, INFO(GW_MEM_DEVICE, 1, DEV, MIB, DEV, 0)},
-    {"cuda cudaMallocAsync (device, no context)", DEV, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, 4096},
-     H200, GW_OK, INFO(GW_MEM_DEVICE, 0, DEV, 4096, DEV, 0)},
-    {"cuda pinned (cudaMallocHost)", PIN, {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, GIB}, H200,
-     GW_OK, INFO(GW_MEM_PINNED, 0, PIN, GIB, PIN, PIN)},
-    {"cuda pinned interior +4096", PIN + 4096, {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, MIB},
-     H200, GW_OK, INFO(GW_MEM_PINNED, 0, PIN, MIB, PIN + 4096, PIN + 4096)},
-    {"cuda registered (same answers as pinned)", REG, {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, REG, MIB},
-     H200, GW_OK, INFO(GW_MEM_PINNED, 0, REG, MIB, REG, REG)},
-    {"cuda pinned, no host pointer use: lookup", PIN, {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, MIB},
-     NOHP, GW_OK, INFO(GW_MEM_PINNED, 0, PIN, MIB, 0, PIN)},
-    {"cuda managed (type DEVICE + is_managed)", MAN, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 1, 0, 0, 0, MAN, 64 * MIB},
-     H200, GW_OK, INFO(GW_MEM_MANAGED, 0, MAN, 64 * MIB, MAN, MAN)},
-    {"cuda pageable (type 0, ordinal -2)", PAGE, {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0},
-     H200, GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
-    {"cuda pageable with HMM", PAGE, {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0}, HMM,
-     GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, PAGE, PAGE)},
-    {"cuda stack pointer", PAGE + 0x4a0, {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0}, H200,
-     GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE + 0x4a0)},
-    {"cuda array memory", DEV, {GWC_GEN_CUDA, 0, GWC_CU_ARRAY, 0, 0, 0, 0, 0, 0}, H200, GW_OK,
+    {"cuda device interior +1000",
+     DEV + 1000,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, GIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 0, DEV, GIB, DEV + 1000, 0)},
+    {"cuda device on device 1",
+     DEV,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 1, 0, 0, DEV, MIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 1, DEV, MIB, DEV, 0)},
+    {"cuda cudaMallocAsync (device, no context)",
+     DEV,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, 4096},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 0, DEV, 4096, DEV, 0)},
+    {"cuda pinned (cudaMallocHost)",
+     PIN,
+     {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, GIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, PIN, GIB, PIN, PIN)},
+    {"cuda pinned interior +4096",
+     PIN + 4096,
+     {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, MIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, PIN, MIB, PIN + 4096, PIN + 4096)},
+    {"cuda registered (same answers as pinned)",
+     REG,
+     {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, REG, MIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, REG, MIB, REG, REG)},
+    {"cuda pinned, no host pointer use: lookup",
+     PIN,
+     {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, 0, 0, 0, PIN, MIB},
+     NOHP,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, PIN, MIB, 0, PIN)},
+    {"cuda managed (type DEVICE + is_managed)",
+     MAN,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 1, 0, 0, 0, MAN, 64 * MIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_MANAGED, 0, MAN, 64 * MIB, MAN, MAN)},
+    {"cuda pageable (type 0, ordinal -2)",
+     PAGE,
+     {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
+    {"cuda pageable with HMM",
+     PAGE,
+     {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0},
+     HMM,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, PAGE, PAGE)},
+    {"cuda stack pointer",
+     PAGE + 0x4a0,
+     {GWC_GEN_CUDA, 0, GWC_CU_UNREGISTERED, 0, -2, 0, 0, 0, 0},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE + 0x4a0)},
+    {"cuda array memory",
+     DEV,
+     {GWC_GEN_CUDA, 0, GWC_CU_ARRAY, 0, 0, 0, 0, 0, 0},
+     H200,
+     GW_OK,
      INFO(GW_MEM_UNKNOWN, 0, 0, 0, 0, 0)},
-    {"cuda error (not initialized)", DEV, {GWC_GEN_CUDA, 3, 0, 0, 0, 0, 0, 0, 0}, H200, GW_EBACKEND,
+    {"cuda error (not initialized)",
+     DEV,
+     {GWC_GEN_CUDA, 3, 0, 0, 0, 0, 0, 0, 0},
+     H200,
+     GW_EBACKEND,
      INFO(0, 0, 0, 0, 0, 0)},
-    {"cuda range not containing ptr is ignored", DEV + 2 * MIB, {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, MIB},
-     H200, GW_OK, INFO(GW_MEM_DEVICE, 0, 0, 0, DEV + 2 * MIB, 0)},
+    {"cuda range not containing ptr is ignored",
+     DEV + 2 * MIB,
+     {GWC_GEN_CUDA, 0, GWC_CU_DEVICE, 0, 0, 0, 0, DEV, MIB},
+     H200,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 0, 0, 0, DEV + 2 * MIB, 0)},
 
     /* ---- ROCm 5: `memoryType`, Host=0 Device=1 Array=2 Unified=3 (Managed=4) ---- */
-    {"rocm5 device", DEV, {GWC_GEN_ROCM5, 0, GWC_HIP5_DEVICE, 0, 0, DEV, 0, DEV, MIB}, AMD, GW_OK,
+    {"rocm5 device",
+     DEV,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_DEVICE, 0, 0, DEV, 0, DEV, MIB},
+     AMD,
+     GW_OK,
      INFO(GW_MEM_DEVICE, 0, DEV, MIB, DEV, 0)},
-    {"rocm5 device interior", DEV + 256, {GWC_GEN_ROCM5, 0, GWC_HIP5_DEVICE, 0, 1, DEV + 256, 0, DEV, MIB},
-     AMD, GW_OK, INFO(GW_MEM_DEVICE, 1, DEV, MIB, DEV + 256, 0)},
-    {"rocm5 pinned (hipHostMalloc)", PIN, {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, 0, PIN, PIN, PIN, MIB},
-     AMD, GW_OK, INFO(GW_MEM_PINNED, 0, PIN, MIB, PIN, PIN)},
-    {"rocm5 registered: own device address", REG, {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, 0, DEV + 0x1000, REG, REG, MIB},
-     AMD, GW_OK, INFO(GW_MEM_PINNED, 0, REG, MIB, DEV + 0x1000, REG)},
-    {"rocm5 managed (Host type + isManaged)", MAN, {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 1, 0, MAN, MAN, MAN, MIB},
-     AMD, GW_OK, INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
-    {"rocm5 managed (type Managed=4)", MAN, {GWC_GEN_ROCM5, 0, GWC_HIP5_MANAGED, 1, 0, MAN, MAN, MAN, MIB},
-     AMD, GW_OK, INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
+    {"rocm5 device interior",
+     DEV + 256,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_DEVICE, 0, 1, DEV + 256, 0, DEV, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 1, DEV, MIB, DEV + 256, 0)},
+    {"rocm5 pinned (hipHostMalloc)",
+     PIN,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, 0, PIN, PIN, PIN, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, PIN, MIB, PIN, PIN)},
+    {"rocm5 registered: own device address",
+     REG,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, 0, DEV + 0x1000, REG, REG, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, REG, MIB, DEV + 0x1000, REG)},
+    {"rocm5 managed (Host type + isManaged)",
+     MAN,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 1, 0, MAN, MAN, MAN, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
+    {"rocm5 managed (type Managed=4)",
+     MAN,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_MANAGED, 1, 0, MAN, MAN, MAN, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
     /* The misclassification of Open MPI/MPICH: the error plus memoryType 0 ("Host") left in
      * the struct must NOT read as pinned. */
-    {"rocm5 pageable: invalid value error", PAGE, {GWC_GEN_ROCM5, GWC_HIP_ERROR_INVALID_VALUE, GWC_HIP5_HOST, 0, 0, 0, 0, 0, 0},
-     AMD, GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
-    {"rocm5 pageable with stale fields", PAGE, {GWC_GEN_ROCM5, GWC_HIP_ERROR_INVALID_VALUE, GWC_HIP5_DEVICE, 1, 3, DEV, DEV, DEV, MIB},
-     AMD, GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
-    {"rocm5 other error (invalid device)", DEV, {GWC_GEN_ROCM5, 101, 0, 0, 0, 0, 0, 0, 0}, AMD, GW_EBACKEND,
+    {"rocm5 pageable: invalid value error",
+     PAGE,
+     {GWC_GEN_ROCM5, GWC_HIP_ERROR_INVALID_VALUE, GWC_HIP5_HOST, 0, 0, 0, 0, 0, 0},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
+    {"rocm5 pageable with stale fields",
+     PAGE,
+     {GWC_GEN_ROCM5, GWC_HIP_ERROR_INVALID_VALUE, GWC_HIP5_DEVICE, 1, 3, DEV, DEV, DEV, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
+    {"rocm5 other error (invalid device)",
+     DEV,
+     {GWC_GEN_ROCM5, 101, 0, 0, 0, 0, 0, 0, 0},
+     AMD,
+     GW_EBACKEND,
      INFO(0, 0, 0, 0, 0, 0)},
-    {"rocm5 device -2 sentinel", PIN, {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, -2, PIN, PIN, 0, 0}, AMD, GW_OK,
+    {"rocm5 device -2 sentinel",
+     PIN,
+     {GWC_GEN_ROCM5, 0, GWC_HIP5_HOST, 0, -2, PIN, PIN, 0, 0},
+     AMD,
+     GW_OK,
      INFO(GW_MEM_PINNED, -1, 0, 0, PIN, PIN)},
 
     /* ---- ROCm 6: `type`, Unregistered=0 Host=1 Device=2 Managed=3 ---- */
-    {"rocm6 unregistered (success, device -2)", PAGE, {GWC_GEN_ROCM6, 0, GWC_HIP6_UNREGISTERED, 0, -2, 0, PAGE, 0, 0},
-     AMD, GW_OK, INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
-    {"rocm6 pinned", PIN, {GWC_GEN_ROCM6, 0, GWC_HIP6_HOST, 0, 0, PIN, PIN, PIN, MIB}, AMD, GW_OK,
+    {"rocm6 unregistered (success, device -2)",
+     PAGE,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_UNREGISTERED, 0, -2, 0, PAGE, 0, 0},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_HOST, -1, 0, 0, 0, PAGE)},
+    {"rocm6 pinned",
+     PIN,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_HOST, 0, 0, PIN, PIN, PIN, MIB},
+     AMD,
+     GW_OK,
      INFO(GW_MEM_PINNED, 0, PIN, MIB, PIN, PIN)},
-    {"rocm6 registered: own device address", REG + 64, {GWC_GEN_ROCM6, 0, GWC_HIP6_HOST, 0, 0, DEV + 0x1040, REG + 64, REG, MIB},
-     AMD, GW_OK, INFO(GW_MEM_PINNED, 0, REG, MIB, DEV + 0x1040, REG + 64)},
-    {"rocm6 device (Device=2, not Array as in 5)", DEV, {GWC_GEN_ROCM6, 0, GWC_HIP6_DEVICE, 0, 0, DEV, 0, DEV, MIB},
-     AMD, GW_OK, INFO(GW_MEM_DEVICE, 0, DEV, MIB, DEV, 0)},
-    {"rocm6 managed (Managed=3, not Unified as in 5)", MAN, {GWC_GEN_ROCM6, 0, GWC_HIP6_MANAGED, 1, 0, MAN, MAN, MAN, MIB},
-     AMD, GW_OK, INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
-    {"rocm6 invalid value is a real error", PAGE, {GWC_GEN_ROCM6, GWC_HIP_ERROR_INVALID_VALUE, 0, 0, 0, 0, 0, 0, 0},
-     AMD, GW_EBACKEND, INFO(0, 0, 0, 0, 0, 0)},
-    {"rocm6 device interior on device 2", DEV + 4096, {GWC_GEN_ROCM6, 0, GWC_HIP6_DEVICE, 0, 2, DEV + 4096, 0, DEV, MIB},
-     AMD, GW_OK, INFO(GW_MEM_DEVICE, 2, DEV, MIB, DEV + 4096, 0)},
+    {"rocm6 registered: own device address",
+     REG + 64,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_HOST, 0, 0, DEV + 0x1040, REG + 64, REG, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_PINNED, 0, REG, MIB, DEV + 0x1040, REG + 64)},
+    {"rocm6 device (Device=2, not Array as in 5)",
+     DEV,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_DEVICE, 0, 0, DEV, 0, DEV, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 0, DEV, MIB, DEV, 0)},
+    {"rocm6 managed (Managed=3, not Unified as in 5)",
+     MAN,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_MANAGED, 1, 0, MAN, MAN, MAN, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_MANAGED, 0, MAN, MIB, MAN, MAN)},
+    {"rocm6 invalid value is a real error",
+     PAGE,
+     {GWC_GEN_ROCM6, GWC_HIP_ERROR_INVALID_VALUE, 0, 0, 0, 0, 0, 0, 0},
+     AMD,
+     GW_EBACKEND,
+     INFO(0, 0, 0, 0, 0, 0)},
+    {"rocm6 device interior on device 2",
+     DEV + 4096,
+     {GWC_GEN_ROCM6, 0, GWC_HIP6_DEVICE, 0, 2, DEV + 4096, 0, DEV, MIB},
+     AMD,
+     GW_OK,
+     INFO(GW_MEM_DEVICE, 2, DEV, MIB, DEV + 4096, 0)},
 };
 
-static int check_row(const row *r) {
+static void check_row(const row *r) {
   gw_ptrinfo got;
+  TEST_CONTEXT("row \"%s\"", r->what);
   memset(&got, 0xab, sizeof got); /* untouched on failure: must still read 0xab */
   gw_status s = gwc_classify((const void *)r->ptr, &r->in, &r->caps, &got);
-  int before = gwt_failures;
-  EXPECT_EQ_INT(s, r->status);
-  if (s == GW_OK && r->status == GW_OK) {
-    EXPECT_EQ_INT(got.kind, r->out.kind);
-    EXPECT_EQ_INT(got.device, r->out.device);
-    EXPECT_EQ_PTR(got.base, r->out.base);
-    EXPECT_EQ_INT(got.extent, r->out.extent);
-    EXPECT_EQ_PTR(got.device_ptr, r->out.device_ptr);
-    EXPECT_EQ_PTR(got.host_ptr, r->out.host_ptr);
-    EXPECT_EQ_INT(got.flags, 0); /* never GW_PTR_HOST_REGISTERED on CUDA/HIP */
-  } else if (s != GW_OK) {
-    EXPECT_EQ_INT(got.kind, (gw_memkind)0xabababab);
+  ASSERT_EQ_INT(s, r->status);
+  if (s == GW_OK) {
+    ASSERT_EQ_INT(got.kind, r->out.kind);
+    ASSERT_EQ_INT(got.device, r->out.device);
+    ASSERT_EQ_PTR(got.base, r->out.base);
+    ASSERT_EQ_INT(got.extent, r->out.extent);
+    ASSERT_EQ_PTR(got.device_ptr, r->out.device_ptr);
+    ASSERT_EQ_PTR(got.host_ptr, r->out.host_ptr);
+    ASSERT_EQ_INT(got.flags, 0); /* never GW_PTR_HOST_REGISTERED on CUDA/HIP */
+  } else {
+    ASSERT_EQ_INT(got.kind, (gw_memkind)0xabababab);
   }
-  if (gwt_failures != before)
-    fprintf(stderr, "  ^ in row \"%s\"\n", r->what);
-  return gwt_failures != before;
 }
 
-static int test_table(void) {
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    check_row(&rows[i]);
+TEST_IMPL(table) {
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) check_row(&rows[i]);
   return 0;
 }
 
 /* Every negative ordinal is "no device", not just -2. */
-static int test_negative_ordinals(void) {
+TEST_IMPL(negative_ordinals) {
   for (int d = -5; d < 0; d++) {
     gwc_attrs a = {GWC_GEN_CUDA, 0, GWC_CU_HOST, 0, d, 0, 0, 0, 0};
     gw_ptrinfo o;
     ASSERT_EQ_INT(gwc_classify((void *)P(PIN), &a, &H200, &o), GW_OK);
-    EXPECT_EQ_INT(o.device, -1);
+    ASSERT_EQ_INT(o.device, -1);
   }
   return 0;
 }
 
 /* Unknown memory-type values of any generation are GW_MEM_UNKNOWN, never a guess. */
-static int test_unknown_types(void) {
+TEST_IMPL(unknown_types) {
   gwc_gen gens[3] = {GWC_GEN_CUDA, GWC_GEN_ROCM5, GWC_GEN_ROCM6};
   for (int g = 0; g < 3; g++) {
     gwc_attrs a = {gens[g], 0, 77, 0, 0, 0, 0, 0, 0};
     gw_ptrinfo o;
     ASSERT_EQ_INT(gwc_classify((void *)P(DEV), &a, &AMD, &o), GW_OK);
-    EXPECT_EQ_INT(o.kind, GW_MEM_UNKNOWN);
+    ASSERT_EQ_INT(o.kind, GW_MEM_UNKNOWN);
   }
   return 0;
-}
-
-int main(int argc, char **argv) {
-  static const gwt_case cases[] = {
-      {"table", test_table},
-      {"negative_ordinals", test_negative_ordinals},
-      {"unknown_types", test_unknown_types},
-  };
-  return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -13,7 +13,6 @@
 #define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
 
 #include "gpuwrap.h"
-#include "gwt.h"
 
 #include <cuda_runtime_api.h>
 
@@ -24,27 +23,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gwt_cuda.h"
+#include "cuda_assert.h"
 
 #define GUARD 64
 #define MiB ((size_t)1 << 20)
 
 static int ndev;
 
-static int have_cuda(void) {
+/* Skips the test without a CUDA device. */
+static void require_cuda(void) {
   int n = 0;
-  if (gw_backend_device_count(GW_BACKEND_CUDA, &n) != GW_OK || n < 1) {
-    fprintf(stderr, "skip: no CUDA device (%s)\n", gw_last_error());
-    return 0;
-  }
+  if (gw_backend_device_count(GW_BACKEND_CUDA, &n) != GW_OK || n < 1) TEST_SKIP("no CUDA device");
   ndev = n;
-  return 1;
 }
 
 /* Configure staging for the next context ("" = unset). */
 static void env(const char *min, const char *chunk, const char *threads, const char *buffers) {
-  const char *names[4] = {"GPUWRAP_STAGING_MIN", "GPUWRAP_STAGING_CHUNK",
-                          "GPUWRAP_STAGING_THREADS", "GPUWRAP_STAGING_BUFFERS"};
+  const char *names[4] = {"GPUWRAP_STAGING_MIN", "GPUWRAP_STAGING_CHUNK", "GPUWRAP_STAGING_THREADS",
+                          "GPUWRAP_STAGING_BUFFERS"};
   const char *vals[4] = {min, chunk, threads, buffers};
   for (int i = 0; i < 4; i++) {
     if (vals[i] && *vals[i])
@@ -58,9 +54,11 @@ static void env(const char *min, const char *chunk, const char *threads, const c
   unsetenv("GPUWRAP_STAGING_EDGE_TAIL");
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+/* Fresh bytes each run: the state starts from test.h's seeded generator (a failure prints
+ * the seed; GPUWRAP_TEST_SEED replays it). */
+static uint64_t rng_state;
 static void fill_random(unsigned char *p, size_t n) {
-  uint64_t x = rng_state;
+  uint64_t x = rng_state ? rng_state : (tst_rand64() | 1);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -74,8 +72,7 @@ static void fill_random(unsigned char *p, size_t n) {
 }
 
 static int first_diff(const unsigned char *a, const unsigned char *b, size_t n, size_t *at) {
-  if (memcmp(a, b, n) == 0)
-    return 0;
+  if (memcmp(a, b, n) == 0) return 0;
   for (size_t i = 0; i < n; i++)
     if (a[i] != b[i]) {
       *at = i;
@@ -86,8 +83,7 @@ static int first_diff(const unsigned char *a, const unsigned char *b, size_t n, 
 
 static int all_equal(const unsigned char *p, size_t n, unsigned char v) {
   for (size_t i = 0; i < n; i++)
-    if (p[i] != v)
-      return 0;
+    if (p[i] != v) return 0;
   return 1;
 }
 
@@ -106,16 +102,16 @@ static int rig_make(rig *r, gw_memkind dkind, size_t cap) {
   memset(r, 0, sizeof *r);
   r->cap = cap;
   r->dkind = dkind;
-  GW_OK_(gw_context_create(GW_BACKEND_CUDA, 0, &r->ctx));
+  ASSERT_OK(gw_context_create(GW_BACKEND_CUDA, 0, &r->ctx));
   size_t all = cap + 3 * GUARD; /* room for offsets < GUARD past cap bytes */
   r->h = malloc(all);
   r->ref = malloc(all);
   ASSERT_TRUE(r->h && r->ref);
   memset(r->h, 0x5a, all);
   int64_t shape[1] = {(int64_t)all};
-  GW_OK_(gw_wrap(r->ctx, r->h, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &r->ha));
+  ASSERT_OK(gw_wrap(r->ctx, r->h, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &r->ha));
   ASSERT_EQ_INT(gw_kind(r->ha), GW_MEM_HOST); /* still pageable */
-  GW_OK_(gw_alloc(r->ctx, dkind, GW_UINT8, 1, shape, &r->da));
+  ASSERT_OK(gw_alloc(r->ctx, dkind, GW_UINT8, 1, shape, &r->da));
   r->d = gw_data(r->da);
   ASSERT_TRUE(r->d != NULL);
   return 0;
@@ -126,8 +122,7 @@ static void rig_free(rig *r) {
   gw_release(r->da);
   free(r->h);
   free(r->ref);
-  if (r->ctx)
-    gw_context_destroy(r->ctx);
+  if (r->ctx) gw_context_destroy(r->ctx);
   memset(r, 0, sizeof *r);
 }
 
@@ -135,7 +130,7 @@ static gw_array *view(gw_array *a, size_t off, size_t n) {
   int64_t st[1] = {(int64_t)off}, sh[1] = {(int64_t)n};
   gw_array *v = NULL;
   if (gw_view(a, st, sh, NULL, &v) != GW_OK)
-    GWT_FAIL_("gw_view(%zu, %zu): %s", off, n, gw_last_error());
+    TST_FAIL("gw_view(%zu, %zu): %s", off, n, gw_last_error());
   return v;
 }
 
@@ -148,11 +143,11 @@ static int roundtrip(rig *r, size_t n, size_t ho, size_t dof, size_t ho2) {
   { /* cudaMemset works on the current device's memory only: switch for it, then back */
     struct cudaPointerAttributes pa;
     int cur = 0;
-    CK(cudaPointerGetAttributes(&pa, r->d));
-    CK(cudaGetDevice(&cur));
-    CK(cudaSetDevice(pa.device));
-    CK(cudaMemset(r->d, 0xa5, all));
-    CK(cudaSetDevice(cur));
+    ASSERT_CUDA(cudaPointerGetAttributes(&pa, r->d));
+    ASSERT_CUDA(cudaGetDevice(&cur));
+    ASSERT_CUDA(cudaSetDevice(pa.device));
+    ASSERT_CUDA(cudaMemset(r->d, 0xa5, all));
+    ASSERT_CUDA(cudaSetDevice(cur));
   }
   fill_random(src, n);
   memcpy(r->ref, src, n); /* the expected bytes */
@@ -160,24 +155,23 @@ static int roundtrip(rig *r, size_t n, size_t ho, size_t dof, size_t ho2) {
   ASSERT_TRUE(hv && dv);
   gw_status s = gw_copy(dv, hv);
   if (s != GW_OK) {
-    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): %s", n, ho, dof, gw_last_error());
-    return 1;
+    TST_FAIL("h2d %zu bytes (host+%zu -> dev+%zu): %s", n, ho, dof, gw_last_error());
   }
   gw_release(hv);
   gw_release(dv);
   unsigned char *chk = malloc(n + 2 * GUARD);
   ASSERT_TRUE(chk);
-  CK(cudaMemcpy(chk, r->d + dof, n + 2 * GUARD, cudaMemcpyDefault));
+  ASSERT_CUDA(cudaMemcpy(chk, r->d + dof, n + 2 * GUARD, cudaMemcpyDefault));
   size_t at = 0;
   if (first_diff(chk + GUARD, r->ref, n, &at))
-    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): byte %zu is %02x, want %02x", n, ho, dof,
-              at, chk[GUARD + at], r->ref[at]);
+    TST_FAIL("h2d %zu bytes (host+%zu -> dev+%zu): byte %zu is %02x, want %02x", n, ho, dof, at,
+             chk[GUARD + at], r->ref[at]);
   if (!all_equal(chk, GUARD, 0xa5) || !all_equal(chk + GUARD + n, GUARD, 0xa5))
-    GWT_FAIL_("h2d %zu bytes (host+%zu -> dev+%zu): wrote outside the destination", n, ho, dof);
+    TST_FAIL("h2d %zu bytes (host+%zu -> dev+%zu): wrote outside the destination", n, ho, dof);
 
   /* device -> host: fresh random device contents through our runtime, poisoned host */
   fill_random(r->ref, n);
-  CK(cudaMemcpy(r->d + GUARD + dof, r->ref, n, cudaMemcpyDefault));
+  ASSERT_CUDA(cudaMemcpy(r->d + GUARD + dof, r->ref, n, cudaMemcpyDefault));
   memset(r->h, 0x5a, all);
   hv = view(r->ha, GUARD + ho2, n);
   dv = view(r->da, GUARD + dof, n);
@@ -186,39 +180,36 @@ static int roundtrip(rig *r, size_t n, size_t ho, size_t dof, size_t ho2) {
   gw_release(hv);
   gw_release(dv);
   if (s != GW_OK) {
-    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): %s", n, dof, ho2, gw_last_error());
-    free(chk);
-    return 1;
+    TST_FAIL("d2h %zu bytes (dev+%zu -> host+%zu): %s", n, dof, ho2, gw_last_error());
   }
   unsigned char *dst = r->h + GUARD + ho2;
   if (first_diff(dst, r->ref, n, &at))
-    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): byte %zu is %02x, want %02x", n, dof, ho2,
-              at, dst[at], r->ref[at]);
+    TST_FAIL("d2h %zu bytes (dev+%zu -> host+%zu): byte %zu is %02x, want %02x", n, dof, ho2, at,
+             dst[at], r->ref[at]);
   if (!all_equal(r->h, GUARD + ho2, 0x5a) || !all_equal(dst + n, GUARD, 0x5a))
-    GWT_FAIL_("d2h %zu bytes (dev+%zu -> host+%zu): wrote outside the destination", n, dof, ho2);
+    TST_FAIL("d2h %zu bytes (dev+%zu -> host+%zu): wrote outside the destination", n, dof, ho2);
   free(chk);
-  return gwt_failures ? 1 : 0;
+  return 0;
 }
 
-static const size_t small_sizes[] = {1, 2, 3, 7, 100, 4095, 4096, 4097, 65535, 65537,
-                                     262143, 262144 + 5, 1048575};
-static const size_t big_sizes[] = {1048576, 1048577, 3 * 1048576 + 13, 4 * 1048576 - 1,
-                                   16 * 1048576 + 4093, 33 * 1048576 + 1, 64 * 1048576 + 7,
-                                   256 * 1048576};
+static const size_t small_sizes[] = {1,    2,     3,     7,      100,        4095,   4096,
+                                     4097, 65535, 65537, 262143, 262144 + 5, 1048575};
+static const size_t big_sizes[] = {
+    1048576,          1048577,          3 * 1048576 + 13, 4 * 1048576 - 1, 16 * 1048576 + 4093,
+    33 * 1048576 + 1, 64 * 1048576 + 7, 256 * 1048576};
 
 static int sweep(rig *r, size_t maxn) {
   static const size_t offs[][3] = {{0, 0, 0}, {1, 3, 7}, {7, 0, 1}, {3, 5, 0}};
   for (size_t i = 0; i < sizeof small_sizes / sizeof *small_sizes; i++)
     for (size_t k = 0; k < 4; k++)
-      if (small_sizes[i] <= maxn && roundtrip(r, small_sizes[i], offs[k][0], offs[k][1], offs[k][2]))
+      if (small_sizes[i] <= maxn &&
+          roundtrip(r, small_sizes[i], offs[k][0], offs[k][1], offs[k][2]))
         return 1;
   for (size_t i = 0; i < sizeof big_sizes / sizeof *big_sizes; i++) {
     size_t n = big_sizes[i];
-    if (n > maxn)
-      continue;
+    if (n > maxn) continue;
     for (size_t k = 0; k < (n > 32 * MiB ? 2u : 4u); k++)
-      if (roundtrip(r, n, offs[k][0], offs[k][1], offs[k][2]))
-        return 1;
+      if (roundtrip(r, n, offs[k][0], offs[k][1], offs[k][2])) return 1;
   }
   return 0;
 }
@@ -227,30 +218,26 @@ static int sweep(rig *r, size_t maxn) {
 static int sweep_ctx(size_t maxn) {
   rig r;
   int rc = rig_make(&r, GW_MEM_DEVICE, maxn);
-  if (!rc)
-    rc = sweep(&r, maxn);
+  if (!rc) rc = sweep(&r, maxn);
   rig_free(&r);
   return rc;
 }
 
 /* Defaults (staging from 1 MiB, 4 MiB chunks): every size 1 B .. 256 MiB. */
-static int test_sizes(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(sizes) {
+  require_cuda();
   env("", "", "", "");
   rig r;
   int rc = rig_make(&r, GW_MEM_DEVICE, 256 * MiB + 64);
-  if (!rc)
-    rc = sweep(&r, 256 * MiB);
+  if (!rc) rc = sweep(&r, 256 * MiB);
   rig_free(&r);
   return rc;
 }
 
 /* Everything staged, tiny chunks, 2 buffers: many chunks, ragged last chunk, buffer reuse
  * (one piece per chunk here). */
-static int test_small_chunks(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(small_chunks) {
+  require_cuda();
   env("0", "4096", "3", "2");
   return sweep_ctx(4 * MiB);
 }
@@ -258,14 +245,12 @@ static int test_small_chunks(void) {
 /* Everything staged, 1 MiB chunks split over 5 threads (ragged pieces), 4 buffers; then a
  * deep ring (16 buffers of 64 KiB, 7 threads: the ring wraps many times while pieces of two
  * chunks are in progress). */
-static int test_threads(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(threads) {
+  require_cuda();
   env("0", "1M", "5", "4");
   int rc = sweep_ctx(40 * MiB);
   env("0", "64K", "7", "16");
-  if (!rc)
-    rc = sweep_ctx(40 * MiB);
+  if (!rc) rc = sweep_ctx(40 * MiB);
   return rc;
 }
 
@@ -275,57 +260,49 @@ static int test_threads(void) {
  * by default copies up to 32 MiB stream every chunk); then the same with 4 demoted chunks;
  * then 4 MiB chunks over 3 buffers streamed at every size, with workers that yield at once
  * (GPUWRAP_STAGING_SPINS=1). */
-static int test_stores(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(stores) {
+  require_cuda();
   env("0", "1M", "5", "4");
   setenv("GPUWRAP_STAGING_NT_UP_MAX", "0", 1);
   setenv("GPUWRAP_STAGING_EDGE_TAIL", "2", 1);
   int rc = sweep_ctx(24 * MiB);
   setenv("GPUWRAP_STAGING_EDGE_TAIL", "4", 1);
-  if (!rc)
-    rc = sweep_ctx(24 * MiB);
+  if (!rc) rc = sweep_ctx(24 * MiB);
   env("0", "4M", "7", "3");
   setenv("GPUWRAP_STAGING_SPINS", "1", 1);
   setenv("GPUWRAP_STAGING_NT_UP_MAX", "1G", 1);
-  if (!rc)
-    rc = sweep_ctx(40 * MiB);
+  if (!rc) rc = sweep_ctx(40 * MiB);
   env("", "", "", "");
   return rc;
 }
 
 /* Staging off: the runtime's path, same checks. */
-static int test_off(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(off) {
+  require_cuda();
   env("", "", "", "");
   setenv("GPUWRAP_STAGING", "0", 1);
   rig r;
   int rc = rig_make(&r, GW_MEM_DEVICE, 20 * MiB);
-  if (!rc)
-    rc = sweep(&r, 20 * MiB);
+  if (!rc) rc = sweep(&r, 20 * MiB);
   rig_free(&r);
   return rc;
 }
 
 /* Pageable <-> managed. */
-static int test_managed(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(managed) {
+  require_cuda();
   env("0", "1M", "4", "3");
   rig r;
   int rc = rig_make(&r, GW_MEM_MANAGED, 24 * MiB);
-  if (!rc)
-    rc = sweep(&r, 24 * MiB);
+  if (!rc) rc = sweep(&r, 24 * MiB);
   rig_free(&r);
   return rc;
 }
 
 /* gw_copy_async on a gw_stream: ordered after the stream's earlier work (a fill), complete
  * on return (pageable memory). */
-static int test_stream(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(stream) {
+  require_cuda();
   env("", "2M", "", "");
   rig r;
   if (rig_make(&r, GW_MEM_DEVICE, 24 * MiB)) {
@@ -335,9 +312,7 @@ static int test_stream(void) {
   gw_stream *s = NULL;
   int rc = 0;
   if (gw_stream_create(r.ctx, &s) != GW_OK) {
-    GWT_FAIL_("gw_stream_create: %s", gw_last_error());
-    rig_free(&r);
-    return 1;
+    TST_FAIL("gw_stream_create: %s", gw_last_error());
   }
   size_t n = 24 * MiB - 5;
   for (int it = 0; it < 3 && !rc; it++) {
@@ -345,23 +320,23 @@ static int test_stream(void) {
     gw_array *dv = view(r.da, 3, n), *hv = view(r.ha, 1, n);
     /* fill on the stream, then copy back on it: the copy must see the fill */
     if (gw_fill_async(dv, &v, s) != GW_OK || gw_copy_async(hv, dv, s) != GW_OK) {
-      GWT_FAIL_("fill/copy on a stream: %s", gw_last_error());
+      TST_FAIL("fill/copy on a stream: %s", gw_last_error());
       rc = 1;
     } else if (!all_equal(r.h + 1, n, v)) {
-      GWT_FAIL_("d2h on a stream after a fill: not all bytes are %02x", v);
+      TST_FAIL("d2h on a stream after a fill: not all bytes are %02x", v);
       rc = 1;
     }
     /* upload random data on the stream, read it back with our runtime */
     fill_random(r.h + 1, n);
     if (!rc && gw_copy_async(dv, hv, s) != GW_OK) {
-      GWT_FAIL_("h2d on a stream: %s", gw_last_error());
+      TST_FAIL("h2d on a stream: %s", gw_last_error());
       rc = 1;
     }
     if (!rc) {
       unsigned char *chk = malloc(n);
       if (!chk || cudaMemcpy(chk, r.d + 3, n, cudaMemcpyDefault) != cudaSuccess ||
           memcmp(chk, r.h + 1, n) != 0) {
-        GWT_FAIL_("h2d on a stream: contents differ (%d)", it);
+        TST_FAIL("h2d on a stream: contents differ (%d)", it);
         rc = 1;
       }
       free(chk);
@@ -399,8 +374,7 @@ static void *copier(void *arg) {
       a[i] = (unsigned char)x;
     }
     memset(b, 0, n);
-    if (gw_copy(d, ha) != GW_OK || gw_copy(hb, d) != GW_OK || memcmp(a, b, n) != 0)
-      j->failed = 1;
+    if (gw_copy(d, ha) != GW_OK || gw_copy(hb, d) != GW_OK || memcmp(a, b, n) != 0) j->failed = 1;
   }
   gw_release(ha);
   gw_release(hb);
@@ -410,12 +384,11 @@ static void *copier(void *arg) {
   return NULL;
 }
 
-static int test_concurrent(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(concurrent) {
+  require_cuda();
   env("", "", "", "");
   gw_context *ctx = NULL;
-  GW_OK_(gw_context_create(GW_BACKEND_CUDA, 0, &ctx));
+  ASSERT_OK(gw_context_create(GW_BACKEND_CUDA, 0, &ctx));
   enum { T = 4 };
   pthread_t t[T];
   job j[T];
@@ -425,39 +398,33 @@ static int test_concurrent(void) {
     j[i].id = i;
     j[i].failed = 0;
     started[i] = pthread_create(&t[i], NULL, copier, &j[i]) == 0;
-    if (!started[i])
-      j[i].failed = 1;
+    if (!started[i]) j[i].failed = 1;
   }
   for (int i = 0; i < T; i++) {
-    if (started[i])
-      pthread_join(t[i], NULL);
-    EXPECT_EQ_INT(j[i].failed, 0);
+    if (started[i]) pthread_join(t[i], NULL);
+    ASSERT_EQ_INT(j[i].failed, 0);
   }
   gw_context_destroy(ctx);
-  return gwt_failures ? 1 : 0;
+  return 0;
 }
 
 /* The caller's current device is given back (device 1 current, context on device 0). */
-static int test_current_device(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
-  if (ndev < 2) {
-    fprintf(stderr, "skip: needs two devices\n");
-    return GWT_SKIP;
-  }
+TEST_IMPL(current_device) {
+  require_cuda();
+  if (ndev < 2) TEST_SKIP("needs two CUDA devices");
   env("", "", "", "");
   rig r;
   int rc = rig_make(&r, GW_MEM_DEVICE, 8 * MiB);
   if (!rc) {
-    CK(cudaSetDevice(1));
+    ASSERT_CUDA(cudaSetDevice(1));
     rc = roundtrip(&r, 8 * MiB - 3, 1, 2, 3);
     int d = -1;
-    CK(cudaGetDevice(&d));
-    EXPECT_EQ_INT(d, 1);
-    CK(cudaSetDevice(0));
+    ASSERT_CUDA(cudaGetDevice(&d));
+    ASSERT_EQ_INT(d, 1);
+    ASSERT_CUDA(cudaSetDevice(0));
   }
   rig_free(&r);
-  return rc || gwt_failures;
+  return rc;
 }
 
 /* GB/s of gw_copy (staged) and cudaMemcpy on the same pageable buffers; prints, never
@@ -474,11 +441,10 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static int test_bandwidth(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
-  const size_t sizes[] = {256 << 10, 512 << 10, 1 * MiB, 2 * MiB, 4 * MiB, 16 * MiB, 64 * MiB,
-                          256 * MiB};
+TEST_IMPL(bandwidth) {
+  require_cuda();
+  const size_t sizes[] = {256 << 10, 512 << 10, 1 * MiB,  2 * MiB,
+                          4 * MiB,   16 * MiB,  64 * MiB, 256 * MiB};
   rig r;
   if (rig_make(&r, GW_MEM_DEVICE, 256 * MiB)) {
     rig_free(&r);
@@ -495,13 +461,13 @@ static int test_bandwidth(void) {
     ASSERT_TRUE(hv && dv);
     for (int k = -2; k < reps; k++) {
       double t0 = now();
-      CK(cudaMemcpy(r.d + GUARD, r.h + GUARD, n, cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemcpy(r.d + GUARD, r.h + GUARD, n, cudaMemcpyHostToDevice));
       double t1 = now();
-      GW_OK_(gw_copy(dv, hv));
+      ASSERT_OK(gw_copy(dv, hv));
       double t2 = now();
-      CK(cudaMemcpy(r.h + GUARD, r.d + GUARD, n, cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(r.h + GUARD, r.d + GUARD, n, cudaMemcpyDeviceToHost));
       double t3 = now();
-      GW_OK_(gw_copy(hv, dv));
+      ASSERT_OK(gw_copy(hv, dv));
       double t4 = now();
       if (k >= 0) {
         t[0][k] = t1 - t0, t[1][k] = t2 - t1, t[2][k] = t3 - t2, t[3][k] = t4 - t3;
@@ -550,8 +516,7 @@ static void *ceil_worker(void *arg) {
       else
         memcpy(h, b, piece);
       moved += (double)piece;
-      if (j->stop && __atomic_load_n(j->stop, __ATOMIC_ACQUIRE))
-        break;
+      if (j->stop && __atomic_load_n(j->stop, __ATOMIC_ACQUIRE)) break;
     }
   } while (j->stop && !__atomic_load_n(j->stop, __ATOMIC_ACQUIRE));
   j->bytes = moved;
@@ -572,10 +537,16 @@ static int team_start(ceil_team *t, int nt, int up, unsigned char *host, unsigne
   t->nt = nt;
   t->t0 = now();
   for (int i = 0; i < nt; i++) {
-    t->job[i] = (ceil_job){.id = i, .nthreads = nt, .up = up, .stop = stop, .host = host,
-                           .bounce = bounce, .chunk = chunk, .nchunks = nchunks, .nbuf = nbuf};
-    if (pthread_create(&t->tid[i], NULL, ceil_worker, &t->job[i]) != 0)
-      return -1;
+    t->job[i] = (ceil_job){.id = i,
+                           .nthreads = nt,
+                           .up = up,
+                           .stop = stop,
+                           .host = host,
+                           .bounce = bounce,
+                           .chunk = chunk,
+                           .nchunks = nchunks,
+                           .nbuf = nbuf};
+    if (pthread_create(&t->tid[i], NULL, ceil_worker, &t->job[i]) != 0) return -1;
   }
   return 0;
 }
@@ -589,40 +560,41 @@ static double team_join(ceil_team *t) {
   return bytes / (now() - t->t0) / 1e9;
 }
 
-static int dma_pass(int up, unsigned char *dev, unsigned char **bounce, size_t chunk, size_t nchunks,
-                    size_t nbuf, cudaStream_t s) {
+static int dma_pass(int up, unsigned char *dev, unsigned char **bounce, size_t chunk,
+                    size_t nchunks, size_t nbuf, cudaStream_t s) {
   for (size_t c = 0; c < nchunks; c++) {
     if (up)
-      CK(cudaMemcpyAsync(dev + c * chunk, bounce[c % nbuf], chunk, cudaMemcpyHostToDevice, s));
+      ASSERT_CUDA(
+          cudaMemcpyAsync(dev + c * chunk, bounce[c % nbuf], chunk, cudaMemcpyHostToDevice, s));
     else
-      CK(cudaMemcpyAsync(bounce[c % nbuf], dev + c * chunk, chunk, cudaMemcpyDeviceToHost, s));
+      ASSERT_CUDA(
+          cudaMemcpyAsync(bounce[c % nbuf], dev + c * chunk, chunk, cudaMemcpyDeviceToHost, s));
   }
   return 0;
 }
 
-static int test_ceiling(void) {
-  if (!have_cuda())
-    return GWT_SKIP;
+TEST_IMPL(ceiling) {
+  require_cuda();
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int nt = cpus > 1 ? (int)(cpus * 3 / 4) : 1; /* the staging's default (gpu_staging.c) */
-  if (nt > 12)
-    nt = 12;
+  if (nt > 12) nt = 12;
   const char *e = getenv("GPUWRAP_STAGING_THREADS");
-  if (e && atoi(e) > 0)
-    nt = atoi(e) > 64 ? 64 : atoi(e);
+  if (e && atoi(e) > 0) nt = atoi(e) > 64 ? 64 : atoi(e);
   const size_t chunk = 4 * MiB, nbuf = 6, total = 256 * MiB, nchunks = total / chunk;
   unsigned char *host = malloc(total), *bounce[6] = {0}, *dev = NULL;
   ASSERT_TRUE(host != NULL);
   fill_random(host, total);
   for (size_t i = 0; i < nbuf; i++)
-    CK(cudaHostAlloc((void **)&bounce[i], chunk, cudaHostAllocPortable));
-  CK(cudaMalloc((void **)&dev, total));
+    ASSERT_CUDA(cudaHostAlloc((void **)&bounce[i], chunk, cudaHostAllocPortable));
+  ASSERT_CUDA(cudaMalloc((void **)&dev, total));
   cudaStream_t s;
   cudaEvent_t e0, e1;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  fprintf(stderr, "ceiling: %d copy threads, %zu MiB per pass in 4 MiB chunks over %zu bounce buffers (GB/s, median of 5)\n",
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ASSERT_CUDA(cudaEventCreate(&e0));
+  ASSERT_CUDA(cudaEventCreate(&e1));
+  fprintf(stderr,
+          "ceiling: %d copy threads, %zu MiB per pass in 4 MiB chunks over %zu bounce buffers "
+          "(GB/s, median of 5)\n",
           nt, total >> 20, nbuf);
   fprintf(stderr, "%6s %14s %12s %18s %16s %10s\n", "dir", "memcpy alone", "DMA alone",
           "memcpy during DMA", "DMA during memcpy", "ceiling");
@@ -633,59 +605,40 @@ static int test_ceiling(void) {
       ASSERT_TRUE(team_start(&t, nt, up, host, bounce, chunk, nchunks, nbuf, NULL) == 0);
       double a = team_join(&t);
       float ms = 0;
-      CK(cudaEventRecord(e0, s));
+      ASSERT_CUDA(cudaEventRecord(e0, s));
       if (dma_pass(up, dev, bounce, chunk, nchunks, nbuf, s)) return 1;
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      ASSERT_CUDA(cudaEventRecord(e1, s));
+      ASSERT_CUDA(cudaEventSynchronize(e1));
+      ASSERT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
       double b = (double)total / (ms * 1e-3) / 1e9;
       /* Together: the DMA runs three passes while the threads copy until it is done; the
        * threads' rate is over that window, the DMA's over its own events. */
       int stop = 0;
-      CK(cudaEventRecord(e0, s));
+      ASSERT_CUDA(cudaEventRecord(e0, s));
       for (int p = 0; p < 3; p++)
         if (dma_pass(up, dev, bounce, chunk, nchunks, nbuf, s)) return 1;
-      CK(cudaEventRecord(e1, s));
+      ASSERT_CUDA(cudaEventRecord(e1, s));
       ASSERT_TRUE(team_start(&t, nt, up, host, bounce, chunk, nchunks, nbuf, &stop) == 0);
-      CK(cudaEventSynchronize(e1));
+      ASSERT_CUDA(cudaEventSynchronize(e1));
       __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
       double c = team_join(&t);
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      ASSERT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
       double d = 3.0 * (double)total / (ms * 1e-3) / 1e9;
-      if (k >= 0)
-        r[0][k] = a, r[1][k] = b, r[2][k] = c, r[3][k] = d;
+      if (k >= 0) r[0][k] = a, r[1][k] = b, r[2][k] = c, r[3][k] = d;
     }
     double m[4];
     for (int q = 0; q < 4; q++) {
       qsort(r[q], 5, sizeof(double), cmp_double);
       m[q] = r[q][2];
     }
-    fprintf(stderr, "%6s %14.2f %12.2f %18.2f %16.2f %10.2f\n", up ? "h2d" : "d2h", m[0], m[1], m[2], m[3],
-            m[2] < m[3] ? m[2] : m[3]);
+    fprintf(stderr, "%6s %14.2f %12.2f %18.2f %16.2f %10.2f\n", up ? "h2d" : "d2h", m[0], m[1],
+            m[2], m[3], m[2] < m[3] ? m[2] : m[3]);
   }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  CK(cudaStreamDestroy(s));
-  CK(cudaFree(dev));
-  for (size_t i = 0; i < nbuf; i++)
-    CK(cudaFreeHost(bounce[i]));
+  ASSERT_CUDA(cudaEventDestroy(e0));
+  ASSERT_CUDA(cudaEventDestroy(e1));
+  ASSERT_CUDA(cudaStreamDestroy(s));
+  ASSERT_CUDA(cudaFree(dev));
+  for (size_t i = 0; i < nbuf; i++) ASSERT_CUDA(cudaFreeHost(bounce[i]));
   free(host);
   return 0;
-}
-
-int main(int argc, char **argv) {
-  static const gwt_case cases[] = {
-      {"sizes", test_sizes},
-      {"small_chunks", test_small_chunks},
-      {"stores", test_stores},
-      {"threads", test_threads},
-      {"off", test_off},
-      {"managed", test_managed},
-      {"stream", test_stream},
-      {"concurrent", test_concurrent},
-      {"current_device", test_current_device},
-      {"bandwidth", test_bandwidth},
-      {"ceiling", test_ceiling},
-  };
-  return gwt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -10,7 +10,7 @@
  * or a chunk copied out before its DMA landed, shows as wrong bytes. "Device" memory is host
  * memory here. Failure injection: the k-th call of one runtime function fails.
  *
- * Tests (CPU backend only; on a GPU backend they skip, gpu.staging.* runs the real thing):
+ * Tests (CPU backend only; on a GPU backend they skip, cuda.test_staging.* runs the real thing):
  *   random   random settings (chunk, threads, buffers, pieces, split, small, streamed and
  *            demoted stores, spins), copies of 1 B to 6 MiB both ways at odd offsets: every
  *            byte and the guards around it checked

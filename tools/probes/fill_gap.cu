@@ -21,9 +21,11 @@
 // Variants A-H ran twice on the H200 (2026-12-01 18:50 UTC, run log in git history, commit 7f3ae15;
 // the table is in docs/BENCHMARKS.md). Variant I and the single-call costs were added after
 // that start, to tell which of gw_fill's runtime calls holds the rest; they have not run yet.
-// Build on the GPU machine from the repository root, after building gpuwrap in b/:
-//   nvcc -O3 -arch=sm_90 -I include -I b/include -o fill_gap tools/probes/fill_gap.cu -L b/lib -lgpuwrap -lcuda \
-//        -Xlinker -rpath,$PWD/b/lib && GPUWRAP_BACKEND=cuda ./fill_gap
+// Built by CMake with -DGW_PROBES=ON -DGW_CUDA=ON (tools/probes/CMakeLists.txt); run:
+//   GPUWRAP_BACKEND=cuda <build>/bin/fill_gap
+// With -DGW_TRACE=ON as well, the plugin's gw_fill prints its own spans at exit (exec_for
+// + gwg_enter, plan + issue, synchronize, gwg_leave; src/core/trace.h), float64 fills
+// (the kernel) apart from the others (the memset), as fill_trace.patch once did.
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>

@@ -28,6 +28,7 @@
 #define _DEFAULT_SOURCE /* mincore, for checking borrowed stream handles */
 
 #include "gpu_internal.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -673,12 +674,16 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
     return GW_OK;
   }
 
+  /* Trace points (src/core/trace.h, GW_TRACE builds only): tools/probes/fill_gap.cu's
+   * float64 fills take the kernel, its float32 fills the memset. */
+  GW_TRACE_NOW(t_start);
   int hint = (f.kind == GW_MEM_DEVICE || f.kind == GW_MEM_MANAGED) ? f.device : -1;
   exec_t ex = exec_for(c, st, hint);
   gwg_prev prev;
   gw_status s = gwg_enter(ex.device, &prev);
   if (s != GW_OK)
     return s;
+  GW_TRACE_NOW(t_entered);
 #if GW_HAVE_KERNELS
   if (elem_size_ok(f.elem) && reachable(c, f.kind, f.device, ex.device)) {
     /* One contiguous row of the executing device's memory whose value a memset can write:
@@ -697,9 +702,18 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   {
     s = fill_dma(c, &f, &ex);
   }
+  GW_TRACE_NOW(t_issued);
   if (s == GW_OK && ex.sync && (e = gwv_StreamSynchronize(ex.s)) != GWV_SUCCESS)
     s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a fill");
+  GW_TRACE_NOW(t_synced);
   gwg_leave(prev);
+  GW_TRACE_NOW(t_left);
+  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: exec_for + gwg_enter" : "fill: exec_for + gwg_enter",
+                t_start, t_entered);
+  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: plan + issue" : "fill: plan + issue", t_entered,
+                t_issued);
+  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: synchronize" : "fill: synchronize", t_issued, t_synced);
+  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: gwg_leave" : "fill: gwg_leave", t_synced, t_left);
   return s;
 }
 

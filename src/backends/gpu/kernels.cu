@@ -382,9 +382,9 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     static int per_sm;
     // From FILL_ONE_PER_THREAD_MIN bytes of the device's own memory up: one 16-byte store
     // per thread, the grid as large as the fill (the loop then runs once), which writes HBM
-    // faster than the resident grid's strided loop from 64 MiB (tools/probes/
-    // fill_kernels.cu, docs/BENCHMARKS.md); below, the two are alike, so the resident grid
-    // stays. Not for host memory: a zero-copy fill is the link's speed.
+    // faster than the resident grid's strided loop from 64 MiB (docs/BENCHMARKS.md, the
+    // fill_kernels probe); below, the two are alike, so the resident grid stays. Not for
+    // host memory: a zero-copy fill is the link's speed.
     bool one_per_thread = f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN;
     unsigned grid = grid_for(work, one_per_thread ? FILL_GRID_MAX
                                                   : resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
