@@ -151,6 +151,50 @@ GW_API gw_status gw_cpu_stream_destroy_external(void *native);
 /** Allocations of other processes mapped in this one (cudaIpcOpenMemHandle'd, not closed). */
 GW_API size_t gw_cpu_ipc_mappings(void);
 
+/*
+ * Graph capture, as cudaStreamBeginCapture / cudaStreamEndCapture / cudaGraphLaunch on a
+ * stream made outside gpuwrap (so that the capture rules run in CI). While a stream
+ * captures, work queued on it (copies, fills, batches; events recorded there become graph
+ * nodes) is recorded, not run; a launch queues the recorded work on a stream, in order,
+ * each time. The model keeps CUDA's rules and, as CUDA, a broken rule INVALIDATES the
+ * capture (its end then fails with GW_EBACKEND and gives no graph):
+ *   - host-run work queued on the capturing stream (a synchronous or pageable copy or
+ *     fill), a synchronize of it, or a wait for work outside the capture;
+ *   - work on the legacy stream while a BLOCKING stream of its device captures;
+ *   - a "potentially unsafe" call (synchronous copies and fills, stream and device
+ *     synchronisation, event queries, allocation, free, host registration) from a thread
+ *     whose per-thread mode is not relaxed: under GW_CPU_CAPTURE_GLOBAL from any thread,
+ *     under GW_CPU_CAPTURE_THREAD_LOCAL from the thread that began the capture. gpuwrap's
+ *     own backend calls run in the relaxed mode (as the GPU backend's); the raw
+ *     gw_cpu_runtime_* calls, a user's own runtime calls, do not.
+ * Querying an event last recorded in a capture fails (cudaErrorCapturedEvent). One stream
+ * per capture is modelled (waiting on a captured event from another stream: GW_ENOTSUP).
+ */
+typedef enum {
+  GW_CPU_CAPTURE_GLOBAL = 0, /* cudaStreamCaptureModeGlobal, every thread's default mode */
+  GW_CPU_CAPTURE_THREAD_LOCAL,
+  GW_CPU_CAPTURE_RELAXED
+} gw_cpu_capture_mode;
+typedef struct gw_cpu_graph gw_cpu_graph;
+/** Begin capturing `native` (gw_cpu_stream_create_external, or gw_stream_native of a
+ *  gw_stream_create stream; not NULL, the legacy stream). GW_EINVAL: not a live stream,
+ *  already capturing, bad mode. */
+GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode mode);
+/** End the capture: *graph (owned by the caller, gw_cpu_graph_destroy) gets what was
+ *  recorded; GW_EBACKEND naming what invalidated it (*graph NULL). */
+GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph);
+/** Items recorded so far by the capture of `native`; -1 when it is not capturing. */
+GW_API int gw_cpu_stream_capture_items(void *native);
+/** Items of a graph. */
+GW_API int gw_cpu_graph_items(const gw_cpu_graph *g);
+/** Queue the graph's work on `native` (NULL: device 0's legacy stream), asynchronously, as
+ *  cudaGraphLaunch; all of it or nothing (GW_ENOMEM, GW_EINVAL). */
+GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native);
+GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g);
+/** The calling thread's per-thread capture mode now (GLOBAL unless changed): gpuwrap's
+ *  calls restore it after running relaxed. */
+GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,10 +26,10 @@
 
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
  * and events. 4: copy_batch. 5: the settings table in the host API. 6: ipc_export, ipc_open
- * and ipc_close (memory from another process, src/core/ipc.c). A plugin of another ABI is
+ * and ipc_close (memory from another process, src/core/ipc.c). 7: stream_capturing. A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
-#define GW__BACKEND_ABI 6
+#define GW__BACKEND_ABI 7
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -173,6 +173,18 @@ typedef struct gw__backend_ops {
   gw_status (*ipc_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
                         size_t extent, void **base);
   gw_status (*ipc_close)(void *state, int device, void *base);
+
+  /* Graph capture (ABI 7; the core's rules are src/core/transfer.c, "Capture"). Whether the
+   * stream (a backend stream object, never NULL) is being captured into a graph now
+   * (cudaStreamIsCapturing): *capturing 1 (active capture) or 0. GW_ENOTSUP when the
+   * stream may not be used at all now: the legacy default stream while a blocking stream
+   * of its device is capturing (cudaErrorStreamCaptureImplicit: any work on it would
+   * invalidate that capture). One cheap runtime call: the core asks it once per
+   * asynchronous call.
+   * Every other operation of a backend must never invalidate a capture of ANOTHER thread:
+   * its runtime calls run in the relaxed per-thread capture mode
+   * (cudaThreadExchangeStreamCaptureMode), restored after. */
+  gw_status (*stream_capturing)(void *state, void *stream, int *capturing);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

@@ -93,6 +93,9 @@ typedef struct {
   void *event;      /* a backend event of ctx recorded on that stream, or NULL */
   gw_context *ctx;  /* retained while event lives */
   int ref;          /* the token of that reference */
+  bool captured;    /* the event was recorded in a graph capture of that stream: a node of
+                     * the graph, never queried (the runtime refuses it), never waited on
+                     * outside a capture, and no work of the memory's (see stream.c) */
 } gw__pend;
 
 struct gw_array {
@@ -143,6 +146,18 @@ struct gw_stream {
  * kept or recorded it waits for st instead, so that nothing is pending that gw_array_wait
  * or a release could miss. */
 void gw__pending_note(const gw_array *a, gw_stream *st);
+/* The same for work just recorded into a graph capture of st (gw__capturing said so): the
+ * event goes in a slot of its own (st's eager slot keeps following the work queued before
+ * the capture began), so that gw_array_wait on another stream of the capture joins the
+ * captured work. No host wait is possible here (a capture cannot be synchronised): a
+ * failure is returned, the work stays captured. */
+gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st);
+/* Whether st is being captured into a graph now (*capturing 0/1): the one query an
+ * asynchronous call makes (transfer.c, "Capture"). A failure: st may not be used now. */
+static inline gw_status gw__capturing(gw_stream *st, int *capturing) {
+  *capturing = 0;
+  return st->ctx->ops->stream_capturing(st->ctx->state, st->handle, capturing);
+}
 /* Root teardown: the events go with the memory. */
 void gw__pending_fini(gw_array *root);
 /* Wait on the host until the root's pending work, on every stream, is complete (before its

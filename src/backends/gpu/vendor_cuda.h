@@ -152,6 +152,39 @@ static inline int gwv_host_register_readonly_supported(int device) {
   return gwv_device_attr(GWV_ATTR_HOST_REGISTER_READONLY, device) != 0;
 }
 
+/*
+ * Graph capture. gwv_capture_relax puts the calling thread in the relaxed per-thread
+ * capture mode and gives back the mode it had, which gwv_capture_restore puts back: the
+ * backend's own runtime calls run between them (gwg_enter / gwg_leave), so that none of
+ * them (a synchronous copy, an event query, a registration) is "potentially unsafe" for a
+ * capture, which would invalidate another thread's global-mode capture. A failed exchange
+ * leaves the mode as it was (the call then runs in it, as before this existed).
+ * gwv_stream_capturing: whether s is being captured (active or already invalidated: both
+ * refuse host-run work). GWV_IS_CAPTURE_IMPLICIT: the answer for the legacy stream while a
+ * blocking stream of the device captures (any work on it would invalidate that capture).
+ */
+typedef enum cudaStreamCaptureMode gwv_capmode;
+static inline gwv_capmode gwv_capture_relax(void) {
+  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cudaStreamCaptureModeRelaxed; /* nothing to restore */
+  }
+  return m;
+}
+static inline void gwv_capture_restore(gwv_capmode m) {
+  if (m != cudaStreamCaptureModeRelaxed && cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+static inline gwv_err gwv_stream_capturing(gwv_stream s, int *capturing) {
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  gwv_err e = cudaStreamIsCapturing(s, &st);
+  *capturing = e == cudaSuccess && st != cudaStreamCaptureStatusNone;
+  return e;
+}
+#define GWV_IS_CAPTURE_IMPLICIT(e) ((e) == cudaErrorStreamCaptureImplicit)
+#define GWV_CAPTURING_CALL "cudaStreamIsCapturing"
+
 /* Error classes the backend maps to gw_status. */
 #define GWV_IS_ALREADY_REGISTERED(e) ((e) == cudaErrorHostMemoryAlreadyRegistered)
 #define GWV_IS_NOT_REGISTERED(e) ((e) == cudaErrorHostMemoryNotRegistered)
