@@ -35,7 +35,7 @@ log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/cte
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     n=0; bad=0
-    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
+    for t in $(ctest --test-dir build/h200 -N -L cuda | awk '/Test +#/{print $3}' | grep -E '^(cuda|gpu\.cuda|gpu\.graphs)\.' | grep -vE 'perf|bandwidth|bench|halo|python|staging|stress|fuzz'); do
       [ $tool = racecheck ] && ! [[ $t == gpu.cuda.* ]] && continue
       cmd=$(ctest --test-dir build/h200 -N -V -R "^${t}\$" | sed -n 's/.*Test command: //p' | head -1 | tr -d '"')
       [ -z "$cmd" ] && continue
@@ -54,6 +54,12 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUF
 log "dlpack torch/cupy rc=$? $(tail -1 "$L/dlpack_torch_cupy.txt")"
 GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/share_with_torch.py > "$L/share_with_torch.txt" 2>&1
 log "share_with_torch rc=$?"
+# gpuwrap inside torch.cuda.graph (issue 35): captured calls replayed, refusals, a neighbour thread
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+  timeout 300 python3 tests/dlpack/test_graphs_torch.py > "$L/graphs_torch.txt" 2>&1
+log "graphs torch rc=$? $(tail -1 "$L/graphs_torch.txt")"
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/graph_torch.py > "$L/graph_torch.txt" 2>&1
+log "graph_torch example rc=$?"
 
 # staging bandwidth next to cudaMemcpy
 GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/gw_test_gpu_staging bandwidth > "$L/staging_bw.txt" 2>&1

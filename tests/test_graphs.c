@@ -346,6 +346,54 @@ TEST_IMPL(legacy_while_blocking_captures) {
   return 0;
 }
 
+/* An array captured in one graph, then used in another capture on another stream: the
+ * first capture's event (a node of the FIRST graph) is never waited on by the second (on
+ * CUDA that is a dependency across captures, which invalidates the second; the model
+ * refuses it), and the second capture records and replays its own work. */
+TEST_IMPL(two_captures) {
+  gw_context *ctx = open_ctx();
+  tst_leaks before = tst_leak_snapshot();
+  void *n1 = drv_stream(1), *n2 = drv_stream(1);
+  gw_stream *s1 = NULL, *s2 = NULL;
+  ASSERT_OK(gw_stream_wrap(ctx, n1, &s1));
+  ASSERT_OK(gw_stream_wrap(ctx, n2, &s2));
+  gw_array *a = alloc1(ctx, GW_MEM_DEVICE), *out1 = alloc1(ctx, GW_MEM_PINNED),
+           *out2 = alloc1(ctx, GW_MEM_PINNED);
+  int32_t v1 = fresh_value(), v2 = fresh_value();
+  drv_graph *g1 = NULL, *g2 = NULL;
+  ASSERT_OK(drv_begin(n1, MODE_GLOBAL));
+  ASSERT_OK(gw_fill_async(a, &v1, s1));
+  ASSERT_OK(gw_copy_async(out1, a, s1));
+  ASSERT_OK(drv_end(n1, &g1));
+  ASSERT_OK(drv_begin(n2, MODE_GLOBAL));
+  ASSERT_OK(gw_array_wait(a, s2)); /* nothing of this capture, nothing queued: no wait */
+  ASSERT_OK(gw_fill_async(a, &v2, s2));
+  ASSERT_OK(gw_copy_async(out2, a, s2));
+  ASSERT_OK(drv_end(n2, &g2));
+  for (int k = 0; k < LAUNCHES; k++) {
+    poison_host(out1);
+    poison_host(out2);
+    ASSERT_OK(drv_launch(g1, n1));
+    ASSERT_OK(gw_stream_synchronize(s1));
+    ASSERT_OK(drv_launch(g2, n2));
+    ASSERT_OK(gw_stream_synchronize(s2));
+    ASSERT_ALL_EQ(h32(out1), &v1, N, sizeof(int32_t));
+    ASSERT_ALL_EQ(h32(out2), &v2, N, sizeof(int32_t));
+  }
+  drv_graph_destroy(g1);
+  drv_graph_destroy(g2);
+  gw_release(a);
+  gw_release(out1);
+  gw_release(out2);
+  gw_stream_destroy(s1);
+  gw_stream_destroy(s2);
+  drv_stream_destroy(n1);
+  drv_stream_destroy(n2);
+  gw_context_destroy(ctx);
+  ASSERT_NO_LEAK(before);
+  return 0;
+}
+
 /* ---- good neighbours: another thread's calls during a global-mode capture ------------------ */
 
 typedef struct {

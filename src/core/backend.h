@@ -176,7 +176,8 @@ typedef struct gw__backend_ops {
 
   /* Graph capture (ABI 7; the core's rules are src/core/transfer.c, "Capture"). Whether the
    * stream (a backend stream object, never NULL) is being captured into a graph now
-   * (cudaStreamIsCapturing): *capturing 1 (active capture) or 0. GW_ENOTSUP when the
+   * (cudaStreamGetCaptureInfo): *capture the capture's id (never 0; an invalidated capture
+   * counts, its stream still refuses host work), 0 when it is not capturing. GW_ENOTSUP when the
    * stream may not be used at all now: the legacy default stream while a blocking stream
    * of its device is capturing (cudaErrorStreamCaptureImplicit: any work on it would
    * invalidate that capture). One cheap runtime call: the core asks it once per
@@ -184,7 +185,7 @@ typedef struct gw__backend_ops {
    * Every other operation of a backend must never invalidate a capture of ANOTHER thread:
    * its runtime calls run in the relaxed per-thread capture mode
    * (cudaThreadExchangeStreamCaptureMode), restored after. */
-  gw_status (*stream_capturing)(void *state, void *stream, int *capturing);
+  gw_status (*stream_capturing)(void *state, void *stream, uint64_t *capture);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

@@ -24,10 +24,14 @@
  * it is not pending: gw_array_pending does not count it, a release does not wait for it
  * (nor for the graph's launches, whose lifetime the caller owns), and a wait outside the
  * capture does not order it. Its event, recorded in the capture, is a node of the graph:
- * kept in a slot of its own ("captured"), never queried (the runtime refuses a query of
- * it), it lets gw_array_wait on another stream of the same capture join the captured
- * work. A capturing stream cannot wait for work queued outside the capture (the runtime
- * would invalidate the capture): gw_array_wait refuses that, queueing nothing.
+ * kept in a slot of its own (per stream, beside the stream's eager slot, tagged with the
+ * capture's id), never queried (the runtime refuses a query of it), it lets gw_array_wait
+ * on another stream of the SAME capture join the captured work; an event of another
+ * capture (one that ended, or another one) is never waited on. A stream's next capture
+ * takes its captured slot over (its earlier capture has ended), so an array keeps at most
+ * two slots per stream. A capturing stream cannot wait for work queued outside the capture
+ * (the runtime would invalidate the capture): gw_array_wait refuses that, queueing
+ * nothing.
  */
 #include "internal.h"
 #include "private.h"
@@ -62,7 +66,7 @@ static void drop_event(gw__pend *p) {
 /* Whether p's work may still run; a failed query counts as running (it cannot be waited
  * on, but neither can it be forgotten). */
 static bool busy(const gw__pend *p) {
-  return p->event && !p->captured && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
+  return p->event && !p->capture && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
 }
 
 /* Slot i of the root: 0 inline, then pend_more. */
@@ -71,15 +75,18 @@ static int nslots(const gw_array *r) { return 1 + r->pend_nmore; }
 
 /* The slot that follows st: its own, else one whose work is complete (its event reused
  * when of st's device), else a new one; NULL when none can be had (out of host memory). */
-static gw__pend *slot_for(gw_array *r, const gw_stream *st, bool captured) {
-  if (r->pend.stream == st->id && r->pend.captured == captured) return &r->pend; /* the common case: no query */
+static bool same_kind(const gw__pend *p, uint64_t capture) { return (p->capture != 0) == (capture != 0); }
+
+/* The slot of st's eager work (capture 0) or of its work in a capture: see above. */
+static gw__pend *slot_for(gw_array *r, const gw_stream *st, uint64_t capture) {
+  if (r->pend.stream == st->id && same_kind(&r->pend, capture)) return &r->pend; /* the common case: no query */
   for (int i = 1; i < nslots(r); i++)
-    if (slot(r, i)->stream == st->id && slot(r, i)->captured == captured) return slot(r, i);
+    if (slot(r, i)->stream == st->id && same_kind(slot(r, i), capture)) return slot(r, i);
   gw__pend *idle = NULL;
   /* A captured slot is never taken over: the capture may still need its event. */
   for (int i = 0; i < nslots(r); i++) {
     gw__pend *p = slot(r, i);
-    if (p->captured || busy(p)) continue;
+    if (p->capture || busy(p)) continue;
     if (p->event && same_device(p->ctx, st->ctx)) {
       idle = p; /* the best: its event serves st as it is */
       break;
@@ -89,7 +96,7 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st, bool captured) {
   if (idle) {
     if (idle->event && !same_device(idle->ctx, st->ctx)) drop_event(idle);
     idle->stream = st->id;
-    idle->captured = captured;
+    idle->capture = capture;
     return idle;
   }
   if (r->pend_nmore == r->pend_cap) {
@@ -100,16 +107,17 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st, bool captured) {
     r->pend_cap = cap;
   }
   gw__pend *p = &r->pend_more[r->pend_nmore++];
-  *p = (gw__pend){.stream = st->id, .captured = captured};
+  *p = (gw__pend){.stream = st->id, .capture = capture};
   return p;
 }
 
-/* Record st's event in its slot (captured or not) of a's root; the failure's status. */
-static gw_status note(const gw_array *a, gw_stream *st, bool captured) {
+/* Record st's event in its slot (eager, or of `capture`) of a's root; the failure's status. */
+static gw_status note(const gw_array *a, gw_stream *st, uint64_t capture) {
   gw_array *r = root_of(a);
   gw_context *c = st->ctx;
   plock(r);
-  gw__pend *p = slot_for(r, st, captured);
+  gw__pend *p = slot_for(r, st, capture);
+  if (p) p->capture = capture; /* a stream's later capture takes its slot over */
   gw_status s = p ? GW_OK : GW_ENOMEM;
   if (p && !p->event) {
     s = c->ops->event_create(c->state, &p->event);
@@ -132,11 +140,11 @@ static gw_status note(const gw_array *a, gw_stream *st, bool captured) {
 
 void gw__pending_note(const gw_array *a, gw_stream *st) {
   /* Without an event nothing may stay pending: wait here instead (correct, only slower). */
-  if (note(a, st, false) != GW_OK) (void)st->ctx->ops->stream_synchronize(st->ctx->state, st->handle);
+  if (note(a, st, 0) != GW_OK) (void)st->ctx->ops->stream_synchronize(st->ctx->state, st->handle);
 }
 
-gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st) {
-  gw_status s = note(a, st, true);
+gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st, uint64_t capture) {
+  gw_status s = note(a, st, capture);
   if (s == GW_OK) return GW_OK;
   char why[256];
   snprintf(why, sizeof why, "%s", gw_last_error());
@@ -158,7 +166,7 @@ void gw__pending_drain(gw_array *root) {
    * failed query cannot be waited on: that stream's work is left as it is. */
   for (int i = 0; i < nslots(root); i++) {
     gw__pend *p = slot(root, i);
-    while (p->event && !p->captured && p->ctx->ops->event_query(p->ctx->state, p->event) == GW_EBUSY)
+    while (p->event && !p->capture && p->ctx->ops->event_query(p->ctx->state, p->event) == GW_EBUSY)
       sched_yield();
   }
 }
@@ -167,7 +175,7 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
   gw_array *r = root_of(a);
-  int cap = 0;
+  uint64_t cap = 0;
   gw_status st = gw__capturing(s, &cap);
   if (st != GW_OK) return st;
   plock(r);
@@ -178,12 +186,12 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
     gw__pend *p = slot(r, i);
     if (p->stream == s->id || !p->event) continue;
-    if (p->captured ? cap && p->ctx->ops != s->ctx->ops
+    if (p->capture ? p->capture == cap && p->ctx->ops != s->ctx->ops
                     : p->ctx->ops != s->ctx->ops && busy(p))
       st = gw__fail(GW_EDEVICE,
                     "stream: a %s stream cannot wait for the %s work pending on the array",
                     s->ctx->ops->name, p->ctx->ops->name);
-    else if (cap && !p->captured && busy(p))
+    else if (cap && !p->capture && busy(p))
       st = gw__fail(GW_ENOTSUP,
                     "stream: it is being captured into a graph, and the array has work pending "
                     "on another stream, queued outside the capture: a capture cannot wait for "
@@ -192,7 +200,7 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   }
   for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
     gw__pend *p = slot(r, i);
-    if (p->stream != s->id && (p->captured ? cap && p->event : busy(p)))
+    if (p->stream != s->id && (p->capture ? cap && p->capture == cap : busy(p)))
       st = s->ctx->ops->stream_wait_event(s->ctx->state, s->handle, p->event);
   }
   punlock(r);
@@ -270,7 +278,7 @@ void gw_stream_destroy(gw_stream *s) {
 
 gw_status gw_stream_synchronize(gw_stream *s) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
-  int cap = 0;
+  uint64_t cap = 0;
   gw_status st = gw__capturing(s, &cap);
   if (st != GW_OK) return st;
   if (cap)
@@ -283,5 +291,8 @@ gw_status gw_stream_synchronize(gw_stream *s) {
 gw_status gw__stream_capturing(gw_stream *s, int *capturing) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
   if (!capturing) return gw__fail(GW_EINVAL, "capturing: NULL");
-  return gw__capturing(s, capturing);
+  uint64_t cap = 0;
+  gw_status st = gw__capturing(s, &cap);
+  *capturing = st == GW_OK && cap != 0;
+  return st;
 }

@@ -447,7 +447,7 @@ static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src
  * global mode either: wrap before capturing. The backends run their own runtime calls in
  * the relaxed per-thread capture mode, so that none invalidates another thread's capture.
  */
-#define CAP_ASK (-1) /* the caller has not asked gw__capturing yet */
+#define CAP_ASK UINT64_MAX /* the caller has not asked gw__capturing yet (no capture's id) */
 
 /* Why a copy of kinds dk <- sk cannot be recorded into a graph, or NULL. */
 static const char *uncapturable_copy(gw_memkind dk, gw_memkind sk) {
@@ -465,18 +465,18 @@ static gw_status refuse_capture(const char *who, const char *why) {
 }
 
 /* Record the pending-work events of work just queued on st (captured or not). */
-static gw_status note_pair(const gw_array *a, const gw_array *b, gw_stream *st, int cap) {
+static gw_status note_pair(const gw_array *a, const gw_array *b, gw_stream *st, uint64_t cap) {
   if (!cap) {
     gw__pending_note(a, st);
     if (b) gw__pending_note(b, st);
     return GW_OK;
   }
-  gw_status s = gw__pending_note_captured(a, st);
-  if (s == GW_OK && b) s = gw__pending_note_captured(b, st);
+  gw_status s = gw__pending_note_captured(a, st, cap);
+  if (s == GW_OK && b) s = gw__pending_note_captured(b, st, cap);
   return s;
 }
 
-static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st, int cap) {
+static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint64_t cap) {
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!src) return gw__fail(GW_EINVAL, "src: NULL");
   gw__xfer x;
@@ -673,8 +673,8 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
 }
 
 /* Queue b on st (NULL: synchronous); `note`: record the roots' pending-work events; cap:
- * whether st captures (CAP_ASK: not asked yet). */
-static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, int cap) {
+ * st's capture (0: none, CAP_ASK: not asked yet). */
+static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, uint64_t cap) {
   if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
   for (int i = 0; st && i < b->n; i++) /* before anything is queued */
     if (b->exec[i] && b->exec[i] != st->ctx->ops)
@@ -700,7 +700,7 @@ static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, int cap) {
 gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true, CAP_ASK); }
 
 gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
-  int cap = 0;
+  uint64_t cap = 0;
   if (b && st) {
     gw_status c = gw__capturing(st, &cap);
     if (c != GW_OK) return c;
@@ -733,7 +733,7 @@ static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
                     st->ctx->ops->name, dst->ctx->ops->name);
   gw__fillspec f;
   gw__plan_fill(dst, value, &f);
-  int cap = 0;
+  uint64_t cap = 0;
   if (st && (s = gw__capturing(st, &cap)) != GW_OK) return s;
   if (cap && f.kind == GW_MEM_HOST && !dst->ctx->caps.pageable_access)
     return refuse_capture("this fill", "the device cannot reach this pageable (unregistered) host "

@@ -133,7 +133,7 @@ gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m);
 /* Whether the calling thread may make a potentially unsafe call now (`call` names it):
  * GW_EBACKEND, having invalidated the captures it breaks, when it may not. */
 gw_status gw__cpu_capture_guard(const char *call);
-gw_status gw__cpu_stream_capturing(void *stream, int *capturing);
+gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture);
 /* fork(): the streams' lock, taken innermost (after the model's), and the child's reset
  * (no worker thread survives a fork: queues are taken over by new workers on demand). */
 void gw__cpu_streams_lock(int on);

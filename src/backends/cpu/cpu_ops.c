@@ -219,9 +219,9 @@ static gw_status cpu_ipc_close(void *state, int device, void *base) {
 }
 
 /* Neither counted nor injected: a query, asked once per asynchronous call. */
-static gw_status cpu_stream_capturing(void *state, void *stream, int *capturing) {
+static gw_status cpu_stream_capturing(void *state, void *stream, uint64_t *capture) {
   (void)state;
-  return gw__cpu_stream_capturing(stream, capturing);
+  return gw__cpu_stream_capturing(stream, capture);
 }
 
 const gw__backend_ops gw__cpu_ops = {

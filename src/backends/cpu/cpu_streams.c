@@ -83,6 +83,7 @@ struct queue {
   /* Capture (never the legacy queue): items recorded instead of queued, the mode and the
    * thread that began it, and why it was invalidated (NULL: still valid). */
   bool capturing;
+  uint64_t cap_id; /* the capture's id (never 0), while capturing */
   gw_cpu_capture_mode cap_mode;
   pthread_t cap_thread;
   const char *cap_invalid;
@@ -112,6 +113,7 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER; /* any progress: broadcas
 static queue legacy[GW__CPU_MAX_DEVICES];              /* lock; device set at first use */
 static queue *live;                                    /* lock */
 static uint64_t next_seq = 1;                          /* lock */
+static uint64_t last_capture_id;                       /* lock */
 static bool forked_child;                              /* lock: workers must be restarted */
 
 /* ---- queues (lock held) ---- */
@@ -881,6 +883,7 @@ GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode m
     st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_begin: %p is capturing already", native);
   if (st == GW_OK) {
     q->capturing = true;
+    q->cap_id = ++last_capture_id;
     q->cap_mode = mode;
     q->cap_thread = pthread_self();
     q->cap_invalid = NULL;
@@ -996,11 +999,11 @@ GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
   free(g);
 }
 
-gw_status gw__cpu_stream_capturing(void *stream, int *capturing) {
+gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture) {
   pthread_mutex_lock(&lock);
   queue *q = queue_of(stream);
   gw_status st = legacy_conflict_query(q);
-  *capturing = q->capturing;
+  *capture = q->capturing ? q->cap_id : 0;
   pthread_mutex_unlock(&lock);
   return st;
 }

@@ -925,7 +925,7 @@ gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
 
 /* One runtime query. A special handle (legacy, per-thread) names the current device's
  * default stream: that device is made current for it; any other handle is asked as it is. */
-gw_status gwg_stream_capturing(void *state, void *stream, int *capturing) {
+gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture) {
   (void)state;
   const gwg_stream *st = stream;
   gwg_prev prev;
@@ -935,7 +935,7 @@ gw_status gwg_stream_capturing(void *state, void *stream, int *capturing) {
     if (s != GW_OK)
       return s;
   }
-  gwv_err e = gwv_stream_capturing(st->s, capturing);
+  gwv_err e = gwv_stream_capturing(st->s, capture);
   if (special)
     gwg_leave(prev);
   if (e == GWV_SUCCESS)

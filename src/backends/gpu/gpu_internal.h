@@ -95,7 +95,7 @@ gw_status gwg_event_destroy(void *state, void *event);
 gw_status gwg_event_record(void *state, void *event, void *stream);
 gw_status gwg_stream_wait_event(void *state, void *stream, void *event);
 gw_status gwg_event_query(void *state, void *event);
-gw_status gwg_stream_capturing(void *state, void *stream, int *capturing);
+gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture);
 
 /* gpu_ipc.c: memory from another process (the runtime's legacy IPC). */
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
