@@ -422,15 +422,23 @@ static void *neighbour_main(void *arg) {
   ASSERT_OK(gw_wrap(nb->ctx, pg, GW_INT32, 1, &n, NULL, 0, &wrapped)); /* registers */
   ASSERT_OK(gw_copy(wrapped, nb->dev));
   ASSERT_ALL_EQ(pg, &nb->want, N, sizeof(int32_t));
-  ASSERT_OK(gw_alloc(nb->ctx, GW_MEM_DEVICE, GW_INT32, 1, &n, &tmp));
   gw_stream *mine = NULL;
   ASSERT_OK(gw_stream_create(nb->ctx, &mine));
-  ASSERT_OK(gw_copy_async(tmp, nb->dev, mine));
-  (void)gw_array_pending(tmp); /* an event query */
+  ASSERT_OK(gw_copy_async(nb->pin, nb->dev, mine));
+  (void)gw_array_pending(nb->pin); /* an event query */
   ASSERT_OK(gw_stream_synchronize(mine));
-  ASSERT_OK(gw_synchronize(nb->ctx));
   gw_stream_destroy(mine);
-  gw_release(tmp);     /* a free */
+#ifndef GWT_GRAPH_CUDA
+  /* The model also lets allocation, free and a device synchronize through in the relaxed
+   * mode; whether CUDA does during another thread's capture was not measured (cudaFree
+   * and cudaDeviceSynchronize synchronize the device), so the CUDA run leaves them out. */
+  ASSERT_OK(gw_alloc(nb->ctx, GW_MEM_DEVICE, GW_INT32, 1, &n, &tmp));
+  ASSERT_OK(gw_copy(tmp, nb->dev));
+  ASSERT_OK(gw_synchronize(nb->ctx));
+  gw_release(tmp); /* a free */
+#else
+  (void)tmp;
+#endif
   gw_release(wrapped); /* an unregistration */
   free(pg);
 #ifndef GWT_GRAPH_CUDA
