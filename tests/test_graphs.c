@@ -394,6 +394,71 @@ TEST_IMPL(two_captures) {
   return 0;
 }
 
+#ifndef GWT_GRAPH_CUDA
+/*
+ * Two streams in one capture (diffusion3d --overlap's shape): s2 forks from s1 (the
+ * caller's own event, as with any capture), gw_array_wait orders s2 after a's captured copy
+ * on s1 and s1 after b's captured copy on s2 (joins inside the capture: stream waits the
+ * model sees), a fill runs on s1 meanwhile. Outside the capture gw_array_wait ignores
+ * captured work (it has not been queued): no wait.
+ */
+TEST_IMPL(join_two_streams) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = open_ctx();
+  tst_leaks before = tst_leak_snapshot();
+  void *n1 = drv_stream(1), *n2 = drv_stream(1), *n3 = drv_stream(1);
+  gw_stream *s1 = NULL, *s2 = NULL, *s3 = NULL;
+  ASSERT_OK(gw_stream_wrap(ctx, n1, &s1));
+  ASSERT_OK(gw_stream_wrap(ctx, n2, &s2));
+  ASSERT_OK(gw_stream_wrap(ctx, n3, &s3));
+  gw_array *in = alloc1(ctx, GW_MEM_PINNED), *a = alloc1(ctx, GW_MEM_DEVICE),
+           *b = alloc1(ctx, GW_MEM_DEVICE), *c = alloc1(ctx, GW_MEM_DEVICE),
+           *out = alloc1(ctx, GW_MEM_PINNED), *out2 = alloc1(ctx, GW_MEM_PINNED);
+  int32_t v = fresh_value();
+  ASSERT_OK(drv_begin(n1, MODE_GLOBAL));
+  ASSERT_OK(gw_copy_async(a, in, s1));
+  long waits = gw_cpu_op_calls(GW_CPU_OP_STREAM_WAIT_EVENT);
+  ASSERT_OK(gw_array_wait(a, s3)); /* s3 is in no capture: captured work is no work */
+  ASSERT_TRUE(gw_cpu_op_calls(GW_CPU_OP_STREAM_WAIT_EVENT) == waits);
+  ASSERT_OK(gw_cpu_stream_wait_stream(n2, n1)); /* fork: s2 joins the capture */
+  ASSERT_OK(gw_array_wait(a, s2));              /* join a's copy on s1 */
+  ASSERT_TRUE(gw_cpu_op_calls(GW_CPU_OP_STREAM_WAIT_EVENT) == waits + 1);
+  ASSERT_OK(gw_copy_async(b, a, s2));
+  ASSERT_OK(gw_fill_async(c, &v, s1));
+  ASSERT_OK(gw_array_wait(b, s1)); /* join back: b's copy on s2 */
+  ASSERT_TRUE(gw_cpu_op_calls(GW_CPU_OP_STREAM_WAIT_EVENT) == waits + 2);
+  ASSERT_OK(gw_copy_async(out, b, s1));
+  ASSERT_OK(gw_copy_async(out2, c, s1));
+  ASSERT_EQ_INT(drv_items(n1), 5);
+  drv_graph *g = NULL;
+  ASSERT_OK(drv_end(n1, &g));
+  ASSERT_EQ_INT(drv_items(n2), -1); /* left the capture with it */
+  for (int k = 0; k < LAUNCHES; k++) {
+    tst_random_fill(h32(in), N * sizeof(int32_t));
+    ASSERT_OK(gw_fill(b, &POISON));
+    ASSERT_OK(gw_fill(c, &POISON));
+    poison_host(out);
+    poison_host(out2);
+    ASSERT_OK(drv_launch(g, n1));
+    ASSERT_OK(gw_stream_synchronize(s1));
+    ASSERT_ELEMS_EQ(h32(out), h32(in), N, sizeof(int32_t));
+    ASSERT_ALL_EQ(h32(out2), &v, N, sizeof(int32_t));
+  }
+  drv_graph_destroy(g);
+  gw_array *all[] = {in, a, b, c, out, out2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) gw_release(all[i]);
+  gw_stream_destroy(s1);
+  gw_stream_destroy(s2);
+  gw_stream_destroy(s3);
+  drv_stream_destroy(n1);
+  drv_stream_destroy(n2);
+  drv_stream_destroy(n3);
+  gw_context_destroy(ctx);
+  ASSERT_NO_LEAK(before);
+  return 0;
+}
+#endif
+
 /* ---- good neighbours: another thread's calls during a global-mode capture ------------------ */
 
 typedef struct {

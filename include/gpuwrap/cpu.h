@@ -167,8 +167,12 @@ GW_API size_t gw_cpu_ipc_mappings(void);
  *     under GW_CPU_CAPTURE_THREAD_LOCAL from the thread that began the capture. gpuwrap's
  *     own backend calls run in the relaxed mode (as the GPU backend's); the raw
  *     gw_cpu_runtime_* calls, a user's own runtime calls, do not.
- * Querying an event last recorded in a capture fails (cudaErrorCapturedEvent). One stream
- * per capture is modelled (waiting on a captured event from another stream: GW_ENOTSUP).
+ * Querying an event last recorded in a capture fails (cudaErrorCapturedEvent). A stream
+ * that waits on an event recorded in a capture joins that capture (as on CUDA: work queued
+ * on it is recorded too); a wait on an event of another capture, or of one that has
+ * ended, invalidates the waiting stream's capture (cudaErrorStreamCaptureIsolation). A
+ * launch replays everything recorded in the order it was recorded; only the stream that
+ * began a capture ends it (joined streams are not checked for having joined back).
  */
 typedef enum {
   GW_CPU_CAPTURE_GLOBAL = 0, /* cudaStreamCaptureModeGlobal, every thread's default mode */
@@ -191,6 +195,12 @@ GW_API int gw_cpu_graph_items(const gw_cpu_graph *g);
  *  cudaGraphLaunch; all of it or nothing (GW_ENOMEM, GW_EINVAL). */
 GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native);
 GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g);
+/** `waiter` waits for the work queued on `waited` so far, on the device (the model's
+ *  cudaEventRecord(e, waited) + cudaStreamWaitEvent(waiter, e), made outside gpuwrap):
+ *  while `waited` captures, `waiter` joins its capture (a fork); both are native handles
+ *  of live non-legacy streams. GW_EINVAL, GW_ENOMEM, GW_EBACKEND (a wait across captures
+ *  or out of one: the waiter's capture is invalidated). */
+GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited);
 /** The calling thread's per-thread capture mode now (GLOBAL unless changed): gpuwrap's
  *  calls restore it after running relaxed. */
 GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void);

@@ -21,8 +21,9 @@
  *     queued item, never a host wait;
  *   - freeing backend memory waits for every queue first (cudaFree synchronizes), so a
  *     release after queued work is safe, as on CUDA.
- *   - graph capture (cudaStreamBeginCapture's rules, see "Capture" below): work queued on
- *     a capturing stream is recorded, not run; a launch of the graph queues copies of it;
+ *   - graph capture (cudaStreamBeginCapture's rules, see "capture" below): work queued on
+ *     a capturing stream is recorded, not run; a launch of the graph queues copies of it
+ *     (in the order it was recorded, a valid order for every dependency of the capture);
  * Ordering is decided with one global enqueue sequence number: an item only ever waits
  * for items with a smaller number, so the model cannot deadlock whatever the caller does.
  *
@@ -47,6 +48,7 @@ typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
 _Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0, "the static legacy slots are legacy queues as zeroed");
 
 typedef struct queue queue;
+typedef struct capture capture;
 
 typedef struct item {
   struct item *next;
@@ -80,15 +82,20 @@ struct queue {
   bool has_thread;
   pthread_t thread;
   queue *next_live;   /* the table of live non-legacy queues */
-  /* Capture (never the legacy queue): items recorded instead of queued, the mode and the
-   * thread that began it, and why it was invalidated (NULL: still valid). */
-  bool capturing;
-  uint64_t cap_id; /* the capture's id (never 0), while capturing */
-  gw_cpu_capture_mode cap_mode;
-  pthread_t cap_thread;
-  const char *cap_invalid;
-  item *cap_head, *cap_tail;
-  int cap_n;
+  capture *cap; /* the capture this queue is in (began or joined), or NULL; never legacy */
+};
+
+/* A capture: begun on its origin queue, joined by every queue that waits on an event
+ * recorded in it; work queued on any of them is recorded here instead of queued. */
+struct capture {
+  uint64_t id; /* never 0 */
+  queue *origin;
+  gw_cpu_capture_mode mode;
+  pthread_t thread;    /* that began it */
+  const char *invalid; /* what invalidated it, or NULL */
+  item *head, *tail;
+  int n;
+  capture *next; /* the live captures */
 };
 
 struct gw_cpu_graph {
@@ -105,7 +112,7 @@ typedef struct {
 typedef struct {
   queue *q; /* NULL: never recorded (complete, as a fresh CUDA event) */
   uint64_t ticket;
-  bool captured; /* last recorded on a capturing queue: a node of its graph, not work */
+  uint64_t cap_id; /* last recorded in this capture (0: none): a node of its graph, not work */
 } event;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -114,6 +121,7 @@ static queue legacy[GW__CPU_MAX_DEVICES];              /* lock; device set at fi
 static queue *live;                                    /* lock */
 static uint64_t next_seq = 1;                          /* lock */
 static uint64_t last_capture_id;                       /* lock */
+static capture *captures;                              /* lock: the live ones */
 static bool forked_child;                              /* lock: workers must be restarted */
 
 /* ---- queues (lock held) ---- */
@@ -309,8 +317,8 @@ gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m) {
 GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void) { return thread_mode; }
 
 static gw_status invalidate(queue *q, const char *err, const char *why) {
-  if (!q->cap_invalid)
-    q->cap_invalid = why;
+  if (!q->cap->invalid)
+    q->cap->invalid = why;
   return gw__fail(GW_EBACKEND, "cpu backend: %s on a capturing stream: %s (the capture is invalidated)",
                   why, err);
 }
@@ -321,15 +329,15 @@ static gw_status guard(const char *call) {
   if (thread_mode == GW_CPU_CAPTURE_RELAXED)
     return GW_OK;
   pthread_t self = pthread_self();
-  queue *hit = NULL;
-  for (queue *q = live; q; q = q->next_live) {
-    if (!q->capturing || q->cap_mode == GW_CPU_CAPTURE_RELAXED)
+  capture *hit = NULL;
+  for (capture *c = captures; c; c = c->next) {
+    if (c->mode == GW_CPU_CAPTURE_RELAXED)
       continue;
-    if (pthread_equal(q->cap_thread, self) ||
-        (thread_mode == GW_CPU_CAPTURE_GLOBAL && q->cap_mode == GW_CPU_CAPTURE_GLOBAL)) {
-      if (!q->cap_invalid)
-        q->cap_invalid = call;
-      hit = q;
+    if (pthread_equal(c->thread, self) ||
+        (thread_mode == GW_CPU_CAPTURE_GLOBAL && c->mode == GW_CPU_CAPTURE_GLOBAL)) {
+      if (!c->invalid)
+        c->invalid = call;
+      hit = c;
     }
   }
   if (!hit)
@@ -353,7 +361,7 @@ static gw_status legacy_conflict(queue *q) {
   if (q->kind != Q_LEGACY)
     return GW_OK;
   for (queue *b = live; b; b = b->next_live)
-    if (b->device == q->device && b->kind == Q_BLOCKING && b->capturing)
+    if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
       return invalidate(b, "cudaErrorStreamCaptureImplicit",
                         "legacy-stream work while a blocking stream of the device captures");
   return GW_OK;
@@ -364,7 +372,7 @@ static gw_status legacy_conflict_query(queue *q) {
   if (q->kind != Q_LEGACY)
     return GW_OK;
   for (queue *b = live; b; b = b->next_live)
-    if (b->device == q->device && b->kind == Q_BLOCKING && b->capturing)
+    if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
       return gw__fail(GW_ENOTSUP,
                       "stream: the legacy default stream cannot take work while a blocking "
                       "stream of its device is being captured (cudaErrorStreamCaptureImplicit: "
@@ -374,13 +382,42 @@ static gw_status legacy_conflict_query(queue *q) {
 
 /* Record the heap item `it` into q's capture. */
 static void record(queue *q, item *it) {
+  capture *c = q->cap;
   it->next = NULL;
-  if (q->cap_tail)
-    q->cap_tail->next = it;
+  if (c->tail)
+    c->tail->next = it;
   else
-    q->cap_head = it;
-  q->cap_tail = it;
-  q->cap_n++;
+    c->head = it;
+  c->tail = it;
+  c->n++;
+}
+
+static void free_items(item *h);
+
+/* The capture is over (ended, or its origin destroyed): every queue leaves it, it leaves
+ * the live list; its items are the caller's (*items), or freed when items is NULL. */
+static void capture_close(capture *c, item **items) {
+  for (queue *q = live; q; q = q->next_live)
+    if (q->cap == c)
+      q->cap = NULL;
+  for (capture **p = &captures; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  if (items)
+    *items = c->head;
+  else
+    free_items(c->head);
+  free(c);
+}
+
+/* A live capture by id (lock held), or NULL: ended. */
+static capture *capture_by_id(uint64_t id) {
+  for (capture *c = captures; c; c = c->next)
+    if (c->id == id)
+      return c;
+  return NULL;
 }
 
 static void free_items(item *h) {
@@ -403,7 +440,7 @@ static gw_status run_here(queue *q, item *it) {
   gw_status st = GW_OK;
   if (q->dead)
     st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
-  else if (q->capturing) /* work the host runs now cannot be recorded */
+  else if (q->cap) /* work the host runs now cannot be recorded */
     st = invalidate(q, "cudaErrorStreamCaptureUnsupported", "host-run (synchronous) work queued on it");
   else if ((st = legacy_conflict(q)) == GW_OK)
     st = guard("a synchronous copy or fill");
@@ -437,7 +474,7 @@ static gw_status enqueue(queue *q, const item *tmpl) {
   gw_status st = GW_OK;
   if (q->dead)
     st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
-  else if (q->capturing) {
+  else if (q->cap) {
     record(q, it);
     pthread_mutex_unlock(&lock);
     return GW_OK;
@@ -584,7 +621,7 @@ static void wait_queue(queue *q) {
 gw_status gw__cpu_stream_synchronize(void *stream) {
   pthread_mutex_lock(&lock);
   queue *q = queue_of(stream);
-  gw_status st = q->capturing ? invalidate(q, "cudaErrorStreamCaptureUnsupported", "a stream synchronize")
+  gw_status st = q->cap ? invalidate(q, "cudaErrorStreamCaptureUnsupported", "a stream synchronize")
                               : guard("a stream synchronize");
   if (st == GW_OK)
     wait_queue(q);
@@ -636,9 +673,9 @@ static void destroy_queue(queue *q) {
       break;
     }
   pthread_cond_broadcast(&cond); /* a legacy item may have waited on its last head */
-  free_items(q->cap_head); /* a capture never ended: its graph is lost, as on CUDA */
-  q->cap_head = q->cap_tail = NULL;
-  q->capturing = false;
+  if (q->cap && q->cap->origin == q)
+    capture_close(q->cap, NULL); /* a capture never ended: its graph is lost, as on CUDA */
+  q->cap = NULL;
   unref(q);
   pthread_mutex_unlock(&lock);
 }
@@ -757,7 +794,7 @@ gw_status gw__cpu_event_record(void *ev, void *stream) {
     unref(e->q);
   e->q = q;
   e->ticket = q->queued;
-  e->captured = q->capturing;
+  e->cap_id = q->cap ? q->cap->id : 0;
   pthread_mutex_unlock(&lock);
   return GW_OK;
 }
@@ -772,13 +809,22 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   gw_status st = GW_OK;
   bool queued = false;
   pthread_mutex_lock(&lock);
-  if (e->captured && e->q != q) {
-    /* One stream per capture is modelled: a second stream would join it here. */
-    st = gw__fail(GW_ENOTSUP, "stream_wait_event: the event was recorded in a capture; the cpu "
-                              "model does not join a second stream into a capture");
-  } else if (e->captured) {
-    /* recorded on q itself: FIFO orders it */
-  } else if (e->q && e->q != q && e->q->done < e->ticket && q->capturing) {
+  capture *ec = e->cap_id ? capture_by_id(e->cap_id) : NULL;
+  if (e->cap_id && (!ec || (q->cap && q->cap != ec))) {
+    /* A node of a capture that ended, or of another one: a dependency across captures. */
+    if (q->cap)
+      st = invalidate(q, "cudaErrorStreamCaptureIsolation", "a wait for an event of another capture");
+    else
+      st = gw__fail(GW_EBACKEND, "stream_wait_event: the event was last recorded in a capture "
+                                 "that has ended (cudaErrorStreamCaptureIsolation)");
+  } else if (e->cap_id) {
+    /* A node of q's capture, or q joins it (as cudaStreamWaitEvent on a captured event):
+     * recorded work is replayed in the order it was recorded, which keeps this order. */
+    if (q->kind == Q_LEGACY)
+      st = gw__fail(GW_EINVAL, "stream_wait_event: the legacy stream cannot join a capture");
+    else
+      q->cap = ec;
+  } else if (e->q && e->q != q && e->q->done < e->ticket && q->cap) {
     /* A dependency on work outside the capture (cudaErrorStreamCaptureIsolation). */
     st = invalidate(q, "cudaErrorStreamCaptureIsolation", "a wait for work outside the capture");
   } else if (e->q && e->q != q && e->q->done < e->ticket) {
@@ -807,7 +853,7 @@ gw_status gw__cpu_event_query(void *ev) {
   const event *e = ev;
   pthread_mutex_lock(&lock);
   gw_status st = guard("an event query");
-  if (st == GW_OK && e->captured)
+  if (st == GW_OK && e->cap_id)
     st = gw__fail(GW_EBACKEND, "cpu backend: event query: the event was last recorded in a "
                                "capturing stream (cudaErrorCapturedEvent)");
   if (st != GW_OK) {
@@ -879,16 +925,19 @@ GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode m
   pthread_mutex_lock(&lock);
   queue *q = NULL;
   gw_status st = capture_target("gw_cpu_stream_capture_begin", native, &q);
-  if (st == GW_OK && q->capturing)
+  if (st == GW_OK && q->cap)
     st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_begin: %p is capturing already", native);
+  capture *c = st == GW_OK ? calloc(1, sizeof *c) : NULL;
+  if (st == GW_OK && !c)
+    st = gw__fail(GW_ENOMEM, "gw_cpu_stream_capture_begin: out of host memory");
   if (st == GW_OK) {
-    q->capturing = true;
-    q->cap_id = ++last_capture_id;
-    q->cap_mode = mode;
-    q->cap_thread = pthread_self();
-    q->cap_invalid = NULL;
-    q->cap_head = q->cap_tail = NULL;
-    q->cap_n = 0;
+    c->id = ++last_capture_id;
+    c->origin = q;
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->next = captures;
+    captures = c;
+    q->cap = c;
   }
   pthread_mutex_unlock(&lock);
   return st;
@@ -904,16 +953,13 @@ GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph) {
   pthread_mutex_lock(&lock);
   queue *q = NULL;
   gw_status st = capture_target("gw_cpu_stream_capture_end", native, &q);
-  if (st == GW_OK && !q->capturing)
-    st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: %p is not capturing", native);
+  if (st == GW_OK && (!q->cap || q->cap->origin != q))
+    st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: %p %s", native,
+                  q->cap ? "joined a capture it did not begin" : "is not capturing");
   if (st == GW_OK) {
-    g->head = q->cap_head;
-    g->n = q->cap_n;
-    const char *why = q->cap_invalid;
-    q->capturing = false;
-    q->cap_head = q->cap_tail = NULL;
-    q->cap_n = 0;
-    q->cap_invalid = NULL;
+    const char *why = q->cap->invalid;
+    g->n = q->cap->n;
+    capture_close(q->cap, &g->head);
     if (why) {
       free_items(g->head);
       st = gw__fail(GW_EBACKEND, "gw_cpu_stream_capture_end: the capture was invalidated by %s "
@@ -932,7 +978,7 @@ GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph) {
 GW_API int gw_cpu_stream_capture_items(void *native) {
   pthread_mutex_lock(&lock);
   queue *q = native ? find_live(native) : NULL;
-  int n = q && q->capturing ? q->cap_n : -1;
+  int n = q && q->cap ? q->cap->n : -1;
   pthread_mutex_unlock(&lock);
   return n;
 }
@@ -972,14 +1018,14 @@ GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
     st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: %p is not a live stream of the cpu backend", native);
   else if (q->dead)
     st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: the stream was destroyed by its owner");
-  else if (q->capturing) /* a graph launched into a capture: its items are recorded */
+  else if (q->cap) /* a graph launched into a capture: its items are recorded */
     for (item *it = head, *n; it; it = n) {
       n = it->next;
       record(q, it);
     }
   else if (!q->has_thread && !forked_child)
     st = start_worker(q);
-  if (st == GW_OK && !q->capturing) {
+  if (st == GW_OK && !q->cap) {
     for (item *it = head, *n; it; it = n) {
       n = it->next;
       push(q, it);
@@ -992,6 +1038,36 @@ GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
   return st;
 }
 
+GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited) {
+  pthread_mutex_lock(&lock);
+  queue *w = NULL, *d = NULL;
+  gw_status st = capture_target("gw_cpu_stream_wait_stream", waiter, &w);
+  if (st == GW_OK)
+    st = capture_target("gw_cpu_stream_wait_stream", waited, &d);
+  item *it = NULL;
+  if (st == GW_OK && d->cap) {
+    if (w->cap && w->cap != d->cap)
+      st = invalidate(w, "cudaErrorStreamCaptureIsolation", "a wait for a stream of another capture");
+    else
+      w->cap = d->cap; /* joins (fork) */
+  } else if (st == GW_OK && w != d && d->done < d->queued) {
+    if (w->cap)
+      st = invalidate(w, "cudaErrorStreamCaptureIsolation", "a wait for work outside the capture");
+    else if (!(it = malloc(sizeof *it)))
+      st = gw__fail(GW_ENOMEM, "gw_cpu_stream_wait_stream: out of host memory");
+    else if (!w->has_thread && !forked_child && (st = start_worker(w)) != GW_OK)
+      free(it);
+    else {
+      *it = (item){.kind = IT_WAIT, .heap = true, .wait_q = d, .wait_ticket = d->queued};
+      d->refs++;
+      push(w, it);
+      child_drain();
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
 GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
   if (!g)
     return;
@@ -999,11 +1075,11 @@ GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
   free(g);
 }
 
-gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture) {
+gw_status gw__cpu_stream_capturing(void *stream, uint64_t *id) {
   pthread_mutex_lock(&lock);
   queue *q = queue_of(stream);
   gw_status st = legacy_conflict_query(q);
-  *capture = q->capturing ? q->cap_id : 0;
+  *id = q->cap ? q->cap->id : 0;
   pthread_mutex_unlock(&lock);
   return st;
 }
