@@ -83,7 +83,7 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st, uint64_t capture) {
   for (int i = 1; i < nslots(r); i++)
     if (slot(r, i)->stream == st->id && same_kind(slot(r, i), capture)) return slot(r, i);
   gw__pend *idle = NULL;
-  /* A captured slot is never taken over: the capture may still need its event. */
+  /* Another stream never takes a captured slot over: its capture may still need the event. */
   for (int i = 0; i < nslots(r); i++) {
     gw__pend *p = slot(r, i);
     if (p->capture || busy(p)) continue;
@@ -300,6 +300,6 @@ gw_status gw__stream_capturing(gw_stream *s, int *capturing) {
   if (!capturing) return gw__fail(GW_EINVAL, "capturing: NULL");
   uint64_t cap = 0;
   gw_status st = gw__capturing(s, &cap);
-  *capturing = st == GW_OK && cap != 0;
+  if (st == GW_OK) *capturing = cap != 0;
   return st;
 }

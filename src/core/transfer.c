@@ -443,9 +443,9 @@ static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src
  *     overlaps (through a temporary, which needs a host synchronisation); a synchronize of
  *     the stream (gw_stream_synchronize, gw__batch_run_wait); a wait for work queued
  *     outside the capture (gw_array_wait).
- * A wrap registers pageable memory, which no capture allows from a capturing thread in
- * global mode either: wrap before capturing. The backends run their own runtime calls in
- * the relaxed per-thread capture mode, so that none invalidates another thread's capture.
+ * A wrap (a registration) during a capture happens then, not at the graph's launches, and
+ * breaks no capture: the backends run their own runtime calls in the relaxed per-thread
+ * capture mode, so that none invalidates this or another thread's capture.
  */
 #define CAP_ASK UINT64_MAX /* the caller has not asked gw__capturing yet (no capture's id) */
 
