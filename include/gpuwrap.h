@@ -421,6 +421,41 @@ GW_API size_t gw_registry_ranges(void);
  * The CPU backend runs each stream's work on a worker thread of its own, in order, with the
  * same rules, so an ordering mistake (reading a result before its stream finished, a
  * missing wait between two streams) shows up on a machine without a GPU.
+ *
+ * Graphs. A stream being captured into a graph (cudaStreamBeginCapture / hipStreamBegin-
+ * Capture: torch.cuda.graph, JAX, a solver's time step) can be given to gpuwrap (borrowed
+ * with gw_stream_wrap). Each asynchronous call asks the runtime whether its stream is
+ * capturing (one cheap query) and then either RECORDS its work into the graph, to run at
+ * every launch, or fails with GW_ENOTSUP saying why BEFORE queueing anything, so that the
+ * caller's capture stays valid:
+ *   - recorded: gw_fill_async and gw_copy_async whose every side the device reaches
+ *     (device, pinned or gpuwrap-registered, managed memory; a fill of pageable memory on
+ *     a device that reads it), and gw_array_wait for work of the same capture;
+ *   - refused: copies with a pageable (unregistered) side (staged through host threads and
+ *     completed on the host), fills the host runs, copies between arrays that share memory
+ *     (through a temporary, freed after a host synchronisation), gw_stream_synchronize of
+ *     the capturing stream, gw_array_wait for work queued outside the capture on another
+ *     stream (synchronize it before capturing), any work on the legacy default stream while
+ *     a blocking stream of its device captures (capture on a non-blocking stream, as
+ *     PyTorch and CuPy do).
+ * Arguments are read at capture time: a graph replays the same arrays and the same fill
+ * values; refresh the data, not the calls. Wrap (and so register) memory before the
+ * capture begins: a wrap during it works (see below) but is no part of the graph.
+ * Pending work and graphs: captured work is not queued, so it is not pending:
+ * gw_array_pending is 0 for work that was only captured, a release does not wait for it,
+ * and gpuwrap does not know about launches of the graph. The caller owns the graph's
+ * lifetime: every array a graph uses must outlive every launch of it (synchronize the
+ * launch stream before releasing them). The event gpuwrap records for captured work is a
+ * node of the graph; gpuwrap never queries it, and a gw_array_wait on another stream of
+ * the same capture waits for it.
+ * Good neighbours: gpuwrap's own runtime calls (queries, registration, synchronous copies,
+ * events) run in the runtime's relaxed per-thread capture mode, restored after
+ * (cudaThreadExchangeStreamCaptureMode), so they never invalidate another thread's capture,
+ * in any capture mode. The runtime's own rule stays: work on the legacy default stream
+ * (every synchronous call) while a BLOCKING stream of its device captures invalidates that
+ * capture, whichever thread queues it.
+ * The CPU backend models capture (gpuwrap/cpu.h: gw_cpu_stream_capture_begin), with the
+ * runtime's invalidation rules.
  */
 
 typedef struct gw_stream gw_stream;
@@ -444,6 +479,8 @@ GW_API void *gw_stream_native(const gw_stream *s);
 /** A stream gpuwrap created: waits for its work, then destroys it. A borrowed stream: drops
  *  the handle only. NULL is ok. */
 GW_API void gw_stream_destroy(gw_stream *s);
+/** Wait on the host for s's work. GW_ENOTSUP when s is being captured into a graph (a
+ *  capture cannot be synchronized: "Graphs" above), GW_EINVAL, GW_EBACKEND. */
 GW_API gw_status gw_stream_synchronize(gw_stream *s);
 /** As gw_copy/gw_fill (the same rules and errors) but ordered on s. Releasing an array
  *  before s has run its work waits (on the host) for that work when the release gives up
@@ -454,7 +491,8 @@ GW_API gw_status gw_stream_synchronize(gw_stream *s);
  *  after s has run both halves: s is synchronized), complete before returning. Each
  *  records s's pending-work event on both arrays (gw_array_wait): a release waits for the
  *  work of every stream that still needs the memory, two streams reading at once
- *  included. */
+ *  included. On a stream being captured into a graph the work is recorded, or refused
+ *  with GW_ENOTSUP before anything is queued ("Graphs" above). */
 GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
 GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
 /**
@@ -462,13 +500,18 @@ GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
  * gw_copy_async / gw_fill_async that wrote or read it, on every stream, that may not have
  * completed); no host synchronisation. Nothing to wait for is GW_OK. Use it before handing
  * a to another library's stream, or before writing a on s after reads on other streams.
+ * On a stream being captured into a graph, the wait is recorded for work captured on
+ * other streams of the capture; work queued outside the capture on another stream and not
+ * yet complete cannot be waited for there (GW_ENOTSUP, nothing queued).
  * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (work of another backend than s's
  *         is pending: nothing is waited for then; a stream of another device of the same
- *         backend does wait, as cudaStreamWaitEvent allows); GW_EBACKEND.
+ *         backend does wait, as cudaStreamWaitEvent allows); GW_ENOTSUP (see above);
+ *         GW_EBACKEND.
  */
 GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
 /** 1 when asynchronous gpuwrap work on a's memory, on any stream, may not have completed
- *  yet, else 0. */
+ *  yet, else 0. Work only captured into a graph is not queued, so not pending (0): the
+ *  graph's launches are the caller's to wait for ("Graphs" above). */
 GW_API int gw_array_pending(const gw_array *a);
 
 /* ------------------------------------------------------------------------------------ */

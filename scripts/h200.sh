@@ -59,6 +59,12 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120
 log "share_with_torch rc=$?"
 GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 300 python3 examples/ipc_torch.py > "$L/ipc_torch.txt" 2>&1
 log "ipc_torch rc=$? $(tail -1 "$L/ipc_torch.txt")"
+# gpuwrap inside torch.cuda.graph (issue 35): captured calls replayed, refusals, a neighbour thread
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+  timeout 300 python3 tests/dlpack/test_graphs_torch.py > "$L/graphs_torch.txt" 2>&1
+log "graphs torch rc=$? $(tail -1 "$L/graphs_torch.txt")"
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/graph_torch.py > "$L/graph_torch.txt" 2>&1
+log "graph_torch example rc=$?"
 
 # staging bandwidth next to cudaMemcpy
 GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/test_staging bandwidth > "$L/staging_bw.txt" 2>&1

@@ -151,6 +151,60 @@ GW_API gw_status gw_cpu_stream_destroy_external(void *native);
 /** Allocations of other processes mapped in this one (cudaIpcOpenMemHandle'd, not closed). */
 GW_API size_t gw_cpu_ipc_mappings(void);
 
+/*
+ * Graph capture, as cudaStreamBeginCapture / cudaStreamEndCapture / cudaGraphLaunch on a
+ * stream made outside gpuwrap (so that the capture rules run in CI). While a stream
+ * captures, work queued on it (copies, fills, batches; events recorded there become graph
+ * nodes) is recorded, not run; a launch queues the recorded work on a stream, in order,
+ * each time. The model keeps CUDA's rules and, as CUDA, a broken rule INVALIDATES the
+ * capture (its end then fails with GW_EBACKEND and gives no graph):
+ *   - host-run work queued on the capturing stream (a synchronous or pageable copy or
+ *     fill), a synchronize of it, or a wait for work outside the capture;
+ *   - work on the legacy stream while a BLOCKING stream of its device captures;
+ *   - a "potentially unsafe" call (synchronous copies and fills, stream and device
+ *     synchronisation, event queries, allocation, free, host registration) from a thread
+ *     whose per-thread mode is not relaxed: under GW_CPU_CAPTURE_GLOBAL from any thread,
+ *     under GW_CPU_CAPTURE_THREAD_LOCAL from the thread that began the capture. gpuwrap's
+ *     own backend calls run in the relaxed mode (as the GPU backend's); the raw
+ *     gw_cpu_runtime_* calls, a user's own runtime calls, do not.
+ * Querying an event last recorded in a capture fails (cudaErrorCapturedEvent). A stream
+ * that waits on an event recorded in a capture joins that capture (as on CUDA: work queued
+ * on it is recorded too); a wait on an event of another capture, or of one that has
+ * ended, invalidates the waiting stream's capture (cudaErrorStreamCaptureIsolation). A
+ * launch replays everything recorded in the order it was recorded; only the stream that
+ * began a capture ends it (joined streams are not checked for having joined back).
+ */
+typedef enum {
+  GW_CPU_CAPTURE_GLOBAL = 0, /* cudaStreamCaptureModeGlobal, every thread's default mode */
+  GW_CPU_CAPTURE_THREAD_LOCAL,
+  GW_CPU_CAPTURE_RELAXED
+} gw_cpu_capture_mode;
+typedef struct gw_cpu_graph gw_cpu_graph;
+/** Begin capturing `native` (gw_cpu_stream_create_external, or gw_stream_native of a
+ *  gw_stream_create stream; not NULL, the legacy stream). GW_EINVAL: not a live stream,
+ *  already capturing, bad mode. */
+GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode mode);
+/** End the capture: *graph (owned by the caller, gw_cpu_graph_destroy) gets what was
+ *  recorded; GW_EBACKEND naming what invalidated it (*graph NULL). */
+GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph);
+/** Items recorded so far by the capture of `native`; -1 when it is not capturing. */
+GW_API int gw_cpu_stream_capture_items(void *native);
+/** Items of a graph. */
+GW_API int gw_cpu_graph_items(const gw_cpu_graph *g);
+/** Queue the graph's work on `native` (NULL: device 0's legacy stream), asynchronously, as
+ *  cudaGraphLaunch; all of it or nothing (GW_ENOMEM, GW_EINVAL). */
+GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native);
+GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g);
+/** `waiter` waits for the work queued on `waited` so far, on the device (the model's
+ *  cudaEventRecord(e, waited) + cudaStreamWaitEvent(waiter, e), made outside gpuwrap):
+ *  while `waited` captures, `waiter` joins its capture (a fork); both are native handles
+ *  of live non-legacy streams. GW_EINVAL, GW_ENOMEM, GW_EBACKEND (a wait across captures
+ *  or out of one: the waiter's capture is invalidated). */
+GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited);
+/** The calling thread's per-thread capture mode now (GLOBAL unless changed): gpuwrap's
+ *  calls restore it after running relaxed. */
+GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void);
+
 #ifdef __cplusplus
 }
 #endif

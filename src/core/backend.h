@@ -28,10 +28,11 @@
 /* 2: host_register takes GW__REG_* flags; caps.host_register_readonly. 3: borrowed streams
  * and events. 4: copy_batch. 5: the settings table in the host API. 6: ipc_export, ipc_open
  * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
- * owns_native_stream (the core asks a backend instead of reaching into it). A plugin of another ABI is
+ * owns_native_stream (the core asks a backend instead of reaching into it). 7:
+ * stream_capturing. A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
-#define GW__BACKEND_ABI 6
+#define GW__BACKEND_ABI 7
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -186,6 +187,19 @@ typedef struct gw__backend_ops {
    * it, so gw_stream_wrap asks the backends that can tell (the CPU model) before handing a
    * handle of theirs to another backend. */
   bool (*owns_native_stream)(const void *native);
+
+  /* Graph capture (ABI 7; the core's rules are src/core/transfer.c, "Capture"). Whether the
+   * stream (a backend stream object, never NULL) is being captured into a graph now
+   * (cudaStreamGetCaptureInfo): *capture the capture's id (never 0; an invalidated capture
+   * counts, its stream still refuses host work), 0 when it is not capturing. GW_ENOTSUP when the
+   * stream may not be used at all now: the legacy default stream while a blocking stream
+   * of its device is capturing (cudaErrorStreamCaptureImplicit: any work on it would
+   * invalidate that capture). One cheap runtime call: the core asks it once per
+   * asynchronous call.
+   * Every other operation of a backend must never invalidate a capture of ANOTHER thread:
+   * its runtime calls run in the relaxed per-thread capture mode
+   * (cudaThreadExchangeStreamCaptureMode), restored after. */
+  gw_status (*stream_capturing)(void *state, void *stream, uint64_t *capture);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

@@ -93,6 +93,9 @@ typedef struct {
   void *event;      /* a backend event of ctx recorded on that stream, or NULL */
   gw_context *ctx;  /* retained while event lives */
   int ref;          /* the token of that reference */
+  uint64_t capture; /* 0, or the id of the graph capture of that stream the event was
+                     * recorded in: a node of that graph, never queried (the runtime refuses
+                     * it), waited on only inside that capture, no work of the memory's */
 } gw__pend;
 
 struct gw_array {
@@ -143,6 +146,19 @@ struct gw_stream {
  * kept or recorded it waits for st instead, so that nothing is pending that gw_array_wait
  * or a release could miss. */
 void gw__pending_note(const gw_array *a, gw_stream *st);
+/* The same for work just recorded into a graph capture of st (gw__capturing said so): the
+ * event goes in a slot of its own (st's eager slot keeps following the work queued before
+ * the capture began), so that gw_array_wait on another stream of the capture joins the
+ * captured work. No host wait is possible here (a capture cannot be synchronised): a
+ * failure is returned, the work stays captured. */
+gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st, uint64_t capture);
+/* Whether st is being captured into a graph now (*capture: the capture's id, 0 when not):
+ * the one query an asynchronous call makes (transfer.c, "Capture"). A failure: st may not
+ * be used now. */
+static inline gw_status gw__capturing(gw_stream *st, uint64_t *capture) {
+  *capture = 0;
+  return st->ctx->ops->stream_capturing(st->ctx->state, st->handle, capture);
+}
 /* Root teardown: the events go with the memory. */
 void gw__pending_fini(gw_array *root);
 /* Wait on the host until the root's pending work, on every stream, is complete (before its

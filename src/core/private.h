@@ -67,4 +67,19 @@ GW_API void gw__batch_free(gw__batch *b);
  */
 GW_API gw_status gw__stream_order(gw_stream *first, gw_stream *then);
 
+/*
+ * Graph capture. Whether s is being captured into a graph now (*capturing 0/1;
+ * cudaStreamIsCapturing): one cheap runtime query. GW_ENOTSUP when s may take no work at
+ * all now (the legacy default stream while a blocking stream of its device captures).
+ * What a caller of the capture-aware calls needs (src/core/transfer.c, "Capture"): ask
+ * this once at the top of a stream-ordered operation, then either refuse it with
+ * GW_ENOTSUP naming why, before queueing anything, where some step must run on the host
+ * (MPI, a host-staged pack, a synchronize, gw__batch_run_wait), or queue only recordable
+ * work: gw__batch_run (records its copies and their events into the capture, or refuses
+ * with GW_ENOTSUP before queueing: pageable memory, overlapping pairs), gw_copy_async,
+ * gw_fill_async, gw_array_wait (joins captured work of another stream of the capture),
+ * and the caller's own kernels. gw_stream_synchronize refuses a capturing stream.
+ */
+GW_API gw_status gw__stream_capturing(gw_stream *s, int *capturing);
+
 #endif /* GW_CORE_PRIVATE_H */

@@ -19,10 +19,25 @@
  * on the same device), so the set grows only with streams whose work may still run.
  * Events are made on first use and live with the memory; an array touched only by
  * synchronous calls never has one.
+ *
+ * Graph capture: work recorded into a capture (cudaStreamBeginCapture) is not queued, so
+ * it is not pending: gw_array_pending does not count it, a release does not wait for it
+ * (nor for the graph's launches, whose lifetime the caller owns), and a wait outside the
+ * capture does not order it. Its event, recorded in the capture, is a node of the graph:
+ * kept in a slot of its own (per stream, beside the stream's eager slot, tagged with the
+ * capture's id), never queried (the runtime refuses a query of it), it lets gw_array_wait
+ * on another stream of the SAME capture join the captured work; an event of another
+ * capture (one that ended, or another one) is never waited on. A stream's next capture
+ * takes its captured slot over (its earlier capture has ended), so an array keeps at most
+ * two slots per stream. A capturing stream cannot wait for work queued outside the capture
+ * (the runtime would invalidate the capture): gw_array_wait refuses that, queueing
+ * nothing.
  */
 #include "internal.h"
+#include "private.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static gw_array *root_of(const gw_array *a) { return (gw_array *)(a->root ? a->root : a); }
@@ -51,7 +66,7 @@ static void drop_event(gw__pend *p) {
 /* Whether p's work may still run; a failed query counts as running (it cannot be waited
  * on, but neither can it be forgotten). */
 static bool busy(const gw__pend *p) {
-  return p->event && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
+  return p->event && !p->capture && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
 }
 
 /* Slot i of the root: 0 inline, then pend_more. */
@@ -60,14 +75,18 @@ static int nslots(const gw_array *r) { return 1 + r->pend_nmore; }
 
 /* The slot that follows st: its own, else one whose work is complete (its event reused
  * when of st's device), else a new one; NULL when none can be had (out of host memory). */
-static gw__pend *slot_for(gw_array *r, const gw_stream *st) {
-  if (r->pend.stream == st->id) return &r->pend; /* the common case: no query */
+static bool same_kind(const gw__pend *p, uint64_t capture) { return (p->capture != 0) == (capture != 0); }
+
+/* The slot of st's eager work (capture 0) or of its work in a capture: see above. */
+static gw__pend *slot_for(gw_array *r, const gw_stream *st, uint64_t capture) {
+  if (r->pend.stream == st->id && same_kind(&r->pend, capture)) return &r->pend; /* the common case: no query */
   for (int i = 1; i < nslots(r); i++)
-    if (slot(r, i)->stream == st->id) return slot(r, i);
+    if (slot(r, i)->stream == st->id && same_kind(slot(r, i), capture)) return slot(r, i);
   gw__pend *idle = NULL;
+  /* Another stream never takes a captured slot over: its capture may still need the event. */
   for (int i = 0; i < nslots(r); i++) {
     gw__pend *p = slot(r, i);
-    if (busy(p)) continue;
+    if (p->capture || busy(p)) continue;
     if (p->event && same_device(p->ctx, st->ctx)) {
       idle = p; /* the best: its event serves st as it is */
       break;
@@ -77,6 +96,7 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st) {
   if (idle) {
     if (idle->event && !same_device(idle->ctx, st->ctx)) drop_event(idle);
     idle->stream = st->id;
+    idle->capture = capture;
     return idle;
   }
   if (r->pend_nmore == r->pend_cap) {
@@ -87,15 +107,17 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st) {
     r->pend_cap = cap;
   }
   gw__pend *p = &r->pend_more[r->pend_nmore++];
-  *p = (gw__pend){.stream = st->id};
+  *p = (gw__pend){.stream = st->id, .capture = capture};
   return p;
 }
 
-void gw__pending_note(const gw_array *a, gw_stream *st) {
+/* Record st's event in its slot (eager, or of `capture`) of a's root; the failure's status. */
+static gw_status note(const gw_array *a, gw_stream *st, uint64_t capture) {
   gw_array *r = root_of(a);
   gw_context *c = st->ctx;
   plock(r);
-  gw__pend *p = slot_for(r, st);
+  gw__pend *p = slot_for(r, st, capture);
+  if (p) p->capture = capture; /* a stream's later capture takes its slot over */
   gw_status s = p ? GW_OK : GW_ENOMEM;
   if (p && !p->event) {
     s = c->ops->event_create(c->state, &p->event);
@@ -111,8 +133,24 @@ void gw__pending_note(const gw_array *a, gw_stream *st) {
    * all of st's work, what the slot recorded before included. */
   if (s != GW_OK && p) drop_event(p);
   punlock(r);
+  if (s == GW_ENOMEM && !p)
+    s = gw__fail(GW_ENOMEM, "out of host memory for an array's pending-work slot");
+  return s;
+}
+
+void gw__pending_note(const gw_array *a, gw_stream *st) {
   /* Without an event nothing may stay pending: wait here instead (correct, only slower). */
-  if (s != GW_OK) (void)c->ops->stream_synchronize(c->state, st->handle);
+  if (note(a, st, 0) != GW_OK) (void)st->ctx->ops->stream_synchronize(st->ctx->state, st->handle);
+}
+
+gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st, uint64_t capture) {
+  gw_status s = note(a, st, capture);
+  if (s == GW_OK) return GW_OK;
+  char why[256];
+  snprintf(why, sizeof why, "%s", gw_last_error());
+  return gw__fail(s, "the work was recorded into the stream's capture, but its event could not "
+                     "be: gw_array_wait on another stream of the capture cannot order after it (%s)",
+                  why);
 }
 
 void gw__pending_fini(gw_array *root) {
@@ -128,7 +166,7 @@ void gw__pending_drain(gw_array *root) {
    * failed query cannot be waited on: that stream's work is left as it is. */
   for (int i = 0; i < nslots(root); i++) {
     gw__pend *p = slot(root, i);
-    while (p->event && p->ctx->ops->event_query(p->ctx->state, p->event) == GW_EBUSY)
+    while (p->event && !p->capture && p->ctx->ops->event_query(p->ctx->state, p->event) == GW_EBUSY)
       sched_yield();
   }
 }
@@ -137,20 +175,39 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
   gw_array *r = root_of(a);
-  gw_status st = GW_OK;
+  /* No event, nothing to wait for (an array only synchronous calls touched): no capture
+   * query either, the DLPack hand-over's common case. */
+  plock(r);
+  bool any = false;
+  for (int i = 0; i < nslots(r) && !any; i++) any = slot(r, i)->event != NULL;
+  punlock(r);
+  if (!any) return GW_OK;
+  uint64_t cap = 0;
+  gw_status st = gw__capturing(s, &cap);
+  if (st != GW_OK) return st;
   plock(r);
   /* Every slot is checked before a wait is queued: s waits for all of them, or fails having
-   * queued nothing. s's own work needs no wait (a stream runs in order). */
+   * queued nothing. s's own work needs no wait (a stream runs in order). Outside a capture
+   * the captured slots are no work; inside one, the eager work of other streams cannot be
+   * waited for (the capture would be invalidated) and their captured work is joined. */
   for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
     gw__pend *p = slot(r, i);
-    if (p->stream != s->id && p->event && p->ctx->ops != s->ctx->ops && busy(p))
+    if (p->stream == s->id || !p->event) continue;
+    if (p->capture ? p->capture == cap && p->ctx->ops != s->ctx->ops
+                    : p->ctx->ops != s->ctx->ops && busy(p))
       st = gw__fail(GW_EDEVICE,
                     "stream: a %s stream cannot wait for the %s work pending on the array",
                     s->ctx->ops->name, p->ctx->ops->name);
+    else if (cap && !p->capture && busy(p))
+      st = gw__fail(GW_ENOTSUP,
+                    "stream: it is being captured into a graph, and the array has work pending "
+                    "on another stream, queued outside the capture: a capture cannot wait for "
+                    "it (the runtime would invalidate the capture); synchronize that work "
+                    "before beginning the capture");
   }
   for (int i = 0; i < nslots(r) && st == GW_OK; i++) {
     gw__pend *p = slot(r, i);
-    if (p->stream != s->id && busy(p))
+    if (p->stream != s->id && (p->capture ? cap && p->capture == cap : busy(p)))
       st = s->ctx->ops->stream_wait_event(s->ctx->state, s->handle, p->event);
   }
   punlock(r);
@@ -250,5 +307,21 @@ void gw_stream_destroy(gw_stream *s) {
 
 gw_status gw_stream_synchronize(gw_stream *s) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
+  uint64_t cap = 0;
+  gw_status st = gw__capturing(s, &cap);
+  if (st != GW_OK) return st;
+  if (cap)
+    return gw__fail(GW_ENOTSUP, "stream: it is being captured into a graph: a capture cannot be "
+                                "synchronized (the runtime would invalidate it); synchronize "
+                                "after launching the graph");
   return s->ctx->ops->stream_synchronize(s->ctx->state, s->handle);
+}
+
+gw_status gw__stream_capturing(gw_stream *s, int *capturing) {
+  if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
+  if (!capturing) return gw__fail(GW_EINVAL, "capturing: NULL");
+  uint64_t cap = 0;
+  gw_status st = gw__capturing(s, &cap);
+  if (st == GW_OK) *capturing = cap != 0;
+  return st;
 }

@@ -426,7 +426,57 @@ static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src
   return s;
 }
 
-static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
+/*
+ * Capture. A stream being captured into a graph (cudaStreamBeginCapture: PyTorch's
+ * torch.cuda.graph, JAX, a solver's time step) records what is queued on it instead of
+ * running it, and the runtime INVALIDATES the whole capture when something it cannot
+ * record is attempted (the caller loses the graph). So every asynchronous call asks once
+ * whether its stream is capturing (gw__capturing, one cheap runtime query; never for a
+ * synchronous call) and then either records its work or refuses it with GW_ENOTSUP,
+ * saying why, BEFORE anything is queued, leaving the capture valid:
+ *   - recorded: fills and copies whose every side the device reaches (device, pinned or
+ *     registered, managed memory; a fill of pageable memory on a device that reads it),
+ *     batches of those, pending-work events (captured slots, stream.c), waits for work of
+ *     the same capture;
+ *   - refused: pageable (unregistered) memory in a copy, staged through host threads and
+ *     completed on the host, and a pageable fill the host runs; a copy between memory that
+ *     overlaps (through a temporary, which needs a host synchronisation); a synchronize of
+ *     the stream (gw_stream_synchronize, gw__batch_run_wait); a wait for work queued
+ *     outside the capture (gw_array_wait).
+ * A wrap (a registration) during a capture happens then, not at the graph's launches, and
+ * breaks no capture: the backends run their own runtime calls in the relaxed per-thread
+ * capture mode, so that none invalidates this or another thread's capture.
+ */
+#define CAP_ASK UINT64_MAX /* the caller has not asked gw__capturing yet (no capture's id) */
+
+/* Why a copy of kinds dk <- sk cannot be recorded into a graph, or NULL. */
+static const char *uncapturable_copy(gw_memkind dk, gw_memkind sk) {
+  if (dk == GW_MEM_HOST || sk == GW_MEM_HOST)
+    return "pageable (unregistered) host memory is copied through host threads and completes "
+           "on the host, which a graph cannot record; wrap it registered (or copy through "
+           "pinned memory) to capture the copy";
+  return NULL;
+}
+
+static gw_status refuse_capture(const char *who, const char *why) {
+  return gw__fail(GW_ENOTSUP, "stream: it is being captured into a graph, and %s cannot be: %s "
+                              "(refused before queueing anything: the capture stays valid)",
+                  who, why);
+}
+
+/* Record the pending-work events of work just queued on st (captured or not). */
+static gw_status note_pair(const gw_array *a, const gw_array *b, gw_stream *st, uint64_t cap) {
+  if (!cap) {
+    gw__pending_note(a, st);
+    if (b) gw__pending_note(b, st);
+    return GW_OK;
+  }
+  gw_status s = gw__pending_note_captured(a, st, cap);
+  if (s == GW_OK && b) s = gw__pending_note_captured(b, st, cap);
+  return s;
+}
+
+static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint64_t cap) {
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!src) return gw__fail(GW_EINVAL, "src: NULL");
   gw__xfer x;
@@ -441,19 +491,24 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st) {
   if (st && st->ctx->ops != ctx->ops)
     return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
                     st->ctx->ops->name, ctx->ops->name);
+  if (st && cap == CAP_ASK && (s = gw__capturing(st, &cap)) != GW_OK) return s;
+  const char *why = st && cap ? uncapturable_copy(x.dst_kind, x.src_kind) : NULL;
+  if (why) return refuse_capture("this copy", why);
   switch (aliasing(dst, src)) {
   case ALIAS_SAME:
     return GW_OK;
   case ALIAS_OVERLAP:
+    if (st && cap)
+      return refuse_capture("this copy", "dst and src overlap in memory, so the copy goes "
+                                         "through a temporary that is freed after a host "
+                                         "synchronisation");
     return copy_staged(ctx, dst, src, st);
   case ALIAS_NONE:
     break;
   }
   s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
-  if (s == GW_OK && st) {
-    gw__pending_note(dst, st);
-    gw__pending_note(src, st); /* a consumer may write into what is still being read */
-  }
+  /* src too: a consumer may write into what is still being read */
+  if (s == GW_OK && st) s = note_pair(dst, src, st, cap);
   return s;
 }
 
@@ -513,6 +568,7 @@ struct gw__batch {
   gw__xfer *x;
   int nnote;              /* arrays whose pending-work events a run records (one per root) */
   const gw_array **note;
+  const char *uncapturable; /* why a run cannot be recorded into a graph, or NULL */
 };
 
 void gw__batch_free(gw__batch *b) {
@@ -576,6 +632,10 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
     alias_t al = aliasing(dst[i], src[i]);
     if (al == ALIAS_SAME) continue; /* each element onto itself: nothing to copy */
     b->exec[i] = c->ops;
+    if (!b->uncapturable) b->uncapturable = uncapturable_copy(xi.dst_kind, xi.src_kind);
+    if (!b->uncapturable && al == ALIAS_OVERLAP)
+      b->uncapturable = "a pair's dst and src overlap in memory, so it is copied through a "
+                        "temporary that is freed after a host synchronisation";
     if (!b->batched) continue;
     /* One backend state runs the batch: the same backend and device for every pair. */
     if (!b->ctx) b->ctx = c;
@@ -612,29 +672,43 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
   return GW_OK;
 }
 
-/* Queue b on st (NULL: synchronous); `note`: record the roots' pending-work events. */
-static gw_status batch_run(gw__batch *b, gw_stream *st, bool note) {
+/* Queue b on st (NULL: synchronous); `note`: record the roots' pending-work events; cap:
+ * st's capture (0: none, CAP_ASK: not asked yet). */
+static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, uint64_t cap) {
   if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
   for (int i = 0; st && i < b->n; i++) /* before anything is queued */
     if (b->exec[i] && b->exec[i] != st->ctx->ops)
       return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
                       st->ctx->ops->name, b->exec[i]->name);
   gw_status s = GW_OK;
+  if (st && cap == CAP_ASK && (s = gw__capturing(st, &cap)) != GW_OK) return s;
+  if (st && cap && b->uncapturable) return refuse_capture("this batch of copies", b->uncapturable);
   if (b->batched) {
     s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
-    if (st && note) /* also after a failure: a backend's fallback may have queued some */
-      for (int j = 0; j < b->nnote; j++) gw__pending_note(b->note[j], st);
+    /* also after a failure: a backend's fallback may have queued some */
+    for (int j = 0; st && note && j < b->nnote; j++) {
+      gw_status w = note_pair(b->note[j], NULL, st, cap);
+      if (s == GW_OK) s = w;
+    }
   } else { /* one by one: each copy notes its own event */
     for (int i = 0; i < b->n && s == GW_OK; i++)
-      if (b->exec[i]) s = copy_on(b->dst[i], b->src[i], st);
+      if (b->exec[i]) s = copy_on(b->dst[i], b->src[i], st, st ? cap : 0);
   }
   return s;
 }
 
-gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true); }
+gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true, CAP_ASK); }
 
 gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
-  gw_status s = batch_run(b, st, false);
+  uint64_t cap = 0;
+  if (b && st) {
+    gw_status c = gw__capturing(st, &cap);
+    if (c != GW_OK) return c;
+    if (cap)
+      return refuse_capture("a batch of copies completed on return",
+                            "it synchronizes the stream; use gw__batch_run inside a capture");
+  }
+  gw_status s = batch_run(b, st, false, 0);
   if (!st || !b) return s;
   /* Also after a failure: a backend's fallback may have queued some copies. */
   gw_status w = gw_stream_synchronize(st);
@@ -659,17 +733,23 @@ static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
                     st->ctx->ops->name, dst->ctx->ops->name);
   gw__fillspec f;
   gw__plan_fill(dst, value, &f);
+  uint64_t cap = 0;
+  if (st && (s = gw__capturing(st, &cap)) != GW_OK) return s;
+  if (cap && f.kind == GW_MEM_HOST && !dst->ctx->caps.pageable_access)
+    return refuse_capture("this fill", "the device cannot reach this pageable (unregistered) host "
+                                       "memory, so the host fills it, which a graph cannot "
+                                       "record; wrap it registered to capture the fill");
   s = dst->ctx->ops->fill(dst->ctx->state, &f, st ? st->handle : NULL);
-  if (s == GW_OK && st) gw__pending_note(dst, st);
+  if (s == GW_OK && st) s = note_pair(dst, NULL, st, cap);
   return s;
 }
 
-gw_status gw_copy(gw_array *dst, const gw_array *src) { return copy_on(dst, src, NULL); }
+gw_status gw_copy(gw_array *dst, const gw_array *src) { return copy_on(dst, src, NULL, 0); }
 gw_status gw_fill(gw_array *dst, const void *value) { return fill_on(dst, value, NULL); }
 
 gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
-  return copy_on(dst, src, s);
+  return copy_on(dst, src, s, CAP_ASK);
 }
 
 gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s) {

@@ -37,6 +37,16 @@ def lib():
                                          ctypes.POINTER(ctypes.c_void_p)]
     lib.gw_cpu_runtime_free.restype = ctypes.c_int
     lib.gw_cpu_runtime_free.argtypes = [ctypes.c_void_p]
+    # graph capture (gpuwrap/cpu.h): begin/end, launch, destroy, items recorded so far
+    lib.gw_cpu_stream_capture_begin.restype = ctypes.c_int
+    lib.gw_cpu_stream_capture_begin.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.gw_cpu_stream_capture_end.restype = ctypes.c_int
+    lib.gw_cpu_stream_capture_end.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.gw_cpu_graph_launch.restype = ctypes.c_int
+    lib.gw_cpu_graph_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.gw_cpu_graph_destroy.restype, lib.gw_cpu_graph_destroy.argtypes = None, [ctypes.c_void_p]
+    lib.gw_cpu_stream_capture_items.restype = ctypes.c_int
+    lib.gw_cpu_stream_capture_items.argtypes = [ctypes.c_void_p]
     return lib
 
 

@@ -12,6 +12,7 @@ typedef int gwv_err;
 typedef void *gwv_stream;
 typedef struct gwm_event *gwv_event;
 typedef void *gwv_ctxtok;
+typedef int gwv_capmode; /* gwg_prev's field; the test's gwg_enter does not exchange modes */
 
 #define GWV_SUCCESS 0
 #define GWV_MOCK_ERROR 700     /* what an injected failure returns */

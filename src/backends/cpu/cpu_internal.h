@@ -132,6 +132,13 @@ gw_status gw__cpu_event_query(void *event);
 /* Wait for all work queued so far on every stream of `device` (-1: of every device),
  * never failing: what cudaFree's implicit synchronisation does before memory goes. */
 void gw__cpu_streams_quiesce(int device);
+/* Capture (cpu_streams.c). The thread's per-thread capture mode, exchanged (the model's
+ * cudaThreadExchangeStreamCaptureMode): the ops run in GW_CPU_CAPTURE_RELAXED. */
+gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m);
+/* Whether the calling thread may make a potentially unsafe call now (`call` names it):
+ * GW_EBACKEND, having invalidated the captures it breaks, when it may not. */
+gw_status gw__cpu_capture_guard(const char *call);
+gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture);
 /* fork(): the streams' lock, taken innermost (after the model's), and the child's reset
  * (no worker thread survives a fork: queues are taken over by new workers on demand). */
 void gw__cpu_streams_lock(int on);

@@ -198,6 +198,9 @@ void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out) {
 
 gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size_t bytes,
                               void **out) {
+  gw_status cg = gw__cpu_capture_guard("cudaMalloc");
+  if (cg != GW_OK)
+    return cg;
   if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
     return gw__fail(GW_EINVAL, "%s: kind %d (%s) is not device, pinned or managed memory", who,
                     (int)kind, gw_memkind_name(kind));
@@ -293,6 +296,9 @@ static const char *hole_text(const gw__hostmap *m, char *buf, size_t n) {
 
 gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes,
                                  unsigned flags) {
+  gw_status cg = gw__cpu_capture_guard("cudaHostRegister");
+  if (cg != GW_OK)
+    return cg;
   uintptr_t b = (uintptr_t)base;
   if (!base || bytes == 0)
     return gw__fail(GW_EINVAL, "%s: [%p, +%zu): %s (invalid value)", who, base, bytes,
@@ -371,8 +377,10 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
 }
 
 gw_status gw__cpu_model_unregister(const char *who, void *base) {
+  gw_status st = gw__cpu_capture_guard("cudaHostUnregister");
+  if (st != GW_OK)
+    return st;
   uintptr_t b = (uintptr_t)base;
-  gw_status st = GW_OK;
   pthread_mutex_lock(&model_lock);
   range *r = base ? containing(&regs, b) : NULL;
   const range *a;
@@ -477,6 +485,8 @@ GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes,
 GW_API gw_status gw_cpu_runtime_free(void *ptr) {
   gw_status st = gw__cpu_check(GW_CPU_OP_FREE);
   if (st)
+    return st;
+  if ((st = gw__cpu_capture_guard("cudaFree")) != GW_OK)
     return st;
   gw__cpu_streams_quiesce(-1); /* cudaFree synchronizes the device first */
   return gw__cpu_model_free("gw_cpu_runtime_free", GW_MEM_UNKNOWN, -1, ptr);

@@ -15,6 +15,17 @@
       return check_;                                                                        \
   } while (0)
 
+/* The op's model calls in the relaxed per-thread capture mode, the thread's own mode
+ * restored after: as the GPU backend's runtime calls (gwg_enter), so that gpuwrap never
+ * invalidates another thread's global-mode capture (cpu_streams.c, "capture"). */
+#define RELAXED(call)                                                                       \
+  do {                                                                                      \
+    gw_cpu_capture_mode mode_ = gw__cpu_capture_mode_exchange(GW_CPU_CAPTURE_RELAXED);      \
+    gw_status relaxed_ = (call);                                                            \
+    (void)gw__cpu_capture_mode_exchange(mode_);                                             \
+    return relaxed_;                                                                        \
+  } while (0)
+
 static gw_status config_error(void) {
   const gw__cpu_config *c = gw__cpu_config_get();
   if (c->error)
@@ -68,7 +79,7 @@ static gw_status cpu_query(void *state, const void *ptr, gw_ptrinfo *out) {
 
 static gw_status cpu_alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
   CHECK(GW_CPU_OP_ALLOC);
-  return gw__cpu_model_alloc("alloc", kind, gw__cpu_state_device(state), bytes, out);
+  RELAXED(gw__cpu_model_alloc("alloc", kind, gw__cpu_state_device(state), bytes, out));
 }
 
 static gw_status cpu_free(void *state, gw_memkind kind, int device, void *ptr) {
@@ -76,20 +87,23 @@ static gw_status cpu_free(void *state, gw_memkind kind, int device, void *ptr) {
   CHECK(GW_CPU_OP_FREE);
   /* cudaFree / cudaFreeHost synchronize the device first: queued work on the memory
    * finishes before it goes, as on CUDA. */
+  gw_cpu_capture_mode mode = gw__cpu_capture_mode_exchange(GW_CPU_CAPTURE_RELAXED);
   gw__cpu_streams_quiesce(-1);
-  return gw__cpu_model_free("free", kind, device, ptr);
+  gw_status st = gw__cpu_model_free("free", kind, device, ptr);
+  (void)gw__cpu_capture_mode_exchange(mode);
+  return st;
 }
 
 static gw_status cpu_host_register(void *state, void *base, size_t bytes, unsigned flags) {
   CHECK(GW_CPU_OP_REGISTER);
-  return gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes,
-                                flags);
+  RELAXED(gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes,
+                                flags));
 }
 
 static gw_status cpu_host_unregister(void *state, void *base) {
   (void)state;
   CHECK(GW_CPU_OP_UNREGISTER);
-  return gw__cpu_model_unregister("host_unregister", base);
+  RELAXED(gw__cpu_model_unregister("host_unregister", base));
 }
 
 static gw_status cpu_device_address(void *state, void *host, void **dev) {
@@ -100,24 +114,24 @@ static gw_status cpu_device_address(void *state, void *host, void **dev) {
 
 static gw_status cpu_copy(void *state, const gw__xfer *x, void *stream) {
   CHECK(GW_CPU_OP_COPY);
-  return gw__cpu_stream_copy(gw__cpu_state_device(state), x, stream);
+  RELAXED(gw__cpu_stream_copy(gw__cpu_state_device(state), x, stream));
 }
 
 /* One check for the whole batch: a batch is one backend call (counted and injected as one
  * GW_CPU_OP_COPY), which is what lets the halo tests count one copy per periodic dim. */
 static gw_status cpu_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
   CHECK(GW_CPU_OP_COPY);
-  return gw__cpu_stream_copy_batch(gw__cpu_state_device(state), x, n, stream);
+  RELAXED(gw__cpu_stream_copy_batch(gw__cpu_state_device(state), x, n, stream));
 }
 
 static gw_status cpu_fill(void *state, const gw__fillspec *f, void *stream) {
   CHECK(GW_CPU_OP_FILL);
-  return gw__cpu_stream_fill(gw__cpu_state_device(state), f, stream);
+  RELAXED(gw__cpu_stream_fill(gw__cpu_state_device(state), f, stream));
 }
 
 static gw_status cpu_synchronize(void *state) {
   CHECK(GW_CPU_OP_SYNCHRONIZE);
-  return gw__cpu_device_synchronize(gw__cpu_state_device(state));
+  RELAXED(gw__cpu_device_synchronize(gw__cpu_state_device(state)));
 }
 
 static gw_status cpu_stream_create(void *state, void **stream) {
@@ -138,7 +152,7 @@ static gw_status cpu_stream_destroy(void *state, void *stream) {
 static gw_status cpu_stream_synchronize(void *state, void *stream) {
   (void)state;
   CHECK(GW_CPU_OP_STREAM_SYNCHRONIZE);
-  return gw__cpu_stream_synchronize(stream);
+  RELAXED(gw__cpu_stream_synchronize(stream));
 }
 
 static gw_status cpu_stream_borrow(void *state, void *native, void **stream) {
@@ -167,13 +181,13 @@ static gw_status cpu_event_destroy(void *state, void *event) {
 static gw_status cpu_event_record(void *state, void *event, void *stream) {
   (void)state;
   CHECK(GW_CPU_OP_EVENT_RECORD);
-  return gw__cpu_event_record(event, stream);
+  RELAXED(gw__cpu_event_record(event, stream));
 }
 
 static gw_status cpu_stream_wait_event(void *state, void *stream, void *event) {
   (void)state;
   CHECK(GW_CPU_OP_STREAM_WAIT_EVENT);
-  return gw__cpu_stream_wait_event(stream, event);
+  RELAXED(gw__cpu_stream_wait_event(stream, event));
 }
 
 /* Not injected or counted: a poll, and GW_EBUSY is an answer, not a failure. */
@@ -190,7 +204,7 @@ static void cpu_fork_lock(int on) {
 
 static gw_status cpu_event_query(void *state, void *event) {
   (void)state;
-  return gw__cpu_event_query(event);
+  RELAXED(gw__cpu_event_query(event));
 }
 
 static gw_status cpu_ipc_export(void *state, void *base, size_t extent, int device,
@@ -213,6 +227,12 @@ static gw_status cpu_ipc_close(void *state, int device, void *base) {
   (void)device;
   CHECK(GW_CPU_OP_IPC_CLOSE);
   return gw__cpu_ipc_close(base);
+}
+
+/* Neither counted nor injected: a query, asked once per asynchronous call. */
+static gw_status cpu_stream_capturing(void *state, void *stream, uint64_t *capture) {
+  (void)state;
+  return gw__cpu_stream_capturing(stream, capture);
 }
 
 const gw__backend_ops gw__cpu_ops = {
@@ -247,4 +267,5 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_close = cpu_ipc_close,
     .fork_lock = cpu_fork_lock,
     .owns_native_stream = gw__cpu_stream_is_native,
+    .stream_capturing = cpu_stream_capturing,
 };

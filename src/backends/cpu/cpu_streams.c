@@ -21,6 +21,9 @@
  *     queued item, never a host wait;
  *   - freeing backend memory waits for every queue first (cudaFree synchronizes), so a
  *     release after queued work is safe, as on CUDA.
+ *   - graph capture (cudaStreamBeginCapture's rules, see "capture" below): work queued on
+ *     a capturing stream is recorded, not run; a launch of the graph queues copies of it
+ *     (in the order it was recorded, a valid order for every dependency of the capture);
  * Ordering is decided with one global enqueue sequence number: an item only ever waits
  * for items with a smaller number, so the model cannot deadlock whatever the caller does.
  *
@@ -45,6 +48,7 @@ typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
 _Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0, "the static legacy slots are legacy queues as zeroed");
 
 typedef struct queue queue;
+typedef struct capture capture;
 
 typedef struct item {
   struct item *next;
@@ -78,6 +82,25 @@ struct queue {
   bool has_thread;
   pthread_t thread;
   queue *next_live;   /* the table of live non-legacy queues */
+  capture *cap; /* the capture this queue is in (began or joined), or NULL; never legacy */
+};
+
+/* A capture: begun on its origin queue, joined by every queue that waits on an event
+ * recorded in it; work queued on any of them is recorded here instead of queued. */
+struct capture {
+  uint64_t id; /* never 0 */
+  queue *origin;
+  gw_cpu_capture_mode mode;
+  pthread_t thread;    /* that began it */
+  const char *invalid; /* what invalidated it, or NULL */
+  item *head, *tail;
+  int n;
+  capture *next; /* the live captures */
+};
+
+struct gw_cpu_graph {
+  item *head;
+  int n;
 };
 
 /* The backend's stream object: the queue, and whether destroying it destroys the queue. */
@@ -89,6 +112,7 @@ typedef struct {
 typedef struct {
   queue *q; /* NULL: never recorded (complete, as a fresh CUDA event) */
   uint64_t ticket;
+  uint64_t cap_id; /* last recorded in this capture (0: none): a node of its graph, not work */
 } event;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -96,6 +120,8 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER; /* any progress: broadcas
 static queue legacy[GW__CPU_MAX_DEVICES];              /* lock; device set at first use */
 static queue *live;                                    /* lock */
 static uint64_t next_seq = 1;                          /* lock */
+static uint64_t last_capture_id;                       /* lock */
+static capture *captures;                              /* lock: the live ones */
 static bool forked_child;                              /* lock: workers must be restarted */
 
 /* ---- queues (lock held) ---- */
@@ -269,6 +295,141 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* ---- capture: the rules the model enforces (lock held) ----
+ *
+ * As CUDA: a capture's mode says which threads' "potentially unsafe" calls (anything that
+ * synchronises the host or may: synchronous copies and fills, stream and device
+ * synchronisation, event queries, allocation, free, host registration) are prohibited
+ * while it runs: under GLOBAL, those of every thread whose own per-thread mode is not
+ * RELAXED; under THREAD_LOCAL, those of the thread that began it; under RELAXED, none. A
+ * prohibited call fails and invalidates the capture (its end then gives no graph). A
+ * thread's mode is exchanged by gw__cpu_capture_mode_exchange; the backend's operations
+ * run in RELAXED (cpu_ops.c), as the GPU backend's do; the raw gw_cpu_runtime_* calls, a
+ * user's own runtime calls, run in the thread's mode (GLOBAL unless changed). */
+static _Thread_local gw_cpu_capture_mode thread_mode = GW_CPU_CAPTURE_GLOBAL;
+
+gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m) {
+  gw_cpu_capture_mode old = thread_mode;
+  thread_mode = m;
+  return old;
+}
+
+GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void) { return thread_mode; }
+
+static gw_status invalidate(queue *q, const char *err, const char *why) {
+  if (!q->cap->invalid)
+    q->cap->invalid = why;
+  return gw__fail(GW_EBACKEND, "cpu backend: %s on a capturing stream: %s (the capture is invalidated)",
+                  why, err);
+}
+
+/* Whether the calling thread may make a potentially unsafe call now; invalidates the
+ * captures it would break and fails. */
+static gw_status guard(const char *call) {
+  if (thread_mode == GW_CPU_CAPTURE_RELAXED)
+    return GW_OK;
+  pthread_t self = pthread_self();
+  capture *hit = NULL;
+  for (capture *c = captures; c; c = c->next) {
+    if (c->mode == GW_CPU_CAPTURE_RELAXED)
+      continue;
+    if (pthread_equal(c->thread, self) ||
+        (thread_mode == GW_CPU_CAPTURE_GLOBAL && c->mode == GW_CPU_CAPTURE_GLOBAL)) {
+      if (!c->invalid)
+        c->invalid = call;
+      hit = c;
+    }
+  }
+  if (!hit)
+    return GW_OK;
+  return gw__fail(GW_EBACKEND,
+                  "cpu backend: %s: operation not permitted when stream is capturing "
+                  "(cudaErrorStreamCaptureUnsupported; the capture is invalidated)",
+                  call);
+}
+
+gw_status gw__cpu_capture_guard(const char *call) {
+  pthread_mutex_lock(&lock);
+  gw_status st = guard(call);
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
+/* Work on the legacy stream while a blocking stream of its device captures: the implicit
+ * dependency between them would cross the capture (cudaErrorStreamCaptureImplicit). */
+static gw_status legacy_conflict(queue *q) {
+  if (q->kind != Q_LEGACY)
+    return GW_OK;
+  for (queue *b = live; b; b = b->next_live)
+    if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
+      return invalidate(b, "cudaErrorStreamCaptureImplicit",
+                        "legacy-stream work while a blocking stream of the device captures");
+  return GW_OK;
+}
+
+/* The query's side of it: the legacy stream may not be used now (changes nothing). */
+static gw_status legacy_conflict_query(queue *q) {
+  if (q->kind != Q_LEGACY)
+    return GW_OK;
+  for (queue *b = live; b; b = b->next_live)
+    if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
+      return gw__fail(GW_ENOTSUP,
+                      "stream: the legacy default stream cannot take work while a blocking "
+                      "stream of its device is being captured (cudaErrorStreamCaptureImplicit: "
+                      "it would invalidate that capture)");
+  return GW_OK;
+}
+
+/* Record the heap item `it` into q's capture. */
+static void record(queue *q, item *it) {
+  capture *c = q->cap;
+  it->next = NULL;
+  if (c->tail)
+    c->tail->next = it;
+  else
+    c->head = it;
+  c->tail = it;
+  c->n++;
+}
+
+static void free_items(item *h);
+
+/* The capture is over (ended, or its origin destroyed): every queue leaves it, it leaves
+ * the live list; its items are the caller's (*items), or freed when items is NULL. */
+static void capture_close(capture *c, item **items) {
+  for (queue *q = live; q; q = q->next_live)
+    if (q->cap == c)
+      q->cap = NULL;
+  for (capture **p = &captures; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  if (items)
+    *items = c->head;
+  else
+    free_items(c->head);
+  free(c);
+}
+
+/* A live capture by id (lock held), or NULL: ended. */
+static capture *capture_by_id(uint64_t id) {
+  for (capture *c = captures; c; c = c->next)
+    if (c->id == id)
+      return c;
+  return NULL;
+}
+
+static void free_items(item *h) {
+  while (h) {
+    item *n = h->next;
+    if (h->kind == IT_BATCH)
+      free(h->u.b.x);
+    free(h);
+    h = n;
+  }
+}
+
 /* Run `it` on the calling thread as an item of q: queued (so later work of other streams
  * is ordered after it as after any item of q), run once it is q's head and ready, then
  * completed. For synchronous calls (q = the legacy stream) and pageable-memory work. */
@@ -276,9 +437,16 @@ static gw_status run_here(queue *q, item *it) {
   it->kind = IT_CALLER;
   it->heap = false;
   pthread_mutex_lock(&lock);
-  if (q->dead) {
+  gw_status st = GW_OK;
+  if (q->dead)
+    st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
+  else if (q->cap) /* work the host runs now cannot be recorded */
+    st = invalidate(q, "cudaErrorStreamCaptureUnsupported", "host-run (synchronous) work queued on it");
+  else if ((st = legacy_conflict(q)) == GW_OK)
+    st = guard("a synchronous copy or fill");
+  if (st != GW_OK) {
     pthread_mutex_unlock(&lock);
-    return gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
+    return st;
   }
   child_drain();
   push(q, it);
@@ -306,6 +474,12 @@ static gw_status enqueue(queue *q, const item *tmpl) {
   gw_status st = GW_OK;
   if (q->dead)
     st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
+  else if (q->cap) {
+    record(q, it);
+    pthread_mutex_unlock(&lock);
+    return GW_OK;
+  } else if ((st = legacy_conflict(q)) != GW_OK)
+    ;
   else if (!q->has_thread && !forked_child)
     st = start_worker(q); /* the legacy stream's: it exits when its queue is empty */
   if (st == GW_OK) {
@@ -430,8 +604,10 @@ void gw__cpu_streams_quiesce(int device) {
 }
 
 gw_status gw__cpu_device_synchronize(int device) {
-  gw__cpu_streams_quiesce(device);
-  return GW_OK;
+  gw_status st = gw__cpu_capture_guard("a device synchronize");
+  if (st == GW_OK)
+    gw__cpu_streams_quiesce(device);
+  return st;
 }
 
 /* lock held */
@@ -444,9 +620,13 @@ static void wait_queue(queue *q) {
 
 gw_status gw__cpu_stream_synchronize(void *stream) {
   pthread_mutex_lock(&lock);
-  wait_queue(queue_of(stream));
+  queue *q = queue_of(stream);
+  gw_status st = q->cap ? invalidate(q, "cudaErrorStreamCaptureUnsupported", "a stream synchronize")
+                              : guard("a stream synchronize");
+  if (st == GW_OK)
+    wait_queue(q);
   pthread_mutex_unlock(&lock);
-  return GW_OK;
+  return st;
 }
 
 /* ---- stream objects ---- */
@@ -493,6 +673,9 @@ static void destroy_queue(queue *q) {
       break;
     }
   pthread_cond_broadcast(&cond); /* a legacy item may have waited on its last head */
+  if (q->cap && q->cap->origin == q)
+    capture_close(q->cap, NULL); /* a capture never ended: its graph is lost, as on CUDA */
+  q->cap = NULL;
   unref(q);
   pthread_mutex_unlock(&lock);
 }
@@ -611,6 +794,7 @@ gw_status gw__cpu_event_record(void *ev, void *stream) {
     unref(e->q);
   e->q = q;
   e->ticket = q->queued;
+  e->cap_id = q->cap ? q->cap->id : 0;
   pthread_mutex_unlock(&lock);
   return GW_OK;
 }
@@ -625,8 +809,26 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   gw_status st = GW_OK;
   bool queued = false;
   pthread_mutex_lock(&lock);
-  /* Nothing pending, or pending on q itself (FIFO orders it already): no item. */
-  if (e->q && e->q != q && e->q->done < e->ticket) {
+  capture *ec = e->cap_id ? capture_by_id(e->cap_id) : NULL;
+  if (e->cap_id && (!ec || (q->cap && q->cap != ec))) {
+    /* A node of a capture that ended, or of another one: a dependency across captures. */
+    if (q->cap)
+      st = invalidate(q, "cudaErrorStreamCaptureIsolation", "a wait for an event of another capture");
+    else
+      st = gw__fail(GW_EBACKEND, "stream_wait_event: the event was last recorded in a capture "
+                                 "that has ended (cudaErrorStreamCaptureIsolation)");
+  } else if (e->cap_id) {
+    /* A node of q's capture, or q joins it (as cudaStreamWaitEvent on a captured event):
+     * recorded work is replayed in the order it was recorded, which keeps this order. */
+    if (q->kind == Q_LEGACY)
+      st = gw__fail(GW_EINVAL, "stream_wait_event: the legacy stream cannot join a capture");
+    else
+      q->cap = ec;
+  } else if (e->q && e->q != q && e->q->done < e->ticket && q->cap) {
+    /* A dependency on work outside the capture (cudaErrorStreamCaptureIsolation). */
+    st = invalidate(q, "cudaErrorStreamCaptureIsolation", "a wait for work outside the capture");
+  } else if (e->q && e->q != q && e->q->done < e->ticket) {
+    /* Nothing pending, or pending on q itself (FIFO orders it already): no item. */
     if (q->dead)
       st = gw__fail(GW_EINVAL, "stream_wait_event: the stream was destroyed by its owner");
     else if (!q->has_thread && !forked_child)
@@ -650,6 +852,14 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
 gw_status gw__cpu_event_query(void *ev) {
   const event *e = ev;
   pthread_mutex_lock(&lock);
+  gw_status st = guard("an event query");
+  if (st == GW_OK && e->cap_id)
+    st = gw__fail(GW_EBACKEND, "cpu backend: event query: the event was last recorded in a "
+                               "capturing stream (cudaErrorCapturedEvent)");
+  if (st != GW_OK) {
+    pthread_mutex_unlock(&lock);
+    return st;
+  }
   bool complete = !e->q || e->q->done >= e->ticket;
   if (!complete)
     child_drain();
@@ -693,6 +903,184 @@ GW_API gw_status gw_cpu_stream_destroy_external(void *native) {
   pthread_mutex_unlock(&lock);
   if (st == GW_OK)
     destroy_queue(q);
+  return st;
+}
+
+/* ---- the test control: capture, graphs, launches ---- */
+
+/* A live, non-legacy queue by native handle (lock held), or a failure naming `who`. */
+static gw_status capture_target(const char *who, void *native, queue **out) {
+  queue *q = native ? find_live(native) : NULL;
+  if (!native)
+    return gw__fail(GW_EINVAL, "%s: native is NULL: the legacy default stream cannot be captured", who);
+  if (!q)
+    return gw__fail(GW_EINVAL, "%s: %p is not a live stream of the cpu backend", who, native);
+  *out = q;
+  return GW_OK;
+}
+
+GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode mode) {
+  if ((unsigned)mode > GW_CPU_CAPTURE_RELAXED)
+    return gw__fail(GW_EINVAL, "gw_cpu_stream_capture_begin: mode %d", (int)mode);
+  pthread_mutex_lock(&lock);
+  queue *q = NULL;
+  gw_status st = capture_target("gw_cpu_stream_capture_begin", native, &q);
+  if (st == GW_OK && q->cap)
+    st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_begin: %p is capturing already", native);
+  capture *c = st == GW_OK ? calloc(1, sizeof *c) : NULL;
+  if (st == GW_OK && !c)
+    st = gw__fail(GW_ENOMEM, "gw_cpu_stream_capture_begin: out of host memory");
+  if (st == GW_OK) {
+    c->id = ++last_capture_id;
+    c->origin = q;
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->next = captures;
+    captures = c;
+    q->cap = c;
+  }
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
+GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph) {
+  if (!graph)
+    return gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: graph is NULL");
+  *graph = NULL;
+  gw_cpu_graph *g = malloc(sizeof *g);
+  if (!g)
+    return gw__fail(GW_ENOMEM, "gw_cpu_stream_capture_end: out of host memory");
+  pthread_mutex_lock(&lock);
+  queue *q = NULL;
+  gw_status st = capture_target("gw_cpu_stream_capture_end", native, &q);
+  if (st == GW_OK && (!q->cap || q->cap->origin != q))
+    st = gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: %p %s", native,
+                  q->cap ? "joined a capture it did not begin" : "is not capturing");
+  if (st == GW_OK) {
+    const char *why = q->cap->invalid;
+    g->n = q->cap->n;
+    capture_close(q->cap, &g->head);
+    if (why) {
+      free_items(g->head);
+      st = gw__fail(GW_EBACKEND, "gw_cpu_stream_capture_end: the capture was invalidated by %s "
+                                 "(cudaErrorStreamCaptureInvalidated)",
+                    why);
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  if (st != GW_OK)
+    free(g);
+  else
+    *graph = g;
+  return st;
+}
+
+GW_API int gw_cpu_stream_capture_items(void *native) {
+  pthread_mutex_lock(&lock);
+  queue *q = native ? find_live(native) : NULL;
+  int n = q && q->cap ? q->cap->n : -1;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+GW_API int gw_cpu_graph_items(const gw_cpu_graph *g) { return g ? g->n : 0; }
+
+GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
+  if (!g)
+    return gw__fail(GW_EINVAL, "gw_cpu_graph_launch: graph is NULL");
+  /* Every item's copy is made first: a launch queues all of the graph or nothing. */
+  item *head = NULL, **tail = &head;
+  for (const item *it = g->head; it; it = it->next) {
+    item *c = malloc(sizeof *c);
+    gw__xfer *x = NULL;
+    if (c && it->kind == IT_BATCH && !(x = malloc((size_t)it->u.b.n * sizeof *x))) {
+      free(c);
+      c = NULL;
+    }
+    if (!c) {
+      free_items(head);
+      return gw__fail(GW_ENOMEM, "gw_cpu_graph_launch: out of host memory");
+    }
+    *c = *it;
+    c->next = NULL;
+    c->heap = true;
+    if (x) {
+      memcpy(x, it->u.b.x, (size_t)it->u.b.n * sizeof *x);
+      c->u.b.x = x;
+    }
+    *tail = c;
+    tail = &c->next;
+  }
+  pthread_mutex_lock(&lock);
+  queue *q = native ? find_live(native) : legacy_of(0);
+  gw_status st = GW_OK;
+  if (!q)
+    st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: %p is not a live stream of the cpu backend", native);
+  else if (q->dead)
+    st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: the stream was destroyed by its owner");
+  else if (q->cap) /* a graph launched into a capture: its items are recorded */
+    for (item *it = head, *n; it; it = n) {
+      n = it->next;
+      record(q, it);
+    }
+  else if (!q->has_thread && !forked_child)
+    st = start_worker(q);
+  if (st == GW_OK && !q->cap) {
+    for (item *it = head, *n; it; it = n) {
+      n = it->next;
+      push(q, it);
+    }
+    child_drain();
+  }
+  pthread_mutex_unlock(&lock);
+  if (st != GW_OK)
+    free_items(head);
+  return st;
+}
+
+GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited) {
+  pthread_mutex_lock(&lock);
+  queue *w = NULL, *d = NULL;
+  gw_status st = capture_target("gw_cpu_stream_wait_stream", waiter, &w);
+  if (st == GW_OK)
+    st = capture_target("gw_cpu_stream_wait_stream", waited, &d);
+  item *it = NULL;
+  if (st == GW_OK && d->cap) {
+    if (w->cap && w->cap != d->cap)
+      st = invalidate(w, "cudaErrorStreamCaptureIsolation", "a wait for a stream of another capture");
+    else
+      w->cap = d->cap; /* joins (fork) */
+  } else if (st == GW_OK && w != d && d->done < d->queued) {
+    if (w->cap)
+      st = invalidate(w, "cudaErrorStreamCaptureIsolation", "a wait for work outside the capture");
+    else if (!(it = malloc(sizeof *it)))
+      st = gw__fail(GW_ENOMEM, "gw_cpu_stream_wait_stream: out of host memory");
+    else if (!w->has_thread && !forked_child && (st = start_worker(w)) != GW_OK)
+      free(it);
+    else {
+      *it = (item){.kind = IT_WAIT, .heap = true, .wait_q = d, .wait_ticket = d->queued};
+      d->refs++;
+      push(w, it);
+      child_drain();
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
+GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
+  if (!g)
+    return;
+  free_items(g->head);
+  free(g);
+}
+
+gw_status gw__cpu_stream_capturing(void *stream, uint64_t *id) {
+  pthread_mutex_lock(&lock);
+  queue *q = queue_of(stream);
+  gw_status st = legacy_conflict_query(q);
+  *id = q->cap ? q->cap->id : 0;
+  pthread_mutex_unlock(&lock);
   return st;
 }
 

@@ -62,6 +62,7 @@ static gwv_ctxtok primary_token[GWG_TOKEN_DEVICES];
 
 gw_status gwg_enter(int device, gwg_prev *prev) {
   prev->switched = 0;
+  prev->mode = gwv_capture_relax();
   gwv_ctxtok want = NULL;
   if ((unsigned)device < GWG_TOKEN_DEVICES) {
     want = __atomic_load_n(&primary_token[device], __ATOMIC_RELAXED);
@@ -77,11 +78,15 @@ gw_status gwg_enter(int device, gwg_prev *prev) {
    * as any runtime call of the thread would (docs/API.md, "Current device and context"). */
   int d = 0;
   gwv_err e = gwv_GetDevice(&d);
-  if (e != GWV_SUCCESS)
+  if (e != GWV_SUCCESS) {
+    gwv_capture_restore(prev->mode);
     return gwg_fail(e, GWV_CALL("GetDevice"));
+  }
   if (d != device) {
-    if ((e = gwv_SetDevice(device)) != GWV_SUCCESS)
+    if ((e = gwv_SetDevice(device)) != GWV_SUCCESS) {
+      gwv_capture_restore(prev->mode);
       return gwg_fail(e, GWV_CALL("SetDevice(%d)"), device);
+    }
     prev->switched = 1;
     prev->device = d;
     prev->ctx = cur;
@@ -90,8 +95,10 @@ gw_status gwg_enter(int device, gwg_prev *prev) {
 }
 
 void gwg_leave(gwg_prev prev) {
-  if (!prev.switched)
+  if (!prev.switched) {
+    gwv_capture_restore(prev.mode);
     return;
+  }
   /* Switching back to what was current a moment ago cannot fail in a way the caller could
    * act on; the operation's own result is what matters. The context that was current goes
    * back as it was (a primary one, or the caller's own from cuCtxCreate, which
@@ -104,6 +111,7 @@ void gwg_leave(gwg_prev prev) {
   } else if (gwv_SetDevice(prev.device) != GWV_SUCCESS) {
     (void)gwv_GetLastError();
   }
+  gwv_capture_restore(prev.mode);
 }
 
 /* ---- devices and contexts -------------------------------------------------------------- */
@@ -218,6 +226,8 @@ static __attribute__((noinline)) gw_status query_lookup(void *state, const void 
  * the H200, any x86-64 Linux machine with UVA) no answer needs a second runtime call, so
  * *out can be written in place: gwc_classify writes nothing when it fails.
  */
+/* No capture-mode exchange here (gwg_enter's): the query is one driver attribute read,
+ * which no capture mode prohibits, and its target is one bare call's time. */
 static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
   const gwg_ctx *c = state;
   if (__builtin_expect(!c->ccaps.host_ptr_for_registered, 0))
@@ -411,6 +421,7 @@ static const gw__backend_ops gwg_ops = {
     .ipc_export = gwg_ipc_export,
     .ipc_open = gwg_ipc_open,
     .ipc_close = gwg_ipc_close,
+    .stream_capturing = gwg_stream_capturing,
 };
 
 /* The only exported symbol of the plugin (plugin.map hides the rest, the static vendor

@@ -896,8 +896,10 @@ gw_status gwg_event_destroy(void *state, void *event) {
   if (!event)
     return GW_OK;
   /* Needs no current device; destroying an event whose work is pending is allowed (its
-   * resources go when the work completes). */
+   * resources go when the work completes). Relaxed: see gwg_enter. */
+  gwv_capmode m = gwv_capture_relax();
   gwv_err e = gwv_EventDestroy((gwv_event)event);
+  gwv_capture_restore(m);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("EventDestroy"));
   return GW_OK;
@@ -935,11 +937,40 @@ gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
   return GW_OK;
 }
 
+/* One runtime query. A special handle (legacy, per-thread) names the current device's
+ * default stream: that device is made current for it; any other handle is asked as it is. */
+gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture) {
+  (void)state;
+  const gwg_stream *st = stream;
+  gwg_prev prev;
+  int special = gwv_stream_is_special(st->native);
+  if (special) {
+    gw_status s = gwg_enter(st->device, &prev);
+    if (s != GW_OK)
+      return s;
+  }
+  gwv_err e = gwv_stream_capturing(st->s, capture);
+  if (special)
+    gwg_leave(prev);
+  if (e == GWV_SUCCESS)
+    return GW_OK;
+  if (GWV_IS_CAPTURE_IMPLICIT(e))
+    return gwg_fail_as(GW_ENOTSUP, e,
+                       "stream: the legacy default stream of device %d cannot take work while a "
+                       "blocking stream of the device is being captured (it would invalidate that "
+                       "capture; capture on a non-blocking stream) (%s)",
+                       st->device, GWV_CAPTURING_CALL);
+  return gwg_fail(e, "%s on a stream of device %d", GWV_CAPTURING_CALL, st->device);
+}
+
 gw_status gwg_event_query(void *state, void *event) {
   (void)state;
   /* Needs no current device. Polled by gw_array_pending/gw_array_wait, so it stays one
-   * vendor call. */
+   * vendor call, in the relaxed capture mode (a query is "potentially unsafe": in another
+   * thread's global-mode capture it fails and invalidates that capture). */
+  gwv_capmode m = gwv_capture_relax();
   gwv_err e = gwv_EventQuery((gwv_event)event);
+  gwv_capture_restore(m);
   if (e == GWV_SUCCESS)
     return GW_OK;
   if (GWV_IS_NOT_READY(e)) {

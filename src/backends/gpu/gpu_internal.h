@@ -62,6 +62,10 @@ gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
 /*
  * Make `device` current for vendor calls, and give the caller back what it had afterwards
  * (no operation changes the caller's current device, nor the context it had current).
+ * Also the relaxed per-thread capture mode (vendor shim, gwv_capture_relax), the thread's
+ * own mode restored by gwg_leave: every runtime call of an operation runs between the two,
+ * so one exchange pair per operation keeps gpuwrap from invalidating another thread's
+ * capture.
  * Only switches when needed: the common case is one cuCtxGetCurrent. What gwg_enter
  * changed, for gwg_leave to undo:
  */
@@ -69,6 +73,7 @@ typedef struct {
   int switched;   /* 0: nothing was changed */
   int device;     /* the runtime's device before */
   gwv_ctxtok ctx; /* the thread's context before (NULL: none, or the vendor has no tokens) */
+  gwv_capmode mode; /* the thread's capture mode before */
 } gwg_prev;
 gw_status gwg_enter(int device, gwg_prev *prev);
 void gwg_leave(gwg_prev prev);
@@ -90,6 +95,7 @@ gw_status gwg_event_destroy(void *state, void *event);
 gw_status gwg_event_record(void *state, void *event, void *stream);
 gw_status gwg_stream_wait_event(void *state, void *stream, void *event);
 gw_status gwg_event_query(void *state, void *event);
+gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture);
 
 /* gpu_ipc.c: memory from another process (the runtime's legacy IPC). */
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,

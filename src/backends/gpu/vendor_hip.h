@@ -155,6 +155,42 @@ static inline int gwv_host_register_readonly_supported(int device) {
 #endif
 }
 
+/*
+ * Graph capture. gwv_capture_relax puts the calling thread in the relaxed per-thread
+ * capture mode and gives back the mode it had, which gwv_capture_restore puts back: the
+ * backend's own runtime calls run between them (gwg_enter / gwg_leave), so that none of
+ * them (a synchronous copy, an event query, a registration) is "potentially unsafe" for a
+ * capture, which would invalidate another thread's global-mode capture. A failed exchange
+ * leaves the mode as it was (the call then runs in it, as before this existed).
+ * gwv_stream_capturing: the id of the capture s is in, 0 when none (an active and an
+ * already invalidated capture alike: both refuse host-run work); one query of the
+ * stream's capture info. GWV_IS_CAPTURE_IMPLICIT: the answer for the legacy stream while
+ * a blocking stream of the device captures (any work on it would invalidate that capture).
+ */
+typedef hipStreamCaptureMode gwv_capmode;
+static inline gwv_capmode gwv_capture_relax(void) {
+  hipStreamCaptureMode m = hipStreamCaptureModeRelaxed;
+  if (hipThreadExchangeStreamCaptureMode(&m) != hipSuccess) {
+    (void)hipGetLastError();
+    return hipStreamCaptureModeRelaxed; /* nothing to restore */
+  }
+  return m;
+}
+static inline void gwv_capture_restore(gwv_capmode m) {
+  if (m != hipStreamCaptureModeRelaxed && hipThreadExchangeStreamCaptureMode(&m) != hipSuccess)
+    (void)hipGetLastError();
+}
+static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  gwv_err e = hipStreamGetCaptureInfo(s, &st, &id);
+  /* an id is never 0 in practice; 0 would read as "not capturing", so it is moved off 0 */
+  *capture = e == hipSuccess && st != hipStreamCaptureStatusNone ? (id ? (uint64_t)id : 1) : 0;
+  return e;
+}
+#define GWV_IS_CAPTURE_IMPLICIT(e) ((e) == hipErrorStreamCaptureImplicit)
+#define GWV_CAPTURING_CALL "hipStreamGetCaptureInfo"
+
 #define GWV_IS_ALREADY_REGISTERED(e) ((e) == hipErrorHostMemoryAlreadyRegistered)
 #define GWV_IS_NOT_REGISTERED(e) ((e) == hipErrorHostMemoryNotRegistered)
 #define GWV_IS_INVALID_VALUE(e) ((e) == hipErrorInvalidValue)
