@@ -799,7 +799,17 @@ gw_status gwg_stream_borrow(void *state, void *native, void **out) {
     gw_status s = gwg_enter(c->device, &prev);
     if (s != GW_OK)
       return s;
-    gwv_err e = gwv_stream_device(vs, &dev);
+    /* A stream being captured cannot be asked its device: the runtime refuses
+     * (cudaErrorStreamCaptureUnsupported, measured on the H200 with torch.cuda.graph) and
+     * the caller's capture is lost. Whether it is capturing can be asked; then the
+     * context's device is taken on trust (work queued on a stream of another device would
+     * fail in the capture, never silently). */
+    uint64_t capture = 0;
+    gwv_err e = gwv_stream_capturing(vs, &capture);
+    if (e == GWV_SUCCESS && capture != 0)
+      dev = c->device;
+    else
+      e = gwv_stream_device(vs, &dev);
     gwg_leave(prev);
     if (e != GWV_SUCCESS) {
       if (GWV_IS_INVALID_HANDLE(e))
