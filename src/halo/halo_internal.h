@@ -170,6 +170,8 @@ struct gw_halo {
                         (out) */
   int inflight; /* dim whose messages are in flight after a start, -1 none */
   int started;  /* a split-phase update is between start and finish */
+  int captured; /* ... and was started on a stream being captured (queued on
+                   it: h->q is the caller's stream) */
   int tail;  /* a stream-ordered finish left unpacks queued on the plan's stream
               */
   int epoch; /* failed updates so far, mod EPOCHS (see halo_tag()) */
