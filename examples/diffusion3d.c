@@ -124,14 +124,18 @@ static void usage(FILE *f, const char *argv0) {
           "  --halo-only     skip the stencil: time the halo exchange alone\n"
           "  --halo-bench    time the update and, in the same run, its raw stages (face copy out\n"
           "                  to pinned memory, MPI_Sendrecv of the same bytes between host\n"
-          "                  buffers, face copy in); prints update / sum of the stages\n"
+          "                  buffers, face copy in); prints update / sum of the stages, and the\n"
+          "                  host path's and the IPC path's updates beside the plan's (IPC:\n"
+          "                  device fields, e.g. --mem device; else the line says why not)\n"
           "  --stencil S     auto | host | gpu: where the stencil runs (default auto: the CUDA\n"
           "                  kernel when the backend is CUDA and this build has it (%s), else host)\n"
           "  --mem KIND      host | pinned | managed | device (default: device for the GPU stencil,\n"
           "                  host on the CPU backend, managed otherwise; device with the host\n"
           "                  stencil needs --halo-only)\n"
-          "  --path P        auto | host | device | nccl: halo data path (default auto: NCCL when\n"
-          "                  it loads and every rank has device memory on its own GPU)\n"
+          "  --path P        auto | host | device | nccl | ipc: halo data path (default auto: NCCL\n"
+          "                  when it loads and every rank has device memory on its own GPU; IPC\n"
+          "                  between ranks of one node with device memory when NCCL cannot serve\n"
+          "                  and MPI is not GPU-aware)\n"
           "  --t1 MS         the one-rank time/step (ms) of the same -n: prints the weak-scaling\n"
           "                  efficiency t1/tN of this run, at any rank count\n"
           "  --weak          print the weak-scaling note below and exit\n"
@@ -201,10 +205,10 @@ static int parse(int argc, char **argv, options *o) {
       if ((int)o->mem < 0) return bad(a, val, "one of host, pinned, device, managed");
     } else if (val && !strcmp(a, "--path")) {
       o->path = !strcmp(val, "host") ? GW_HALO_PATH_HOST : !strcmp(val, "device") ? GW_HALO_PATH_DEVICE
-              : !strcmp(val, "nccl") ? GW_HALO_PATH_NCCL
+              : !strcmp(val, "nccl") ? GW_HALO_PATH_NCCL : !strcmp(val, "ipc") ? GW_HALO_PATH_IPC
               : !strcmp(val, "auto") ? GW_HALO_PATH_AUTO : (gw_halo_path)-1;
       i++;
-      if ((int)o->path < 0) return bad(a, val, "one of auto, host, device, nccl");
+      if ((int)o->path < 0) return bad(a, val, "one of auto, host, device, nccl, ipc");
     } else if (val && !strcmp(a, "--stencil")) {
       o->stencil = !strcmp(val, "auto") ? STENCIL_AUTO : !strcmp(val, "host") ? STENCIL_HOST
                  : !strcmp(val, "gpu") ? STENCIL_GPU : -1;
@@ -343,7 +347,10 @@ static double max_over(double t, MPI_Comm c) {
  * --halo-bench: the update and its raw stages, measured in the same run with every rank
  * running each stage at the same time (a barrier before each), each the slowest rank's
  * mean over `iters`:
- *   update   gw_halo_update of u (blocking, the plan's path);
+ *   update   gw_halo_update of u (blocking, the plan's path), and beside it, in the same
+ *            run, the same update through the host path and through the IPC path (plans
+ *            made here; IPC where it can serve: device fields, ranks on one node; its
+ *            creation fails on every rank alike otherwise, and the line says why);
  *   out      each face a rank sends, copied as contiguous bytes from the field's kind of
  *            memory into pinned host memory (gw_copy; cudaMemcpy too with the CUDA build):
  *            the copy engine's speed, the floor of any pack;
@@ -354,7 +361,17 @@ static double max_over(double t, MPI_Comm c) {
  * The ratio printed is update / (out + mpi + in + local) with the raw copies (cudaMemcpy
  * where built, gw_copy otherwise): below 1 only when the stages overlap (pipelining).
  */
-static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, int iters, gw_memkind kind, int gpu) {
+/* Blocking updates of h: the slowest rank's mean over iters, after a warm-up. */
+static double time_updates(gw_halo *h, MPI_Comm cart, int iters) {
+  for (int k = 0; k < 5; k++) CHECK(gw_halo_update(h));
+  MPI_Barrier(cart);
+  double t0 = MPI_Wtime();
+  for (int k = 0; k < iters; k++) CHECK(gw_halo_update(h));
+  return max_over((MPI_Wtime() - t0) / iters, cart);
+}
+
+static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm cart, int64_t m, int iters,
+                       gw_memkind kind, int gpu) {
   int dims[3], periods[3], coords[3], peer[3][2];
   MPI_Cart_get(cart, 3, dims, periods, coords);
   int64_t face[3], maxface = 1;
@@ -382,7 +399,6 @@ static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, in
     CHECK(gw_view(pin_recv, &zero, &face[d], NULL, &pr[d]));
   }
   (void)gpu;
-  for (int k = 0; k < 5; k++) CHECK(gw_halo_update(h)); /* warm-up */
   double t_upd, t_out, t_in, t_mpi, t_loc, t_out_raw = -1, t_in_raw = -1, t0;
   size_t remote_bytes = 0, local_bytes = 0;
   int faces = 0;
@@ -393,10 +409,32 @@ static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, in
         else local_bytes += (size_t)face[d];
       }
 
-  MPI_Barrier(cart);
-  t0 = MPI_Wtime();
-  for (int k = 0; k < iters; k++) CHECK(gw_halo_update(h));
-  t_upd = max_over((MPI_Wtime() - t0) / iters, cart);
+  t_upd = time_updates(h, cart, iters);
+  gw_halo_info info;
+  CHECK(gw_halo_query(h, &info));
+  /* the host and IPC paths' updates beside the plan's own, where it takes another path;
+   * -1: not measured, -2: IPC cannot serve (why in ipc_why) */
+  double t_host = -1, t_ipc = -1;
+  char ipc_why[200] = "";
+  gw_halo_field f = {field, {1, 1, 1}};
+  gw_halo *other;
+  if (info.path != GW_HALO_PATH_HOST) {
+    CHECK(gw_halo_create_multi(&f, 1, cart, GW_HALO_PATH_HOST, &other));
+    t_host = time_updates(other, cart, iters);
+    gw_halo_destroy(other);
+  }
+  if (info.path != GW_HALO_PATH_IPC) {
+    /* collective: it fails on every rank alike, or on none */
+    if (gw_halo_create_multi(&f, 1, cart, GW_HALO_PATH_IPC, &other) == GW_OK) {
+      t_ipc = time_updates(other, cart, iters);
+      gw_halo_destroy(other);
+    } else {
+      t_ipc = -2;
+      snprintf(ipc_why, sizeof ipc_why, "%s", gw_halo_last_error());
+    }
+  }
+  if (info.path == GW_HALO_PATH_HOST) t_host = t_upd;
+  if (info.path == GW_HALO_PATH_IPC) t_ipc = t_upd;
 
   MPI_Barrier(cart);
   t0 = MPI_Wtime();
@@ -456,8 +494,6 @@ static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, in
     t_in_raw = max_over((MPI_Wtime() - t0) / iters, cart);
   }
 #endif
-  gw_halo_info info;
-  CHECK(gw_halo_query(h, &info));
   if (g_rank == 0) {
     double out = t_out_raw >= 0 ? t_out_raw : t_out, in = t_in_raw >= 0 ? t_in_raw : t_in;
     double sum = out + t_mpi + in + t_loc;
@@ -465,7 +501,14 @@ static void halo_bench(gw_context *ctx, gw_halo *h, MPI_Comm cart, int64_t m, in
            "path %s%s\n",
            iters, faces, remote_bytes, local_bytes, gw_halo_path_name(info.path),
            info.shared_memory ? " (shared-memory window: faces copied into the neighbour's buffer, MPI tokens)" : "");
-    printf("  update (gw_halo_update)            %9.4f ms\n", t_upd * 1e3);
+    printf("  update (gw_halo_update)            %9.4f ms   (path %s: this run's plan)\n", t_upd * 1e3,
+           gw_halo_path_name(info.path));
+    if (t_host >= 0) printf("  update, host path                  %9.4f ms\n", t_host * 1e3);
+    if (t_ipc >= 0)
+      printf("  update, IPC path                   %9.4f ms   (IPC / host update = %.3f; target <= 0.3)\n",
+             t_ipc * 1e3, t_host > 0 ? t_ipc / t_host : 0.0);
+    else
+      printf("  update, IPC path                   unavailable: %s\n", ipc_why);
     printf("  raw: copy out to pinned (gw_copy)  %9.4f ms", t_out * 1e3);
     if (t_out_raw >= 0) printf("   (cudaMemcpy %.4f ms)", t_out_raw * 1e3);
     printf("\n  raw: MPI_Sendrecv host buffers     %9.4f ms\n", t_mpi * 1e3);
@@ -608,7 +651,7 @@ int main(int argc, char **argv) {
   CHECK(gw_halo_query(hu, &info));
 
   if (o.halo_bench) {
-    halo_bench(ctx, hu, cart, m, o.steps > 0 ? o.steps : 1, o.mem, gpu);
+    halo_bench(ctx, hu, u, cart, m, o.steps > 0 ? o.steps : 1, o.mem, gpu);
     gw_halo_destroy(hu);
     gw_halo_destroy(hv);
 #ifdef D3D_HAVE_CUDA
