@@ -34,6 +34,7 @@ namespace {
 cudaStream_t g_stream;   /* shell slabs and blocking steps; handed to the halo plan (borrowed) */
 cudaStream_t g_interior; /* the interior kernel of --overlap, concurrent with the exchange */
 cudaEvent_t g_ev_slabs, g_ev_interior; /* joins of the two streams, on the device */
+cudaGraphExec_t g_exec[2];             /* --graph: the step of each parity (u->v, v->u) */
 char g_err[256];
 
 int fail(cudaError_t e, const char *what) {
@@ -112,6 +113,9 @@ int d3d_cuda_init(int device) {
 
 /* Release the streams and events (after a final d3d_cuda_sync). */
 void d3d_cuda_fini(void) {
+  for (int k = 0; k < 2; k++)
+    if (g_exec[k]) cudaGraphExecDestroy(g_exec[k]);
+  g_exec[0] = g_exec[1] = 0;
   if (g_ev_slabs) cudaEventDestroy(g_ev_slabs);
   if (g_ev_interior) cudaEventDestroy(g_ev_interior);
   if (g_interior) cudaStreamDestroy(g_interior);
@@ -148,6 +152,28 @@ int d3d_cuda_main_after_interior(void) {
   cudaError_t e = cudaEventRecord(g_ev_interior, g_interior);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(g_stream, g_ev_interior, 0);
   return e == cudaSuccess ? 0 : fail(e, "joining the main stream");
+}
+
+/* --graph: capture the main stream (global mode, as torch.cuda.graph: gpuwrap's own runtime
+ * calls run in the relaxed mode and leave it valid), then end the capture and instantiate
+ * the step of parity `slot`, replayed by d3d_cuda_graph_launch(slot) on the main stream. */
+int d3d_cuda_capture_begin(void) {
+  cudaError_t e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal);
+  return e == cudaSuccess ? 0 : fail(e, "cudaStreamBeginCapture");
+}
+int d3d_cuda_capture_end(int slot) {
+  cudaGraph_t g = 0;
+  cudaError_t e = cudaStreamEndCapture(g_stream, &g);
+  if (e != cudaSuccess) return fail(e, "cudaStreamEndCapture");
+  if (g_exec[slot]) cudaGraphExecDestroy(g_exec[slot]);
+  g_exec[slot] = 0;
+  e = cudaGraphInstantiate(&g_exec[slot], g, 0);
+  cudaGraphDestroy(g); /* the executable graph holds what it needs */
+  return e == cudaSuccess ? 0 : fail(e, "cudaGraphInstantiate");
+}
+int d3d_cuda_graph_launch(int slot) {
+  cudaError_t e = cudaGraphLaunch(g_exec[slot], g_stream);
+  return e == cudaSuccess ? 0 : fail(e, "cudaGraphLaunch");
 }
 
 /* cudaMemcpy (any direction, cudaMemcpyDefault): the raw copy stage of --halo-bench. */

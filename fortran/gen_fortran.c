@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
 #ifdef GW_GEN_HALO
   if (!strcmp(mode, "halo")) {
     static const constant paths[] = {C(GW_HALO_PATH_AUTO), C(GW_HALO_PATH_HOST), C(GW_HALO_PATH_DEVICE),
-                                     C(GW_HALO_PATH_NCCL)};
+                                     C(GW_HALO_PATH_NCCL), C(GW_HALO_PATH_IPC)};
     _Static_assert(sizeof(gw_halo_path) == sizeof(int), "gw_halo_path is not int-sized");
     emit("gw_halo_path", paths, sizeof paths / sizeof paths[0]);
     printf("  ! sizeof(gw_halo_info) in C: the test checks c_sizeof(gw_halo_info) against it\n");

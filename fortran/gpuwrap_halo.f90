@@ -32,7 +32,7 @@ module gpuwrap_halo
             gw_grid_create_local_fint, gw_grid_destroy, gw_grid_comm, gw_grid_comm_fint, &
             gw_grid_query, gw_grid_block, gw_grid_context_create, gw_grid_gather
   public :: GW_HALO_PATH_AUTO, GW_HALO_PATH_HOST, GW_HALO_PATH_DEVICE, GW_HALO_PATH_NCCL, &
-            GW_HALO_INFO_C_SIZE, GW_GRID_INFO_C_SIZE
+            GW_HALO_PATH_IPC, GW_HALO_INFO_C_SIZE, GW_GRID_INFO_C_SIZE
 
   include 'gpuwrap_halo_constants.inc'
 

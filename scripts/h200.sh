@@ -82,6 +82,14 @@ if command -v mpirun >/dev/null && [ -x build/h200/bin/diffusion3d ]; then
     # the GPU stencil (default on CUDA) against the host reference: split-phase and periodic too
     timeout 300 $M -np $np build/h200/bin/diffusion3d -n 64 -s 20 --periodic --overlap --check > "$L/diff_check_gpu_overlap_np$np.txt" 2>&1
     log "diffusion3d --check (gpu stencil, periodic, overlap) np=$np rc=$? $(grep -E 'stencil|check:' "$L/diff_check_gpu_overlap_np$np.txt" | tr '\n' ' ')"
+    # --graph: one step per parity captured, replayed; bit for bit with the eager run
+    # (np > 1 needs the NCCL path: the MPI paths refuse a capture, GW_ENOTSUP)
+    for ov in "" --overlap; do
+      timeout 300 $M -np $np build/h200/bin/diffusion3d -n 64 -s 20 --periodic --graph $ov --check > "$L/diff_graph${ov}_np$np.txt" 2>&1
+      log "diffusion3d --graph $ov --check np=$np rc=$? $(grep -E 'graph|check:' "$L/diff_graph${ov}_np$np.txt" | tr '\n' ' ')"
+      timeout 300 $M -np $np build/h200/bin/diffusion3d -n 256 -s 100 --periodic --graph $ov > "$L/diff_graph${ov}_n256_np$np.txt" 2>&1
+      log "diffusion3d --graph $ov n=256 np=$np rc=$? $(grep -E 'time/step|graph|overlap:' "$L/diff_graph${ov}_n256_np$np.txt" | tr '\n' ' ')"
+    done
     for n in 128 256 384; do
       timeout 300 $M -np $np build/h200/bin/diffusion3d -n $n -s 100 --mem device --halo-only --path host > "$L/diff_halo_np${np}_n$n.txt" 2>&1
       log "diffusion3d halo-only (non-periodic) np=$np n=$n rc=$? $(grep -E 'time/step|bytes sent' "$L/diff_halo_np${np}_n$n.txt" | tr '\n' ' ')"

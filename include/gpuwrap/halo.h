@@ -67,7 +67,8 @@
  * <rank R's message>"). The exceptions are purely local preconditions, each documented
  * where it applies: `cart` / `comm` itself (NULL, not Cartesian: one communicator, so every
  * rank of it finds the same), and the arguments of an update (a NULL plan or stream, a
- * stream of another device, a split phase out of order), refused before anything is
+ * stream of another device, a split phase out of order, an update of a plan that needs
+ * MPI on a stream being captured into a graph), refused before anything is
  * posted: the neighbours are not told, so such an error on some ranks only is fatal
  * (MPI_Abort) unless the program knows every rank made it.
  * MPI must be initialised before gw_halo_create and finalised after gw_halo_destroy.
@@ -273,8 +274,23 @@ GW_API gw_status gw_halo_finish(gw_halo *h);
  * after a refused start_on, its update still in flight after a refused finish_on), and
  * the two calls may be given different streams (finish orders its own).
  * gw_halo_update_on(h, s) is start_on + finish_on: a whole update ordered on s.
+ * Graphs (gpuwrap.h "Graphs"): on a stream being captured (cudaStreamBeginCapture,
+ * torch.cuda.graph) the update is RECORDED, whole, where every exchange is device work:
+ * a plan without remote neighbours (one rank's local copies, queued on s) and the NCCL
+ * path (its group queued on s itself); every launch of the graph then runs the update on
+ * the fields' memory at that time. Where MPI must run on the host between the packs and
+ * the unpacks (the HOST and DEVICE paths through MPI, the shared-memory window, IPC), the
+ * call fails with GW_ENOTSUP naming why, before anything is posted or queued: the
+ * caller's capture stays valid, the plan idle. That is a local precondition (see
+ * Conventions): the neighbours are not told. A start captured must be finished on a
+ * stream of the same capture (finish_on; gw_halo_finish and a finish_on outside any
+ * capture are GW_ENOTSUP, the update left in flight), and a start outside a capture
+ * finished outside one. The graph holds the plan's buffers: destroy the plan only after
+ * the last launch has run. Before an update outside the graph of the same plan,
+ * synchronize the graph's launch stream (gpuwrap does not see launches).
  * @return as gw_halo_start / gw_halo_finish; GW_EINVAL also for a NULL stream; GW_EDEVICE
- *         for a stream of another backend or device; the status of gw_fill_async /
+ *         for a stream of another backend or device; GW_ENOTSUP on a capturing stream
+ *         where the update needs MPI on the host (above); the status of gw_fill_async /
  *         gw_array_wait on s.
  * A plan may mix the host-ordered and the stream-ordered calls from one update to the next.
  */

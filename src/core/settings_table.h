@@ -71,8 +71,9 @@
   X(HALO_SHM, "GPUWRAP_HALO_SHM", BOOL, "1", 0, 1, "", "halo",                                   \
     "ranks of one node exchange host-path faces through an MPI shared-memory window")           \
   X(HALO_SHM_GROUP, "GPUWRAP_HALO_SHM_GROUP", INT, "0", 0, 1048576, "", "halo",                 \
-    "treat each N consecutive ranks as one node for the shared-memory window (tests of "        \
-    "several nodes on one machine); 0: the real nodes")                                         \
+    "treat each N consecutive ranks as one node for the shared-memory window and for which "   \
+    "neighbours count as on-node for the IPC path (tests of several nodes on one machine); "    \
+    "0: the real nodes")                                                                        \
   X(HALO_CHUNK, "GPUWRAP_HALO_CHUNK", BYTES, "128K", 0, 1099511627776LL, "", "halo",             \
     "host-path messages are cut into pieces of this size to pipeline pack, MPI and unpack "     \
     "(0: whole messages); the ranks use the smallest")                                          \

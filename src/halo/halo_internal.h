@@ -36,9 +36,10 @@
  * buffer in an MPI shared-memory window and MPI carries 0-byte tokens only
  * (halo_shm.c).
  *
- * The files: halo_plan.c makes a plan (the ranks' agreement, faces, message
- * layout, buffers) and frees it; halo_update.c runs updates (stream ordering,
- * the split phase, recovery after a failure); halo_host.c carries a dim's
+ * The files: halo_plan.c makes a plan (faces, message layout, buffers) and
+ * frees it; halo_agree.c is the neighbours' agreement on the arguments;
+ * halo_update.c runs updates (stream ordering, the split phase, recovery after
+ * a failure); halo_host.c carries a dim's
  * messages through MPI; halo_shm.c is the host path's shared-memory window;
  * halo_nccl.c chooses NCCL, bootstraps its communicator and carries a dim
  * through it (nccl.c loads the library).
@@ -170,6 +171,8 @@ struct gw_halo {
                         (out) */
   int inflight; /* dim whose messages are in flight after a start, -1 none */
   int started;  /* a split-phase update is between start and finish */
+  int captured; /* ... and was started on a stream being captured (queued on
+                   it: h->q is the caller's stream) */
   int tail;  /* a stream-ordered finish left unpacks queued on the plan's stream
               */
   int epoch; /* failed updates so far, mod EPOCHS (see halo_tag()) */
@@ -243,6 +246,14 @@ gw_status halo_call_failed(gw_status st, const char *what, int d);
 /* Read the settings into *out; GW_EINVAL with the parser's message naming the
  * variable. */
 gw_status halo_read_settings(const char *fn, halo_settings *out);
+
+/* halo_agree.c: each rank tells its neighbours its fields' counts, dtypes,
+ * widths and face extents and compares theirs with its own (point to point with
+ * every neighbour along dims split over ranks; every rank takes part). This
+ * rank's verdict, with a message naming the argument and both ranks' values;
+ * the caller makes it every rank's. `strict`: gw_halo_create's argument names.
+ */
+gw_status halo_check_neighbours(gw_halo *h, const char *fn, int strict);
 
 /* halo_shm.c: the shared-memory window of the host path between ranks of one
  * node */

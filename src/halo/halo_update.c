@@ -1,6 +1,7 @@
 #include "halo_internal.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* ---- updates
  * ------------------------------------------------------------------------- */
@@ -53,6 +54,7 @@ static void quiesce(gw_halo *h) {
       h); /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
+  h->captured = 0;
   h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
   if (h->direct)
@@ -182,7 +184,9 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
     /* (NCCL: the new receives are queued on the same stream after those
      * unpacks) */
     h->q = h->stream;
-    if (!h->nccl)
+    /* a capture cannot wait for work queued outside it: the host waits, before
+     * anything is recorded */
+    if (!h->nccl || h->captured)
       st = halo_sync_stream(h, "waiting for the previous update's unpacks");
     if (st == GW_OK)
       st = halo_shm_release(h);
@@ -193,7 +197,7 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
    * before its work after finish_on) at no cost; a plan with messages keeps its
    * own stream, whose packs the host waits for while the caller's stream runs
    * on. */
-  h->q = s && h->info.neighbours == 0 && h->stream ? s : h->stream;
+  h->q = s && (h->info.neighbours == 0 || h->captured) && h->stream ? s : h->stream;
   if (st == GW_OK)
     st = halo_host_post_receives(h);
   if (st == GW_OK)
@@ -260,10 +264,16 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
   if (st != GW_OK)
     quiesce(h);
   h->started = 0;
+  h->captured = 0;
   return st;
 }
 
 gw_status gw_halo_finish(gw_halo *h) {
+  if (h && h->started && h->captured)
+    return gw__halo_fail(GW_ENOTSUP,
+                         "gw_halo_finish: the update was started in a graph "
+                         "capture; finish it with gw_halo_finish_on on a "
+                         "stream of that capture");
   return finish(h, "gw_halo_finish", NULL);
 }
 
@@ -287,35 +297,103 @@ static gw_status check_stream(const gw_halo *h, const char *fn,
       gw_backend_name(gw_context_backend(h->ctx)), gw_context_device(h->ctx));
 }
 
-gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
+/* Graph capture (gpuwrap.h "Graphs"). An update on a capturing stream is
+ * recorded whole where every exchange is device work: one rank's local copies
+ * (prepared batches) and the NCCL path (NCCL calls are recorded; the group is
+ * queued on the capturing stream itself, so the graph needs no fork). Where MPI
+ * or its tokens must run on the host between the packs and the unpacks (the
+ * host path, the device path through MPI, the shared-memory window, IPC), a
+ * graph cannot hold the update: refused here, before anything is posted or
+ * queued, so the caller's capture stays valid. A local precondition like
+ * check_stream: every rank's stream is its own, so the neighbours are not told.
+ * *capturing: whether s captures (0 for a refused call). */
+static int host_steps(const gw_halo *h) {
+  if (h->direct)
+    return 1;
+  for (int d = 0; d < h->ndim; d++)
+    if (h->dim[d].link == LINK_MPI && !h->nccl)
+      return 1;
+  return 0;
+}
+
+static gw_status check_capture(const gw_halo *h, const char *fn, gw_stream *s,
+                               int *capturing) {
+  *capturing = 0;
+  int cap = 0;
+  gw_status st = s ? gw__stream_capturing(s, &cap) : GW_OK;
+  if (st != GW_OK)
+    return halo_call_failed(st, "asking whether the stream is being captured",
+                            -1);
+  if (h->started && cap != h->captured)
+    return gw__halo_fail(
+        GW_ENOTSUP,
+        "%s: the update was started %s a graph capture and is finished %s one: "
+        "start and finish an update on streams of one capture, or both "
+        "outside any",
+        fn, h->captured ? "inside" : "outside", cap ? "inside" : "outside");
+  if (cap && host_steps(h))
+    return gw__halo_fail(
+        GW_ENOTSUP,
+        "%s: stream is being captured into a graph, and this plan's update "
+        "runs MPI on the host between its packs and unpacks (path %s, %d "
+        "remote neighbour message(s)), which a graph cannot record; capture "
+        "a plan whose exchanges are all device work (one rank's local "
+        "copies, or the NCCL path), or update this one outside the capture",
+        fn, gw_halo_path_name(h->info.path), h->info.neighbours);
+  *capturing = cap;
+  return GW_OK;
+}
+
+/* start_on and finish_on under the name of the call the caller made. */
+static gw_status start_on(gw_halo *h, gw_stream *s, const char *fn) {
   if (!h)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: plan is NULL");
+    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
   if (!s)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_start_on: stream is NULL "
-                                    "(gw_halo_start is the host-ordered call)");
-  gw_status st = check_stream(h, "gw_halo_start_on", s);
+    return gw__halo_fail(GW_EINVAL,
+                         "%s: stream is NULL (%s is the host-ordered call)", fn,
+                         strcmp(fn, "gw_halo_update_on") ? "gw_halo_start"
+                                                         : "gw_halo_update");
+  gw_status st = check_stream(h, fn, s);
+  int cap = 0;
+  if (st == GW_OK && !h->started)
+    st = check_capture(h, fn, s, &cap);
   if (st != GW_OK)
     return st;
-  st = begin(h, "gw_halo_start_on", 1, s);
+  h->captured = cap;
+  st = begin(h, fn, 1, s);
   if (st == GW_OK)
     h->started = 1;
+  else
+    h->captured = 0;
   return st;
 }
 
-gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
+static gw_status finish_on(gw_halo *h, gw_stream *s, const char *fn) {
   if (h && !s)
     return gw__halo_fail(GW_EINVAL,
-                         "gw_halo_finish_on: stream is NULL (gw_halo_finish is "
-                         "the host-ordered call)");
+                         "%s: stream is NULL (gw_halo_finish is the "
+                         "host-ordered call)",
+                         fn);
   if (h && h->started) {
-    gw_status st = check_stream(h, "gw_halo_finish_on", s);
+    int cap;
+    gw_status st = check_stream(h, fn, s);
+    if (st == GW_OK)
+      st = check_capture(h, fn, s, &cap);
     if (st != GW_OK)
       return st;
   }
-  return finish(h, "gw_halo_finish_on", s);
+  return finish(h, fn, s);
+}
+
+gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
+  return start_on(h, s, "gw_halo_start_on");
+}
+
+gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
+  return finish_on(h, s, "gw_halo_finish_on");
 }
 
 gw_status gw_halo_update_on(gw_halo *h, gw_stream *s) {
-  gw_status st = gw_halo_start_on(h, s);
-  return st == GW_OK ? gw_halo_finish_on(h, s) : st;
+  gw_status st = start_on(h, s, "gw_halo_update_on");
+  return st == GW_OK ? finish_on(h, s, "gw_halo_update_on") : st;
 }

@@ -8,7 +8,7 @@
 ! (faces, an edge and a corner) is gathered to rank 0 with gw_grid_gather and compared,
 ! element by element, with the same stencil computed on the global box in Fortran; the
 ! int32 field is gathered too. Also gw_grid_block, gw_grid_create_local, the structs'
-! layouts, GW_HALO_PATH_NCCL, gw_halo_nccl_available and a gather error.
+! layouts, GW_HALO_PATH_NCCL and _IPC, gw_halo_nccl_available and a gather error.
 program test_grid
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int32, int64, real64, error_unit
@@ -162,6 +162,7 @@ program test_grid
   if (gw_grid_create(MPI_COMM_WORLD, 4, gn, [0, 0, 0, 0], [0, 0, 0, 0], g2) /= GW_EINVAL) call fail('grid of 4 dims')
 
   if (gw_halo_path_name(GW_HALO_PATH_NCCL) /= 'nccl') call fail('GW_HALO_PATH_NCCL')
+  if (gw_halo_path_name(GW_HALO_PATH_IPC) /= 'ipc') call fail('GW_HALO_PATH_IPC')
   ok = gw_halo_nccl_available(why)
   if (ok == 0 .and. len(why) == 0) call fail('gw_halo_nccl_available without a reason')
   if (ok /= 0 .and. ok /= 1) call fail('gw_halo_nccl_available')

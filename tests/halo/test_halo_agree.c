@@ -255,7 +255,7 @@ static void test_stream_device(void) {
   ASSERT_OK(gw_stream_create(c0, &s0));
   ASSERT_OK(gw_stream_create(c1, &s1));
   ASSERT_STATUS(gw_halo_update_on(h, s1), GW_EDEVICE);
-  ASSERT_MSG("gw_halo_start_on: stream is on cpu device 1, the plan's fields on cpu device 0");
+  ASSERT_MSG("gw_halo_update_on: stream is on cpu device 1, the plan's fields on cpu device 0");
   ASSERT_STATUS(gw_halo_start_on(h, s1), GW_EDEVICE);
   ASSERT_STATUS(gw_halo_finish_on(h, s0), GW_EINVAL); /* nothing was started */
   ASSERT_OK(gw_halo_start_on(h, s0));
