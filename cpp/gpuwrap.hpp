@@ -67,7 +67,8 @@ namespace gw {
 class error : public std::runtime_error {
 public:
   error(gw_status s, const std::string &detail)
-      : std::runtime_error(std::string(gw_err_name(s)) + ": " + (detail.empty() ? gw_strerror(s) : detail)),
+      : std::runtime_error(std::string(gw_err_name(s)) + ": " +
+                           (detail.empty() ? gw_strerror(s) : detail)),
         status_(s), detail_(detail) {}
   gw_status status() const noexcept { return status_; }
   /** gw_last_error() as it was when the call failed ("" when the C call left none). */
@@ -85,16 +86,20 @@ inline void check(gw_status s) {
 
 /** The gw_dtype of a C++ element type (dtype_of<double>::value == GW_FLOAT64). */
 template <class T> struct dtype_of;
-#define GW_CPP_DTYPE_(type, dt)                                                                                        \
-  template <> struct dtype_of<type> {                                                                                  \
-    static constexpr gw_dtype value = dt;                                                                              \
-  }
+#define GW_CPP_DTYPE_(type, dt) \
+  template <> struct dtype_of<type> { static constexpr gw_dtype value = dt; }
 GW_CPP_DTYPE_(bool, GW_BOOL);
 /* Every fundamental integer type by its size (std::int64_t is long on some platforms, long
  * long on others: both are covered, and so is each intN_t, an alias of one of them). */
-#define GW_CPP_DTYPE_INT_(type, s, u)                                                                                  \
-  GW_CPP_DTYPE_(type, sizeof(type) == 1 ? s##8 : sizeof(type) == 2 ? s##16 : sizeof(type) == 4 ? s##32 : s##64);      \
-  GW_CPP_DTYPE_(unsigned type, sizeof(type) == 1 ? u##8 : sizeof(type) == 2 ? u##16 : sizeof(type) == 4 ? u##32 : u##64)
+#define GW_CPP_DTYPE_INT_(type, s, u)                      \
+  GW_CPP_DTYPE_(type, sizeof(type) == 1   ? s##8           \
+                      : sizeof(type) == 2 ? s##16          \
+                      : sizeof(type) == 4 ? s##32          \
+                                          : s##64);        \
+  GW_CPP_DTYPE_(unsigned type, sizeof(type) == 1   ? u##8  \
+                               : sizeof(type) == 2 ? u##16 \
+                               : sizeof(type) == 4 ? u##32 \
+                                                   : u##64)
 GW_CPP_DTYPE_(signed char, GW_INT8);
 GW_CPP_DTYPE_(unsigned char, GW_UINT8);
 GW_CPP_DTYPE_INT_(short, GW_INT, GW_UINT);
@@ -113,7 +118,8 @@ using dims = std::vector<std::int64_t>;
 namespace detail {
 /* Whether T has a gw_dtype (dtype_of<T> defined). */
 template <class T, class = void> struct has_dtype : std::false_type {};
-template <class T> struct has_dtype<T, std::void_t<decltype(dtype_of<T>::value)>> : std::true_type {};
+template <class T>
+struct has_dtype<T, std::void_t<decltype(dtype_of<T>::value)>> : std::true_type {};
 /* A per-dim argument of the C call holds ndim entries: the C library reads that many. */
 inline void check_dims(const char *what, const dims &v, std::size_t ndim) {
   if (v.size() != ndim)
@@ -196,7 +202,6 @@ inline int device_count(gw_backend b) {
   return n;
 }
 
-
 /** gw_stream: created (owned: destroying it waits for its work) or borrowed from a native
  *  stream (gw_stream_wrap: destroying it drops the handle only). The C call tells the two
  *  apart, so one class serves both. */
@@ -243,8 +248,8 @@ public:
   static array adopt(gw_array *raw) noexcept { return array(raw); }
 
   /** gw_wrap: existing memory, without copying. strides empty = C order (as NULL in C). */
-  static array wrap(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape, const dims &strides = {},
-                    unsigned flags = 0) {
+  static array wrap(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape,
+                    const dims &strides = {}, unsigned flags = 0) {
     gw_array *a = nullptr;
     if (!strides.empty()) detail::check_dims("strides", strides, shape.size());
     check(gw_wrap(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
@@ -253,17 +258,21 @@ public:
   }
   /** gw_wrap with the dtype of T. */
   template <class T>
-  static array wrap(const context &ctx, T *ptr, const dims &shape, const dims &strides = {}, unsigned flags = 0) {
-    return wrap(ctx, const_cast<void *>(static_cast<const void *>(ptr)), dtype_of<std::remove_cv_t<T>>::value, shape, strides,
+  static array wrap(const context &ctx, T *ptr, const dims &shape, const dims &strides = {},
+                    unsigned flags = 0) {
+    return wrap(ctx, const_cast<void *>(static_cast<const void *>(ptr)),
+                dtype_of<std::remove_cv_t<T>>::value, shape, strides,
                 flags | (std::is_const<T>::value ? GW_WRAP_READONLY : 0u));
   }
   /** gw_wrap_with_deleter: deleter(ptr, user) runs once, when the last reference goes. */
   static array wrap_with_deleter(const context &ctx, void *ptr, gw_dtype dtype, const dims &shape,
-                                 const dims &strides, unsigned flags, gw_deleter deleter, void *user) {
+                                 const dims &strides, unsigned flags, gw_deleter deleter,
+                                 void *user) {
     gw_array *a = nullptr;
     if (!strides.empty()) detail::check_dims("strides", strides, shape.size());
     check(gw_wrap_with_deleter(ctx.get(), ptr, dtype, static_cast<int>(shape.size()), shape.data(),
-                               strides.empty() ? nullptr : strides.data(), flags, deleter, user, &a));
+                               strides.empty() ? nullptr : strides.data(), flags, deleter, user,
+                               &a));
     return array(a);
   }
   /** gw_alloc: a C-contiguous array of `kind` memory that the array owns. */
@@ -324,7 +333,9 @@ public:
   }
   /** gw_copy(this, src). */
   void copy_from(const array &src) const { check(gw_copy(p_, src.p_)); }
-  void copy_from(const array &src, const stream &s) const { check(gw_copy_async(p_, src.p_, s.get())); }
+  void copy_from(const array &src, const stream &s) const {
+    check(gw_copy_async(p_, src.p_, s.get()));
+  }
   /** gw_fill with a value of the array's element type: T must be it (fill(1.0) of a float32
    *  array is GW_EINVAL, not a fill with the first 4 bytes of a double; write fill(1.0f)).
    *  A T without a dtype (a struct) must have the element's size. */
@@ -351,11 +362,15 @@ private:
     if (!p_) return; /* gw_fill names the NULL array */
     const gw_dtype dt = dtype();
     bool ok;
-    if constexpr (detail::has_dtype<T>::value) ok = dtype_of<T>::value == dt;
-    else ok = sizeof(T) == gw_dtype_size(dt);
+    if constexpr (detail::has_dtype<T>::value)
+      ok = dtype_of<T>::value == dt;
+    else
+      ok = sizeof(T) == gw_dtype_size(dt);
     if (!ok)
-      throw error(GW_EINVAL, std::string("value: a ") + std::to_string(sizeof(T)) + "-byte value of another type "
-                             "than the array's " + gw_dtype_name(dt) + " (fill takes the element type)");
+      throw error(GW_EINVAL, std::string("value: a ") + std::to_string(sizeof(T)) +
+                                 "-byte value of another type "
+                                 "than the array's " +
+                                 gw_dtype_name(dt) + " (fill takes the element type)");
   }
   gw_array *p_ = nullptr;
 };
@@ -399,14 +414,17 @@ struct halo_field {
 class halo {
 public:
   /** gw_halo_create: one 3-D field. */
-  halo(const array &field, MPI_Comm cart, const int (&width)[3], gw_halo_path path = GW_HALO_PATH_AUTO) {
+  halo(const array &field, MPI_Comm cart, const int (&width)[3],
+       gw_halo_path path = GW_HALO_PATH_AUTO) {
     check_halo(gw_halo_create(field.get(), cart, width, path, &p_));
   }
   /** gw_halo_create_multi: several fields in one plan, {{u, {1, 1, 1}}, {v, {2, 1, 1}}}. */
-  halo(std::initializer_list<halo_field> fields, MPI_Comm cart, gw_halo_path path = GW_HALO_PATH_AUTO) {
+  halo(std::initializer_list<halo_field> fields, MPI_Comm cart,
+       gw_halo_path path = GW_HALO_PATH_AUTO) {
     create_multi(fields.begin(), fields.size(), cart, path);
   }
-  halo(const std::vector<halo_field> &fields, MPI_Comm cart, gw_halo_path path = GW_HALO_PATH_AUTO) {
+  halo(const std::vector<halo_field> &fields, MPI_Comm cart,
+       gw_halo_path path = GW_HALO_PATH_AUTO) {
     create_multi(fields.data(), fields.size(), cart, path);
   }
   static halo adopt(gw_halo *raw) noexcept { return halo(raw); }
@@ -463,16 +481,19 @@ struct grid_block {
 class grid {
 public:
   /** gw_grid_create: from the global cell counts (ndims = global.size()). */
-  grid(MPI_Comm comm, const dims &global, const std::vector<int> &periods = {}, const std::vector<int> &rank_dims = {}) {
+  grid(MPI_Comm comm, const dims &global, const std::vector<int> &periods = {},
+       const std::vector<int> &rank_dims = {}) {
     check_sizes(global.size(), periods, rank_dims);
-    check_halo(gw_grid_create(comm, static_cast<int>(global.size()), global.data(), opt(periods), opt(rank_dims), &p_));
+    check_halo(gw_grid_create(comm, static_cast<int>(global.size()), global.data(), opt(periods),
+                              opt(rank_dims), &p_));
   }
   /** gw_grid_create_local: from every rank's cell counts. */
   static grid from_local(MPI_Comm comm, const dims &local, const std::vector<int> &periods = {},
                          const std::vector<int> &rank_dims = {}) {
     check_sizes(local.size(), periods, rank_dims);
     gw_grid *g = nullptr;
-    check_halo(gw_grid_create_local(comm, static_cast<int>(local.size()), local.data(), opt(periods), opt(rank_dims), &g));
+    check_halo(gw_grid_create_local(comm, static_cast<int>(local.size()), local.data(),
+                                    opt(periods), opt(rank_dims), &g));
     return grid(g);
   }
   static grid adopt(gw_grid *raw) noexcept { return grid(raw); }
@@ -512,17 +533,23 @@ public:
   }
   /** gw_grid_gather (collective): root's `global` receives every rank's interior; on the
    *  other ranks `global` may be empty (gw::array()). Empty width: inferred (NULL). */
-  void gather(const array &field, const array &global, int root = 0, const std::vector<int> &width = {}) const {
+  void gather(const array &field, const array &global, int root = 0,
+              const std::vector<int> &width = {}) const {
     if (!width.empty() && width.size() != static_cast<std::size_t>(info().ndims))
       throw error(GW_EINVAL, "gw::grid::gather: width needs one entry per dim of the grid");
-    check_halo(gw_grid_gather(p_, field.get(), width.empty() ? nullptr : width.data(), global.get(), root));
+    check_halo(gw_grid_gather(p_, field.get(), width.empty() ? nullptr : width.data(), global.get(),
+                              root));
   }
 
 private:
   explicit grid(gw_grid *raw) noexcept : p_(raw) {}
-  static const int *opt(const std::vector<int> &v) noexcept { return v.empty() ? nullptr : v.data(); }
-  static void check_sizes(std::size_t ndims, const std::vector<int> &periods, const std::vector<int> &rank_dims) {
-    if ((!periods.empty() && periods.size() != ndims) || (!rank_dims.empty() && rank_dims.size() != ndims))
+  static const int *opt(const std::vector<int> &v) noexcept {
+    return v.empty() ? nullptr : v.data();
+  }
+  static void check_sizes(std::size_t ndims, const std::vector<int> &periods,
+                          const std::vector<int> &rank_dims) {
+    if ((!periods.empty() && periods.size() != ndims) ||
+        (!rank_dims.empty() && rank_dims.size() != ndims))
       throw error(GW_EINVAL, "gw::grid: periods and dims need one entry per dim (or none)");
   }
   gw_grid *p_ = nullptr;

@@ -57,11 +57,12 @@ int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const
                      const int64_t hi[3]);
 int d3d_cuda_sync(void);
 void *d3d_cuda_stream(void);
-int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
-                              const int64_t hi[3]);
+int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3],
+                              const int64_t lo[3], const int64_t hi[3]);
 int d3d_cuda_interior_after_main(void);
 int d3d_cuda_interior_wait_main(void);
-int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m, const int bw[3]);
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m,
+                           const int bw[3]);
 int d3d_cuda_main_after_interior(void);
 int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
 int d3d_cuda_capture_begin(void);
@@ -75,19 +76,19 @@ int d3d_cuda_graph_launch(int slot);
 enum { STENCIL_AUTO, STENCIL_HOST, STENCIL_GPU };
 
 typedef struct {
-  int64_t n;        /* local interior extent per dim */
+  int64_t n; /* local interior extent per dim */
   int steps;
   int periodic;
   int check;
-  int overlap;      /* split-phase update, interior computed while the halo is in flight */
-  int graph;        /* --graph: one step per parity captured into a CUDA graph, then replayed */
+  int overlap; /* split-phase update, interior computed while the halo is in flight */
+  int graph;   /* --graph: one step per parity captured into a CUDA graph, then replayed */
   int halo_only;
-  int halo_bench;   /* time the update and its raw stages side by side, print the ratio */
-  gw_memkind mem;   /* GW_MEM_UNKNOWN: pick from the backend */
+  int halo_bench; /* time the update and its raw stages side by side, print the ratio */
+  gw_memkind mem; /* GW_MEM_UNKNOWN: pick from the backend */
   gw_halo_path path;
-  double t1_ms;     /* --t1: the one-rank time/step, for the weak-scaling efficiency line */
-  int stencil;      /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
-  int shell_k;      /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one);
+  double t1_ms; /* --t1: the one-rank time/step, for the weak-scaling efficiency line */
+  int stencil;  /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
+  int shell_k;  /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one);
                      0: none, dim 2's exchange runs after the interior; -1: auto (see main) */
 } options;
 
@@ -99,61 +100,64 @@ static const char weak_note[] =
     "  same halo traffic, so N = 1 already pays for the exchange (local copies).\n";
 
 static void usage(FILE *f, const char *argv0) {
-  fprintf(f,
-          "usage: %s [options]\n"
-          "  -n N            local grid per rank: N^3 cells (default 64)\n"
-          "  -s S            time steps (default 100)\n"
-          "  --periodic      periodic boundaries (default: Dirichlet, u = 0 outside)\n"
-          "  --check         gather the field to rank 0 and compare it, bit for bit, with a\n"
-          "                  one-rank reference computed there\n"
-          "  --overlap       hide the exchange behind the interior: shell slabs, gw_halo_start_on,\n"
-          "                  interior (another stream), gw_halo_finish_on; also times the stencil\n"
-          "                  and the update alone and prints time/step / max(stencil, halo)\n"
-          "  --shell-k K     --overlap: the boundary slabs are K cells thick along dim 2 (the\n"
-          "                  contiguous one), 1 along the others. 0: no slabs along dim 2: the\n"
-          "                  interior kernel computes those cells and dim 2's exchange runs after\n"
-          "                  it (not hidden). Default: 0 when dim 2 is not split over ranks (its\n"
-          "                  exchange is local copies or nothing), else 1\n"
-          "  --graph         capture one time step (stencil and halo update; with --overlap the\n"
-          "                  interior stream forked and joined inside the graph) into a CUDA graph\n"
-          "                  once per parity (u->v, v->u), then replay it every step; also times\n"
-          "                  the eager step in the same run. Needs the GPU stencil (the host\n"
-          "                  stencil is no stream work a graph can hold: exit 2 otherwise) and a\n"
-          "                  halo plan whose update is device work (one rank's local copies, or\n"
-          "                  the NCCL path; the MPI paths refuse a capture)\n"
-          "  --halo-only     skip the stencil: time the halo exchange alone\n"
-          "  --halo-bench    time the update and, in the same run, its raw stages (face copy out\n"
-          "                  to pinned memory, MPI_Sendrecv of the same bytes between host\n"
-          "                  buffers, face copy in); prints update / sum of the stages, and the\n"
-          "                  host path's and the IPC path's updates beside the plan's (IPC:\n"
-          "                  device fields, e.g. --mem device; else the line says why not)\n"
-          "  --stencil S     auto | host | gpu: where the stencil runs (default auto: the CUDA\n"
-          "                  kernel when the backend is CUDA and this build has it (%s), else host)\n"
-          "  --mem KIND      host | pinned | managed | device (default: device for the GPU stencil,\n"
-          "                  host on the CPU backend, managed otherwise; device with the host\n"
-          "                  stencil needs --halo-only)\n"
-          "  --path P        auto | host | device | nccl | ipc: halo data path (default auto: NCCL\n"
-          "                  when it loads and every rank has device memory on its own GPU; IPC\n"
-          "                  between ranks of one node with device memory when NCCL cannot serve\n"
-          "                  and MPI is not GPU-aware)\n"
-          "  --t1 MS         the one-rank time/step (ms) of the same -n: prints the weak-scaling\n"
-          "                  efficiency t1/tN of this run, at any rank count\n"
-          "  --weak          print the weak-scaling note below and exit\n"
-          "  -h, --help      this text\n"
-          "Output: time/step (device synchronized each step), stencil and halo time/step,\n"
-          "effective memory throughput (16 B per cell per step: read u, write v), bytes sent per\n"
-          "rank per halo update.\n"
-          "Environment: GPUWRAP_BACKEND=cpu|cuda|hip; GPUWRAP_HALO_GPU_AWARE=0|1. Each rank uses\n"
-          "device (node-local rank mod device count).\n"
-          "%s",
-          argv0, HAVE_KERNEL ? "built" : "not built", weak_note);
+  fprintf(
+      f,
+      "usage: %s [options]\n"
+      "  -n N            local grid per rank: N^3 cells (default 64)\n"
+      "  -s S            time steps (default 100)\n"
+      "  --periodic      periodic boundaries (default: Dirichlet, u = 0 outside)\n"
+      "  --check         gather the field to rank 0 and compare it, bit for bit, with a\n"
+      "                  one-rank reference computed there\n"
+      "  --overlap       hide the exchange behind the interior: shell slabs, gw_halo_start_on,\n"
+      "                  interior (another stream), gw_halo_finish_on; also times the stencil\n"
+      "                  and the update alone and prints time/step / max(stencil, halo)\n"
+      "  --shell-k K     --overlap: the boundary slabs are K cells thick along dim 2 (the\n"
+      "                  contiguous one), 1 along the others. 0: no slabs along dim 2: the\n"
+      "                  interior kernel computes those cells and dim 2's exchange runs after\n"
+      "                  it (not hidden). Default: 0 when dim 2 is not split over ranks (its\n"
+      "                  exchange is local copies or nothing), else 1\n"
+      "  --graph         capture one time step (stencil and halo update; with --overlap the\n"
+      "                  interior stream forked and joined inside the graph) into a CUDA graph\n"
+      "                  once per parity (u->v, v->u), then replay it every step; also times\n"
+      "                  the eager step in the same run. Needs the GPU stencil (the host\n"
+      "                  stencil is no stream work a graph can hold: exit 2 otherwise) and a\n"
+      "                  halo plan whose update is device work (one rank's local copies, or\n"
+      "                  the NCCL path; the MPI paths refuse a capture)\n"
+      "  --halo-only     skip the stencil: time the halo exchange alone\n"
+      "  --halo-bench    time the update and, in the same run, its raw stages (face copy out\n"
+      "                  to pinned memory, MPI_Sendrecv of the same bytes between host\n"
+      "                  buffers, face copy in); prints update / sum of the stages, and the\n"
+      "                  host path's and the IPC path's updates beside the plan's (IPC:\n"
+      "                  device fields, e.g. --mem device; else the line says why not)\n"
+      "  --stencil S     auto | host | gpu: where the stencil runs (default auto: the CUDA\n"
+      "                  kernel when the backend is CUDA and this build has it (%s), else host)\n"
+      "  --mem KIND      host | pinned | managed | device (default: device for the GPU stencil,\n"
+      "                  host on the CPU backend, managed otherwise; device with the host\n"
+      "                  stencil needs --halo-only)\n"
+      "  --path P        auto | host | device | nccl | ipc: halo data path (default auto: NCCL\n"
+      "                  when it loads and every rank has device memory on its own GPU; IPC\n"
+      "                  between ranks of one node with device memory when NCCL cannot serve\n"
+      "                  and MPI is not GPU-aware)\n"
+      "  --t1 MS         the one-rank time/step (ms) of the same -n: prints the weak-scaling\n"
+      "                  efficiency t1/tN of this run, at any rank count\n"
+      "  --weak          print the weak-scaling note below and exit\n"
+      "  -h, --help      this text\n"
+      "Output: time/step (device synchronized each step), stencil and halo time/step,\n"
+      "effective memory throughput (16 B per cell per step: read u, write v), bytes sent per\n"
+      "rank per halo update.\n"
+      "Environment: GPUWRAP_BACKEND=cpu|cuda|hip; GPUWRAP_HALO_GPU_AWARE=0|1. Each rank uses\n"
+      "device (node-local rank mod device count).\n"
+      "%s",
+      argv0, HAVE_KERNEL ? "built" : "not built", weak_note);
 }
 
-static int g_rank; /* this rank in the grid's communicator (MPI_COMM_WORLD's until the grid exists) */
+static int
+    g_rank; /* this rank in the grid's communicator (MPI_COMM_WORLD's until the grid exists) */
 
 /* A bad command line: which argument and why (rank 0 says it), then where the usage is. */
 static int bad(const char *opt, const char *val, const char *why) {
-  if (g_rank == 0) fprintf(stderr, "diffusion3d: %s%s%s: %s\n", opt, val ? " " : "", val ? val : "", why);
+  if (g_rank == 0)
+    fprintf(stderr, "diffusion3d: %s%s%s: %s\n", opt, val ? " " : "", val ? val : "", why);
   return -1;
 }
 
@@ -167,21 +171,32 @@ static int int_arg(const char *s, long long lo, long long hi, long long *out) {
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){.n = 64, .steps = 100, .mem = GW_MEM_UNKNOWN, .path = GW_HALO_PATH_AUTO, .stencil = STENCIL_AUTO,
+  *o = (options){.n = 64,
+                 .steps = 100,
+                 .mem = GW_MEM_UNKNOWN,
+                 .path = GW_HALO_PATH_AUTO,
+                 .stencil = STENCIL_AUTO,
                  .shell_k = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
     if (!strcmp(a, "--weak")) return 3;
-    if (!strcmp(a, "--periodic")) o->periodic = 1;
-    else if (!strcmp(a, "--check")) o->check = 1;
-    else if (!strcmp(a, "--overlap")) o->overlap = 1;
-    else if (!strcmp(a, "--graph")) o->graph = 1;
-    else if (!strcmp(a, "--halo-only")) o->halo_only = 1;
-    else if (!strcmp(a, "--halo-bench")) o->halo_bench = 1;
+    if (!strcmp(a, "--periodic"))
+      o->periodic = 1;
+    else if (!strcmp(a, "--check"))
+      o->check = 1;
+    else if (!strcmp(a, "--overlap"))
+      o->overlap = 1;
+    else if (!strcmp(a, "--graph"))
+      o->graph = 1;
+    else if (!strcmp(a, "--halo-only"))
+      o->halo_only = 1;
+    else if (!strcmp(a, "--halo-bench"))
+      o->halo_bench = 1;
     else if (val && !strcmp(a, "-n")) {
       long long v;
-      if (!int_arg(argv[++i], 3, 1LL << 20, &v)) return bad(a, val, "cells per dim must be an integer >= 3");
+      if (!int_arg(argv[++i], 3, 1LL << 20, &v))
+        return bad(a, val, "cells per dim must be an integer >= 3");
       o->n = v;
     } else if (val && !strcmp(a, "-s")) {
       long long v;
@@ -189,14 +204,15 @@ static int parse(int argc, char **argv, options *o) {
       o->steps = (int)v;
     } else if (val && !strcmp(a, "--shell-k")) {
       long long v;
-      if (!int_arg(argv[++i], 0, INT_MAX, &v)) return bad(a, val, "a cell count >= 0 (0: no slabs along dim 2)");
+      if (!int_arg(argv[++i], 0, INT_MAX, &v))
+        return bad(a, val, "a cell count >= 0 (0: no slabs along dim 2)");
       o->shell_k = (int)v;
     } else if (val && !strcmp(a, "--t1")) {
       char *end;
       o->t1_ms = strtod(argv[++i], &end);
-      if (end == val || *end || !(o->t1_ms > 0) || !isfinite(o->t1_ms)) return bad(a, val, "a finite time in ms > 0");
-    }
-    else if (val && !strcmp(a, "--mem")) {
+      if (end == val || *end || !(o->t1_ms > 0) || !isfinite(o->t1_ms))
+        return bad(a, val, "a finite time in ms > 0");
+    } else if (val && !strcmp(a, "--mem")) {
       static const char *names[] = {"", "host", "pinned", "device", "managed"};
       o->mem = (gw_memkind)-1;
       for (int k = 1; k <= 4; k++)
@@ -204,28 +220,37 @@ static int parse(int argc, char **argv, options *o) {
       i++;
       if ((int)o->mem < 0) return bad(a, val, "one of host, pinned, device, managed");
     } else if (val && !strcmp(a, "--path")) {
-      o->path = !strcmp(val, "host") ? GW_HALO_PATH_HOST : !strcmp(val, "device") ? GW_HALO_PATH_DEVICE
-              : !strcmp(val, "nccl") ? GW_HALO_PATH_NCCL : !strcmp(val, "ipc") ? GW_HALO_PATH_IPC
-              : !strcmp(val, "auto") ? GW_HALO_PATH_AUTO : (gw_halo_path)-1;
+      o->path = !strcmp(val, "host")     ? GW_HALO_PATH_HOST
+                : !strcmp(val, "device") ? GW_HALO_PATH_DEVICE
+                : !strcmp(val, "nccl")   ? GW_HALO_PATH_NCCL
+                : !strcmp(val, "ipc")    ? GW_HALO_PATH_IPC
+                : !strcmp(val, "auto")   ? GW_HALO_PATH_AUTO
+                                         : (gw_halo_path)-1;
       i++;
       if ((int)o->path < 0) return bad(a, val, "one of auto, host, device, nccl, ipc");
     } else if (val && !strcmp(a, "--stencil")) {
-      o->stencil = !strcmp(val, "auto") ? STENCIL_AUTO : !strcmp(val, "host") ? STENCIL_HOST
-                 : !strcmp(val, "gpu") ? STENCIL_GPU : -1;
+      o->stencil = !strcmp(val, "auto")   ? STENCIL_AUTO
+                   : !strcmp(val, "host") ? STENCIL_HOST
+                   : !strcmp(val, "gpu")  ? STENCIL_GPU
+                                          : -1;
       i++;
       if (o->stencil < 0) return bad(a, val, "one of auto, host, gpu");
     } else {
-      static const char *with_value[] = {"-n", "-s", "--shell-k", "--t1", "--mem", "--path", "--stencil"};
+      static const char *with_value[] = {"-n",    "-s",     "--shell-k", "--t1",
+                                         "--mem", "--path", "--stencil"};
       for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return bad(a, NULL, "needs a value");
       return bad(a, NULL, "unknown option");
     }
   }
   if (o->graph && (o->halo_only || o->halo_bench))
-    return bad("--graph", NULL, "captures the stencil with the exchange: not with --halo-only or --halo-bench");
+    return bad("--graph", NULL,
+               "captures the stencil with the exchange: not with --halo-only or --halo-bench");
   if (2 * (int64_t)o->shell_k > o->n) {
     if (g_rank == 0)
-      fprintf(stderr, "diffusion3d: --shell-k %d: the two slabs along dim 2 would overlap (at most n/2 = %lld)\n",
+      fprintf(stderr,
+              "diffusion3d: --shell-k %d: the two slabs along dim 2 would overlap (at most n/2 = "
+              "%lld)\n",
               o->shell_k, (long long)(o->n / 2));
     return -1;
   }
@@ -243,14 +268,15 @@ static double initial(int64_t gx, int64_t gy, int64_t gz, const int64_t N[3]) {
 
 /* v = u + R*laplacian(u) on cells [lo, hi) of arrays with extents n (halo of one included),
  * C order. Every cell is computed by this one expression, wherever it runs. */
-static void stencil(const double *restrict u, double *restrict v, const int64_t n[3], const int64_t lo[3],
-                    const int64_t hi[3]) {
+static void stencil(const double *restrict u, double *restrict v, const int64_t n[3],
+                    const int64_t lo[3], const int64_t hi[3]) {
   const int64_t sy = n[2], sx = n[1] * n[2];
   for (int64_t i = lo[0]; i < hi[0]; i++)
     for (int64_t j = lo[1]; j < hi[1]; j++)
       for (int64_t k = lo[2]; k < hi[2]; k++) {
         int64_t c = i * sx + j * sy + k;
-        v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - 1] + u[c + 1]) - 6.0 * u[c]);
+        v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) +
+                           (u[c - 1] + u[c + 1]) - 6.0 * u[c]);
       }
 }
 
@@ -291,7 +317,8 @@ static double *reference(const int64_t N[3], int steps, int periodic) {
   if (!u || !v) return NULL;
   for (int64_t i = 1; i <= N[0]; i++)
     for (int64_t j = 1; j <= N[1]; j++)
-      for (int64_t k = 1; k <= N[2]; k++) u[(i * n[1] + j) * n[2] + k] = initial(i - 1, j - 1, k - 1, N);
+      for (int64_t k = 1; k <= N[2]; k++)
+        u[(i * n[1] + j) * n[2] + k] = initial(i - 1, j - 1, k - 1, N);
   const int64_t lo[3] = {1, 1, 1}, hi[3] = {N[0] + 1, N[1] + 1, N[2] + 1};
   for (int s = 0; s < steps; s++) {
     if (periodic) /* the faces are all a 7-point stencil reads */
@@ -299,7 +326,8 @@ static double *reference(const int64_t N[3], int steps, int periodic) {
         for (int64_t j = 0; j < n[1]; j++)
           for (int64_t k = 0; k < n[2]; k++) {
             int64_t a = i, b = j, c = k;
-            int out = (a == 0 || a == n[0] - 1) + (b == 0 || b == n[1] - 1) + (c == 0 || c == n[2] - 1);
+            int out =
+                (a == 0 || a == n[0] - 1) + (b == 0 || b == n[1] - 1) + (c == 0 || c == n[2] - 1);
             if (out != 1) continue;
             a = a == 0 ? N[0] : a == n[0] - 1 ? 1 : a;
             b = b == 0 ? N[1] : b == n[1] - 1 ? 1 : b;
@@ -317,23 +345,23 @@ static double *reference(const int64_t N[3], int steps, int periodic) {
 
 /* ---- the distributed run -------------------------------------------------------------- */
 
-#define CHECK(expr)                                                                         \
-  do {                                                                                      \
-    gw_status st_ = (expr);                                                                 \
-    if (st_ != GW_OK) {                                                                     \
-      fprintf(stderr, "[rank %d] %s failed: %s: %s%s%s\n", g_rank, #expr, gw_err_name(st_),    \
+#define CHECK(expr)                                                                             \
+  do {                                                                                          \
+    gw_status st_ = (expr);                                                                     \
+    if (st_ != GW_OK) {                                                                         \
+      fprintf(stderr, "[rank %d] %s failed: %s: %s%s%s\n", g_rank, #expr, gw_err_name(st_),     \
               gw_last_error(), *gw_halo_last_error() ? " / halo: " : "", gw_halo_last_error()); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-    }                                                                                       \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                             \
+    }                                                                                           \
   } while (0)
 
 #ifdef D3D_HAVE_CUDA
-#define CUDA_CHECK(expr)                                                                    \
-  do {                                                                                      \
-    if ((expr) != 0) {                                                                      \
-      fprintf(stderr, "[rank %d] %s failed: %s\n", g_rank, #expr, d3d_cuda_error());         \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-    }                                                                                       \
+#define CUDA_CHECK(expr)                                                             \
+  do {                                                                               \
+    if ((expr) != 0) {                                                               \
+      fprintf(stderr, "[rank %d] %s failed: %s\n", g_rank, #expr, d3d_cuda_error()); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                  \
+    }                                                                                \
   } while (0)
 #endif
 
@@ -370,8 +398,8 @@ static double time_updates(gw_halo *h, MPI_Comm cart, int iters) {
   return max_over((MPI_Wtime() - t0) / iters, cart);
 }
 
-static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm cart, int64_t m, int iters,
-                       gw_memkind kind, int gpu) {
+static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm cart, int64_t m,
+                       int iters, gw_memkind kind, int gpu) {
   int dims[3], periods[3], coords[3], peer[3][2];
   MPI_Cart_get(cart, 3, dims, periods, coords);
   int64_t face[3], maxface = 1;
@@ -405,8 +433,10 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++)
       if (peer[d][s] != MPI_PROC_NULL) {
-        if (dims[d] > 1) remote_bytes += (size_t)face[d], faces++;
-        else local_bytes += (size_t)face[d];
+        if (dims[d] > 1)
+          remote_bytes += (size_t)face[d], faces++;
+        else
+          local_bytes += (size_t)face[d];
       }
 
   t_upd = time_updates(h, cart, iters);
@@ -451,10 +481,10 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
       if (dims[d] == 1) continue;
       int b = (int)face[d];
       /* toward high, then toward low: every message of an update, once each way */
-      MPI_Sendrecv(gw_host_data(ps[d]), b, MPI_BYTE, peer[d][1], 901, gw_host_data(pr[d]), b, MPI_BYTE, peer[d][0],
-                   901, cart, MPI_STATUS_IGNORE);
-      MPI_Sendrecv(gw_host_data(ps[d]), b, MPI_BYTE, peer[d][0], 902, gw_host_data(pr[d]), b, MPI_BYTE, peer[d][1],
-                   902, cart, MPI_STATUS_IGNORE);
+      MPI_Sendrecv(gw_host_data(ps[d]), b, MPI_BYTE, peer[d][1], 901, gw_host_data(pr[d]), b,
+                   MPI_BYTE, peer[d][0], 901, cart, MPI_STATUS_IGNORE);
+      MPI_Sendrecv(gw_host_data(ps[d]), b, MPI_BYTE, peer[d][0], 902, gw_host_data(pr[d]), b,
+                   MPI_BYTE, peer[d][1], 902, cart, MPI_STATUS_IGNORE);
     }
   t_mpi = max_over((MPI_Wtime() - t0) / iters, cart);
 
@@ -497,15 +527,19 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
   if (g_rank == 0) {
     double out = t_out_raw >= 0 ? t_out_raw : t_out, in = t_in_raw >= 0 ? t_in_raw : t_in;
     double sum = out + t_mpi + in + t_loc;
-    printf("halo-bench: %d iterations, rank 0 sends %d faces (%zu bytes) to other ranks, copies %zu bytes locally; "
+    printf("halo-bench: %d iterations, rank 0 sends %d faces (%zu bytes) to other ranks, copies "
+           "%zu bytes locally; "
            "path %s%s\n",
            iters, faces, remote_bytes, local_bytes, gw_halo_path_name(info.path),
-           info.shared_memory ? " (shared-memory window: faces copied into the neighbour's buffer, MPI tokens)" : "");
-    printf("  update (gw_halo_update)            %9.4f ms   (path %s: this run's plan)\n", t_upd * 1e3,
-           gw_halo_path_name(info.path));
+           info.shared_memory
+               ? " (shared-memory window: faces copied into the neighbour's buffer, MPI tokens)"
+               : "");
+    printf("  update (gw_halo_update)            %9.4f ms   (path %s: this run's plan)\n",
+           t_upd * 1e3, gw_halo_path_name(info.path));
     if (t_host >= 0) printf("  update, host path                  %9.4f ms\n", t_host * 1e3);
     if (t_ipc >= 0)
-      printf("  update, IPC path                   %9.4f ms   (IPC / host update = %.3f; target <= 0.3)\n",
+      printf("  update, IPC path                   %9.4f ms   (IPC / host update = %.3f; target <= "
+             "0.3)\n",
              t_ipc * 1e3, t_host > 0 ? t_ipc / t_host : 0.0);
     else
       printf("  update, IPC path                   unavailable: %s\n", ipc_why);
@@ -517,8 +551,10 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
     printf("\n  raw: local device copies (gw_copy) %9.4f ms\n", t_loc * 1e3);
     printf("  sum of raw stages                  %9.4f ms (%s copies)\n", sum * 1e3,
            t_out_raw >= 0 ? "cudaMemcpy" : "gw_copy");
-    printf("  update / sum of raw stages         %9.3f   (target <= 0.8 with MPI; <= 0.02 ms per update one rank "
-           "periodic 256^3)\n", sum > 0 ? t_upd / sum : 0.0);
+    printf("  update / sum of raw stages         %9.3f   (target <= 0.8 with MPI; <= 0.02 ms per "
+           "update one rank "
+           "periodic 256^3)\n",
+           sum > 0 ? t_upd / sum : 0.0);
   }
   for (int d = 0; d < 3; d++) {
     gw_release(dv[d]);
@@ -541,9 +577,13 @@ int main(int argc, char **argv) {
   int pr = parse(argc, argv, &o);
   if (pr != 0) {
     if (g_rank == 0) {
-      if (pr == 3) fputs(weak_note, stdout);
-      else if (pr > 0) usage(stdout, argv[0]);
-      else fprintf(stderr, "Run '%s --help' for the usage.\n", argv[0]); /* the error said what is wrong */
+      if (pr == 3)
+        fputs(weak_note, stdout);
+      else if (pr > 0)
+        usage(stdout, argv[0]);
+      else
+        fprintf(stderr, "Run '%s --help' for the usage.\n",
+                argv[0]); /* the error said what is wrong */
     }
     MPI_Finalize();
     return pr > 0 ? 0 : 2;
@@ -570,20 +610,25 @@ int main(int argc, char **argv) {
   /* the stencil: the CUDA kernel when the backend is CUDA and this build has it */
   if (o.stencil == STENCIL_GPU && (!HAVE_KERNEL || backend != GW_BACKEND_CUDA)) {
     if (g_rank == 0)
-      fprintf(stderr, "--stencil gpu: %s\n", !HAVE_KERNEL ? "this build has no CUDA stencil (built without CUDA)"
-                                                           : "needs the CUDA backend (GPUWRAP_BACKEND=cuda)");
+      fprintf(stderr, "--stencil gpu: %s\n",
+              !HAVE_KERNEL ? "this build has no CUDA stencil (built without CUDA)"
+                           : "needs the CUDA backend (GPUWRAP_BACKEND=cuda)");
     gw_context_destroy(ctx);
     gw_grid_destroy(grid);
     MPI_Finalize();
     return 2;
   }
-  const int gpu = o.stencil == STENCIL_GPU || (o.stencil == STENCIL_AUTO && HAVE_KERNEL && backend == GW_BACKEND_CUDA);
+  const int gpu = o.stencil == STENCIL_GPU ||
+                  (o.stencil == STENCIL_AUTO && HAVE_KERNEL && backend == GW_BACKEND_CUDA);
   if (o.graph && !gpu) {
     /* The host stencil is a loop on the host, not stream work: a graph cannot hold it. */
     if (g_rank == 0) {
-      fprintf(stderr, "diffusion3d: --graph: needs the GPU stencil (the CUDA backend and a build with the "
-                      "CUDA kernel; this run's stencil is the host's: %s)\n",
-              !HAVE_KERNEL ? "built without CUDA" : backend != GW_BACKEND_CUDA ? "the backend is not CUDA" : "--stencil host");
+      fprintf(stderr,
+              "diffusion3d: --graph: needs the GPU stencil (the CUDA backend and a build with the "
+              "CUDA kernel; this run's stencil is the host's: %s)\n",
+              !HAVE_KERNEL                 ? "built without CUDA"
+              : backend != GW_BACKEND_CUDA ? "the backend is not CUDA"
+                                           : "--stencil host");
       fprintf(stderr, "Run '%s --help' for the usage.\n", argv[0]);
     }
     gw_context_destroy(ctx);
@@ -606,14 +651,17 @@ int main(int argc, char **argv) {
   CHECK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &img));
   if (!no_stencil && gpu && (!gw_data(u) || !gw_data(v))) {
     if (g_rank == 0)
-      fprintf(stderr, "--mem %s: the GPU cannot reach this memory; use --mem device, managed or pinned\n",
+      fprintf(stderr,
+              "--mem %s: the GPU cannot reach this memory; use --mem device, managed or pinned\n",
               gw_memkind_name(o.mem));
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   if (!no_stencil && !gpu && (!gw_host_data(u) || !gw_host_data(v))) {
     if (g_rank == 0)
-      fprintf(stderr, "--mem %s: the host cannot compute on this memory; use --stencil gpu (CUDA), "
-                      "--mem managed, or --halo-only\n", gw_memkind_name(o.mem));
+      fprintf(stderr,
+              "--mem %s: the host cannot compute on this memory; use --stencil gpu (CUDA), "
+              "--mem managed, or --halo-only\n",
+              gw_memkind_name(o.mem));
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   double *h0 = gw_host_data(img);
@@ -621,7 +669,8 @@ int main(int argc, char **argv) {
   for (int64_t i = 1; i <= m; i++)
     for (int64_t j = 1; j <= m; j++)
       for (int64_t k = 1; k <= m; k++)
-        h0[(i * n[1] + j) * n[2] + k] = initial(gi.offset[0] + i - 1, gi.offset[1] + j - 1, gi.offset[2] + k - 1, N);
+        h0[(i * n[1] + j) * n[2] + k] =
+            initial(gi.offset[0] + i - 1, gi.offset[1] + j - 1, gi.offset[2] + k - 1, N);
   CHECK(gw_copy(u, img));
   CHECK(gw_copy(v, img));
 
@@ -641,7 +690,8 @@ int main(int argc, char **argv) {
   const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0;
   gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;
   if (split_dim2) {
-    gw_halo_field f01[2] = {{u, {1, 1, 0}}, {v, {1, 1, 0}}}, f2[2] = {{u, {0, 0, 1}}, {v, {0, 0, 1}}};
+    gw_halo_field f01[2] = {{u, {1, 1, 0}}, {v, {1, 1, 0}}},
+                  f2[2] = {{u, {0, 0, 1}}, {v, {0, 0, 1}}};
     CHECK(gw_halo_create_multi(&f01[0], 1, cart, o.path, &hu01));
     CHECK(gw_halo_create_multi(&f01[1], 1, cart, o.path, &hv01));
     CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
@@ -761,7 +811,8 @@ int main(int argc, char **argv) {
     t0 = MPI_Wtime();
     for (int k = 0; k < k_steps; k++) {
       CHECK(gw_halo_update(k % 2 ? hv : hu));
-      CUDA_CHECK(d3d_cuda_stencil(gw_data(k % 2 ? v : u), gw_data(k % 2 ? u : v), gw_strides(u), lo, hi));
+      CUDA_CHECK(
+          d3d_cuda_stencil(gw_data(k % 2 ? v : u), gw_data(k % 2 ? u : v), gw_strides(u), lo, hi));
       CUDA_CHECK(d3d_cuda_sync());
     }
     eager_step = max_over((MPI_Wtime() - t0) / k_steps, cart);
@@ -821,11 +872,15 @@ int main(int argc, char **argv) {
        * main one at its start and joins it at its end (a capture must join every stream
        * it forked; a launch of the graph runs after the previous launch as a whole, which
        * orders the slabs after the previous interior). */
-      if (graph) CUDA_CHECK(d3d_cuda_interior_wait_main()); /* fork */
-      else CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
+      if (graph)
+        CUDA_CHECK(d3d_cuda_interior_wait_main()); /* fork */
+      else
+        CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
                                                           and overwrite what it read */
-      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
-      if (!graph) CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
+      CUDA_CHECK(
+          d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
+      if (!graph)
+        CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
       /* the interior is queued before start_on: start_on waits on the host for the first
        * packs to land (MPI needs them), and the GPU should not idle meanwhile */
       CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
@@ -899,12 +954,17 @@ int main(int argc, char **argv) {
       sper = alone_sten;
     }
     double bytes = 2.0 * 8.0 * (double)(m * m * m) * size; /* read u, write v, per cell */
-    printf("diffusion3d: %d ranks (%d x %d x %d), local %lld^3, global %lld x %lld x %lld, %s, %d steps\n",
-           size, dims[0], dims[1], dims[2], (long long)m, (long long)N[0], (long long)N[1], (long long)N[2],
-           o.periodic ? "periodic" : "Dirichlet", o.steps);
-    printf("  backend %s, memory %s, stencil %s, halo path %s%s (MPI GPU-aware: %s), %s\n", gw_backend_name(backend),
-           gw_memkind_name(o.mem), o.halo_only ? "none" : gpu ? "gpu (CUDA kernel)" : "host",
-           gw_halo_path_name(info.path), info.shared_memory ? " via shared memory" : "", info.gpu_aware ? "yes" : "no",
+    printf("diffusion3d: %d ranks (%d x %d x %d), local %lld^3, global %lld x %lld x %lld, %s, %d "
+           "steps\n",
+           size, dims[0], dims[1], dims[2], (long long)m, (long long)N[0], (long long)N[1],
+           (long long)N[2], o.periodic ? "periodic" : "Dirichlet", o.steps);
+    printf("  backend %s, memory %s, stencil %s, halo path %s%s (MPI GPU-aware: %s), %s\n",
+           gw_backend_name(backend), gw_memkind_name(o.mem),
+           o.halo_only ? "none"
+           : gpu       ? "gpu (CUDA kernel)"
+                       : "host",
+           gw_halo_path_name(info.path), info.shared_memory ? " via shared memory" : "",
+           info.gpu_aware ? "yes" : "no",
            o.halo_only ? "halo only"
            : graph     ? (overlap ? "overlap (stream-ordered split phase), replayed as a CUDA graph"
                                   : "blocking update_on + stencil, replayed as a CUDA graph")
@@ -915,8 +975,8 @@ int main(int argc, char **argv) {
       printf("  overlap: boundary slabs %d x %d x %d cells thick; %s\n", bw[0], bw[1], bw[2],
              split_dim2 ? "dims 0 and 1 exchanged behind the interior, dim 2 after it (--shell-k 0)"
                         : "every dim exchanged behind the interior");
-    printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n", per * 1e3,
-           o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
+    printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n",
+           per * 1e3, o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
     /* Overlapped, the parts are timed in runs of their own and run at the same time in the
      * step: as ratios to the step they sum past 1 by as much as they overlap, so they are
      * given as such, not as shares. Blocking, they are shares of the slowest rank's step. */
@@ -927,29 +987,36 @@ int main(int argc, char **argv) {
     } else {
       snprintf(sshare, sizeof sshare, "%.1f%% of the slowest rank's step",
                slow.t > 0 ? 100.0 * slow_parts[0] / slow.t : 0.0);
-      snprintf(hshare, sizeof hshare, "%.1f%% of it", slow.t > 0 ? 100.0 * slow_parts[1] / slow.t : 0.0);
+      snprintf(hshare, sizeof hshare, "%.1f%% of it",
+               slow.t > 0 ? 100.0 * slow_parts[1] / slow.t : 0.0);
     }
     printf("  stencil/step %.3f ms%s (%s)   %.2f GB/s per rank in the stencil\n", sper * 1e3,
-           overlap ? " alone" : "", sshare, o.halo_only || sper <= 0 ? 0.0 : bytes / size / sper / 1e9);
-    printf("  halo/step %.3f ms%s (%s)   %llu bytes sent per rank per update (max)   %.2f GB/s\n", hper * 1e3,
-           overlap ? " alone" : "", hshare, sent_max, hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
+           overlap ? " alone" : "", sshare,
+           o.halo_only || sper <= 0 ? 0.0 : bytes / size / sper / 1e9);
+    printf("  halo/step %.3f ms%s (%s)   %llu bytes sent per rank per update (max)   %.2f GB/s\n",
+           hper * 1e3, overlap ? " alone" : "", hshare, sent_max,
+           hper > 0 ? (double)sent_max / hper / 1e9 : 0.0);
     /* t1/tN for any N (N = 1 too: the run against its own reference) */
     if (o.t1_ms > 0 && per > 0)
-      printf("  weak scaling: t1 %.3f ms, t%d %.3f ms, efficiency t1/t%d = %.3f (%d ranks, %lld^3 cells each)\n",
+      printf("  weak scaling: t1 %.3f ms, t%d %.3f ms, efficiency t1/t%d = %.3f (%d ranks, %lld^3 "
+             "cells each)\n",
              o.t1_ms, size, per * 1e3, size, o.t1_ms / (per * 1e3), size, (long long)m);
     if (overlap) {
       double floor = sper > hper ? sper : hper;
-      printf("  overlap: time/step / max(stencil, halo) = %.3f (target <= %s); blocking would be ~%.3f ms\n",
+      printf("  overlap: time/step / max(stencil, halo) = %.3f (target <= %s); blocking would be "
+             "~%.3f ms\n",
              floor > 0 ? per / floor : 0.0, graph ? "1.05 as a graph" : "1.1", (sper + hper) * 1e3);
       if (alone_split > 0)
-        printf("  split stencil alone (shell + interior, no exchange) %.3f ms = %.3f x the stencil alone\n",
+        printf("  split stencil alone (shell + interior, no exchange) %.3f ms = %.3f x the stencil "
+               "alone\n",
                alone_split * 1e3, sper > 0 ? alone_split / sper : 0.0);
     }
   }
 
   if (g_rank == 0 && graph && !overlap) {
     double per = t_max / (o.steps > 0 ? o.steps : 1);
-    printf("  graph: time/step %.3f ms = %.3f x the eager blocking step in this run (%.3f ms; target <= 0.95)\n",
+    printf("  graph: time/step %.3f ms = %.3f x the eager blocking step in this run (%.3f ms; "
+           "target <= 0.95)\n",
            per * 1e3, eager_step > 0 ? per / eager_step : 0.0, eager_step * 1e3);
   }
 
@@ -971,19 +1038,22 @@ int main(int argc, char **argv) {
             double got = all[(i * N[1] + j) * N[2] + k];
             double want = ref[((i + 1) * rn[1] + j + 1) * rn[2] + k + 1];
             if (memcmp(&got, &want, sizeof got)) {
-              if (!bad) fprintf(stderr, "check: global cell (%lld,%lld,%lld): %.17g != %.17g\n", (long long)i,
-                                (long long)j, (long long)k, got, want);
+              if (!bad)
+                fprintf(stderr, "check: global cell (%lld,%lld,%lld): %.17g != %.17g\n",
+                        (long long)i, (long long)j, (long long)k, got, want);
               bad++;
               if (fabs(got - want) > maxdiff) maxdiff = fabs(got - want);
             }
           }
       int64_t total = N[0] * N[1] * N[2];
       if (bad) {
-        printf("check: FAILED, %lld of %lld cells differ from the one-rank reference (max |diff| %.3g)\n",
+        printf("check: FAILED, %lld of %lld cells differ from the one-rank reference (max |diff| "
+               "%.3g)\n",
                (long long)bad, (long long)total, maxdiff);
         rc = 1;
       } else {
-        printf("check: ok, %lld cells equal the one-rank reference bit for bit\n", (long long)total);
+        printf("check: ok, %lld cells equal the one-rank reference bit for bit\n",
+               (long long)total);
       }
       free(ref);
     }

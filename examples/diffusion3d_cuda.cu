@@ -46,14 +46,15 @@ int fail(cudaError_t e, const char *what) {
 constexpr int BX = 64, BY = 4;
 
 __global__ void __launch_bounds__(BX *BY)
-    stencil_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy, int64_t sz,
-                   int64_t lo0, int64_t lo1, int64_t lo2, int64_t hi1, int64_t hi2) {
+    stencil_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy,
+                   int64_t sz, int64_t lo0, int64_t lo1, int64_t lo2, int64_t hi1, int64_t hi2) {
   int64_t k = lo2 + (int64_t)blockIdx.x * BX + threadIdx.x;
   int64_t j = lo1 + (int64_t)blockIdx.y * BY + threadIdx.y;
   int64_t i = lo0 + (int64_t)blockIdx.z;
   if (j >= hi1 || k >= hi2) return;
   int64_t c = i * sx + j * sy + k * sz;
-  v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
+  v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
+                     6.0 * u[c]);
 }
 
 /* The six slabs of a box's shell (diffusion3d.c's shell_box), as one launch: a 1-D grid
@@ -64,8 +65,8 @@ struct Shell {
 };
 
 __global__ void __launch_bounds__(256)
-    shell_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy, int64_t sz,
-                 const Shell sh) {
+    shell_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy,
+                 int64_t sz, const Shell sh) {
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < sh.first[6];
        t += (int64_t)gridDim.x * blockDim.x) {
     int q = 0;
@@ -77,7 +78,8 @@ __global__ void __launch_bounds__(256)
     int64_t j = sh.lo[q][1] + r % e1;
     int64_t i = sh.lo[q][0] + r / e1;
     int64_t c = i * sx + j * sy + k * sz;
-    v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) - 6.0 * u[c]);
+    v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
+                       6.0 * u[c]);
   }
 }
 
@@ -99,14 +101,18 @@ int d3d_cuda_init(int device) {
   int least = 0, greatest = 0;
   if ((e = cudaDeviceGetStreamPriorityRange(&least, &greatest)) != cudaSuccess)
     return fail(e, "cudaDeviceGetStreamPriorityRange");
-  if (!g_stream && (e = cudaStreamCreateWithPriority(&g_stream, cudaStreamNonBlocking, greatest)) != cudaSuccess)
+  if (!g_stream &&
+      (e = cudaStreamCreateWithPriority(&g_stream, cudaStreamNonBlocking, greatest)) != cudaSuccess)
     return fail(e, "cudaStreamCreateWithPriority");
-  if (!g_interior && (e = cudaStreamCreateWithFlags(&g_interior, cudaStreamNonBlocking)) != cudaSuccess)
+  if (!g_interior &&
+      (e = cudaStreamCreateWithFlags(&g_interior, cudaStreamNonBlocking)) != cudaSuccess)
     return fail(e, "cudaStreamCreateWithFlags");
   /* timing-free events: a join costs a record and a device-side wait, nothing more */
-  if (!g_ev_slabs && (e = cudaEventCreateWithFlags(&g_ev_slabs, cudaEventDisableTiming)) != cudaSuccess)
+  if (!g_ev_slabs &&
+      (e = cudaEventCreateWithFlags(&g_ev_slabs, cudaEventDisableTiming)) != cudaSuccess)
     return fail(e, "cudaEventCreateWithFlags");
-  if (!g_ev_interior && (e = cudaEventCreateWithFlags(&g_ev_interior, cudaEventDisableTiming)) != cudaSuccess)
+  if (!g_ev_interior &&
+      (e = cudaEventCreateWithFlags(&g_ev_interior, cudaEventDisableTiming)) != cudaSuccess)
     return fail(e, "cudaEventCreateWithFlags");
   return 0;
 }
@@ -184,8 +190,8 @@ int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes) {
 
 /* Launch v = u + R*laplacian(u) on cells [lo, hi) of float64 arrays whose element strides
  * are `strides` (u and v alike, halo included); asynchronous. 0, or -1 on a launch error. */
-static int launch(cudaStream_t st, const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
-                  const int64_t hi[3]) {
+static int launch(cudaStream_t st, const double *u, double *v, const int64_t strides[3],
+                  const int64_t lo[3], const int64_t hi[3]) {
   int64_t e0 = hi[0] - lo[0], e1 = hi[1] - lo[1], e2 = hi[2] - lo[2];
   if (e0 <= 0 || e1 <= 0 || e2 <= 0) return 0;
   if (e0 > 65535 || (e1 + BY - 1) / BY > 65535) {
@@ -195,8 +201,8 @@ static int launch(cudaStream_t st, const double *u, double *v, const int64_t str
   }
   dim3 block(BX, BY, 1);
   dim3 grid((unsigned)((e2 + BX - 1) / BX), (unsigned)((e1 + BY - 1) / BY), (unsigned)e0);
-  stencil_kernel<<<grid, block, 0, st>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1], lo[2],
-                                               hi[1], hi[2]);
+  stencil_kernel<<<grid, block, 0, st>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1],
+                                         lo[2], hi[1], hi[2]);
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(err, "stencil kernel launch");
 }
@@ -208,7 +214,8 @@ int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const
 
 /* The boundary of [1, m+1)^3, bw[d] cells thick along dim d (the six slabs of
  * diffusion3d.c's shell_box), on the main stream, in ONE launch. */
-int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m, const int bw[3]) {
+int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m,
+                           const int bw[3]) {
   Shell sh;
   int64_t total = 0;
   for (int d = 0, q = 0; d < 3; d++)
@@ -226,14 +233,15 @@ int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3],
   if (total <= 0) return 0;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 65535) blocks = 65535;
-  shell_kernel<<<(unsigned)blocks, 256, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2], sh);
+  shell_kernel<<<(unsigned)blocks, 256, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2],
+                                                       sh);
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(err, "shell kernel launch");
 }
 
 /* As d3d_cuda_stencil, on the interior stream (--overlap). */
-int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
-                              const int64_t hi[3]) {
+int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3],
+                              const int64_t lo[3], const int64_t hi[3]) {
   return launch(g_interior, u, v, strides, lo, hi);
 }
 

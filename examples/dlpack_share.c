@@ -23,14 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    gw_status s_ = (call);                                                                 \
-    if (s_ != GW_OK) {                                                                     \
-      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, gw_err_name(s_),  \
-              gw_last_error());                                                            \
-      exit(1);                                                                             \
-    }                                                                                      \
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    gw_status s_ = (call);                                                                \
+    if (s_ != GW_OK) {                                                                    \
+      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, gw_err_name(s_), \
+              gw_last_error());                                                           \
+      exit(1);                                                                            \
+    }                                                                                     \
   } while (0)
 
 /* ---- the program's own buffer and its deleter ---------------------------------------- */
@@ -61,8 +61,8 @@ static void consumer_scale(DLManagedTensorVersioned *t, double factor) {
       dt->dtype.bits == 64 && !(t->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
     double *x = (double *)(void *)((char *)dt->data + dt->byte_offset);
     for (int64_t i = 0; i < n; i++) x[i] *= factor;
-    printf("  consumer: scaled %lld elements in place: x[1] = %g, x[%lld] = %g\n",
-           (long long)n, x[1], (long long)(n - 1), x[n - 1]);
+    printf("  consumer: scaled %lld elements in place: x[1] = %g, x[%lld] = %g\n", (long long)n,
+           x[1], (long long)(n - 1), x[n - 1]);
   }
   t->deleter(t); /* the consumer is done with it */
 }
@@ -90,9 +90,13 @@ static DLManagedTensorVersioned *library_make_tensor(void) {
   l->mt.version = (DLPackVersion){DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   l->mt.manager_ctx = l;
   l->mt.deleter = lib_deleter;
-  l->mt.dl_tensor = (DLTensor){.data = l->data, .device = {kDLCPU, 0}, .ndim = 1,
-                               .dtype = {kDLFloat, 32, 1}, .shape = l->shape,
-                               .strides = l->strides, .byte_offset = 0};
+  l->mt.dl_tensor = (DLTensor){.data = l->data,
+                               .device = {kDLCPU, 0},
+                               .ndim = 1,
+                               .dtype = {kDLFloat, 32, 1},
+                               .shape = l->shape,
+                               .strides = l->strides,
+                               .byte_offset = 0};
   return &l->mt;
 }
 
@@ -125,8 +129,8 @@ int main(int argc, char **argv) {
   int64_t shape[2] = {NX, NY};
   gw_array *a;
   CHECK(gw_wrap_with_deleter(ctx, field, GW_FLOAT64, 2, shape, NULL, 0, free_buffer, NULL, &a));
-  printf("1. wrapped the program's buffer %p as a %s array (device address %p)\n",
-         (void *)field, gw_memkind_name(gw_kind(a)), gw_data(a));
+  printf("1. wrapped the program's buffer %p as a %s array (device address %p)\n", (void *)field,
+         gw_memkind_name(gw_kind(a)), gw_data(a));
 
   /* 2. Export. The natural device type of pinned memory is kDLCUDAHost, which PyTorch and
    *    CuPy do not import: a C consumer that reads on the host asks for kDLCPU. */

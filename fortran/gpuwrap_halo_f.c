@@ -6,14 +6,14 @@
  */
 #include "gpuwrap/halo.h"
 
-GW_API gw_status gw_halo_create_fint(gw_array *field, MPI_Fint comm, const int width[3], gw_halo_path path,
-                                     gw_halo **out);
+GW_API gw_status gw_halo_create_fint(gw_array *field, MPI_Fint comm, const int width[3],
+                                     gw_halo_path path, gw_halo **out);
 GW_API gw_status gw_halo_create_multi_fint(const gw_halo_field fields[], int nfields, MPI_Fint comm,
                                            gw_halo_path path, gw_halo **out);
-GW_API gw_status gw_grid_create_fint(MPI_Fint comm, int ndims, const int64_t global[], const int periods[],
-                                     const int dims[], gw_grid **out);
-GW_API gw_status gw_grid_create_local_fint(MPI_Fint comm, int ndims, const int64_t local[], const int periods[],
-                                           const int dims[], gw_grid **out);
+GW_API gw_status gw_grid_create_fint(MPI_Fint comm, int ndims, const int64_t global[],
+                                     const int periods[], const int dims[], gw_grid **out);
+GW_API gw_status gw_grid_create_local_fint(MPI_Fint comm, int ndims, const int64_t local[],
+                                           const int periods[], const int dims[], gw_grid **out);
 GW_API MPI_Fint gw_grid_comm_fint(const gw_grid *g);
 
 gw_status gw_halo_create_fint(gw_array *field, MPI_Fint comm, const int width[3], gw_halo_path path,
@@ -21,8 +21,8 @@ gw_status gw_halo_create_fint(gw_array *field, MPI_Fint comm, const int width[3]
   return gw_halo_create(field, MPI_Comm_f2c(comm), width, path, out);
 }
 
-gw_status gw_halo_create_multi_fint(const gw_halo_field fields[], int nfields, MPI_Fint comm, gw_halo_path path,
-                                    gw_halo **out) {
+gw_status gw_halo_create_multi_fint(const gw_halo_field fields[], int nfields, MPI_Fint comm,
+                                    gw_halo_path path, gw_halo **out) {
   return gw_halo_create_multi(fields, nfields, MPI_Comm_f2c(comm), path, out);
 }
 
@@ -31,8 +31,8 @@ gw_status gw_grid_create_fint(MPI_Fint comm, int ndims, const int64_t global[], 
   return gw_grid_create(MPI_Comm_f2c(comm), ndims, global, periods, dims, out);
 }
 
-gw_status gw_grid_create_local_fint(MPI_Fint comm, int ndims, const int64_t local[], const int periods[],
-                                    const int dims[], gw_grid **out) {
+gw_status gw_grid_create_local_fint(MPI_Fint comm, int ndims, const int64_t local[],
+                                    const int periods[], const int dims[], gw_grid **out) {
   return gw_grid_create_local(MPI_Comm_f2c(comm), ndims, local, periods, dims, out);
 }
 

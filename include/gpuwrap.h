@@ -86,19 +86,19 @@ GW_API const char *gw_version_string(void);
 /* ------------------------------------------------------------------------------------ */
 
 /* One table: the enum, gw_strerror() and gw_err_name() are all generated from it. */
-#define GW_STATUS_TABLE(XX)                                                                 \
-  XX(GW_OK, 0, "success")                                                                   \
-  XX(GW_EINVAL, -1, "invalid argument")                                                     \
-  XX(GW_ENOMEM, -2, "out of memory")                                                        \
-  XX(GW_ENODEV, -3, "no such device or backend")                                            \
-  XX(GW_ENOTSUP, -4, "operation not supported by this backend or memory kind")              \
-  XX(GW_ERANGE, -5, "span exceeds the allocation")                                          \
-  XX(GW_EDEVICE, -6, "memory is on another device or backend than the operation needs")    \
-  XX(GW_EOWNED, -7, "memory is already owned by a live array")                              \
-  XX(GW_EREADONLY, -8, "array is read-only")                                                \
-  XX(GW_EBACKEND, -9, "backend runtime error")                                              \
-  XX(GW_EALREADY, -10, "host memory is already registered")                                 \
-  XX(GW_ENOTREG, -11, "host memory is not registered")                                      \
+#define GW_STATUS_TABLE(XX)                                                             \
+  XX(GW_OK, 0, "success")                                                               \
+  XX(GW_EINVAL, -1, "invalid argument")                                                 \
+  XX(GW_ENOMEM, -2, "out of memory")                                                    \
+  XX(GW_ENODEV, -3, "no such device or backend")                                        \
+  XX(GW_ENOTSUP, -4, "operation not supported by this backend or memory kind")          \
+  XX(GW_ERANGE, -5, "span exceeds the allocation")                                      \
+  XX(GW_EDEVICE, -6, "memory is on another device or backend than the operation needs") \
+  XX(GW_EOWNED, -7, "memory is already owned by a live array")                          \
+  XX(GW_EREADONLY, -8, "array is read-only")                                            \
+  XX(GW_EBACKEND, -9, "backend runtime error")                                          \
+  XX(GW_EALREADY, -10, "host memory is already registered")                             \
+  XX(GW_ENOTREG, -11, "host memory is not registered")                                  \
   XX(GW_EBUSY, -12, "resource still in use")
 
 typedef enum {
@@ -212,7 +212,13 @@ GW_API gw_status gw_backend_device_count(gw_backend b, int *count);
 /* Pointer classification                                                                 */
 /* ------------------------------------------------------------------------------------ */
 
-typedef enum { GW_MEM_UNKNOWN = 0, GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED } gw_memkind;
+typedef enum {
+  GW_MEM_UNKNOWN = 0,
+  GW_MEM_HOST,
+  GW_MEM_PINNED,
+  GW_MEM_DEVICE,
+  GW_MEM_MANAGED
+} gw_memkind;
 
 typedef struct {
   gw_memkind kind;  /**< what the memory is */
@@ -245,8 +251,21 @@ GW_API gw_status gw_pointer_query(gw_context *ctx, const void *ptr, gw_ptrinfo *
 /* ------------------------------------------------------------------------------------ */
 
 typedef enum {
-  GW_BOOL, GW_INT8, GW_INT16, GW_INT32, GW_INT64, GW_UINT8, GW_UINT16, GW_UINT32, GW_UINT64,
-  GW_FLOAT16, GW_BFLOAT16, GW_FLOAT32, GW_FLOAT64, GW_COMPLEX64, GW_COMPLEX128
+  GW_BOOL,
+  GW_INT8,
+  GW_INT16,
+  GW_INT32,
+  GW_INT64,
+  GW_UINT8,
+  GW_UINT16,
+  GW_UINT32,
+  GW_UINT64,
+  GW_FLOAT16,
+  GW_BFLOAT16,
+  GW_FLOAT32,
+  GW_FLOAT64,
+  GW_COMPLEX64,
+  GW_COMPLEX128
 } gw_dtype;
 #define GW_DTYPE_COUNT 15
 
@@ -294,9 +313,8 @@ typedef struct gw_array gw_array;
  *              device address);
  *   GW_ENOMEM, GW_EBACKEND from the runtime (registration failed: nothing stays registered).
  */
-GW_API gw_status gw_wrap(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
-                         const int64_t *shape, const int64_t *strides, unsigned flags,
-                         gw_array **out);
+GW_API gw_status gw_wrap(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim, const int64_t *shape,
+                         const int64_t *strides, unsigned flags, gw_array **out);
 
 typedef void (*gw_deleter)(void *ptr, void *user);
 /**
@@ -306,9 +324,8 @@ typedef void (*gw_deleter)(void *ptr, void *user);
  * called: the memory stays the caller's.
  */
 GW_API gw_status gw_wrap_with_deleter(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
-                                      const int64_t *shape, const int64_t *strides,
-                                      unsigned flags, gw_deleter deleter, void *user,
-                                      gw_array **out);
+                                      const int64_t *shape, const int64_t *strides, unsigned flags,
+                                      gw_deleter deleter, void *user, gw_array **out);
 
 /**
  * Allocate a C-contiguous array of `kind` memory on the context's device (the array owns
@@ -326,13 +343,13 @@ GW_API void gw_release(gw_array *a);
 GW_API void *gw_data(const gw_array *a);      /**< device-usable address of element 0, or NULL */
 GW_API void *gw_host_data(const gw_array *a); /**< host-usable address of element 0, or NULL */
 GW_API gw_memkind gw_kind(const gw_array *a);
-GW_API int gw_device(const gw_array *a);      /**< owning device, -1 for host memory */
+GW_API int gw_device(const gw_array *a); /**< owning device, -1 for host memory */
 GW_API gw_dtype gw_array_dtype(const gw_array *a);
 GW_API int gw_ndim(const gw_array *a);
 GW_API const int64_t *gw_shape(const gw_array *a);
 GW_API const int64_t *gw_strides(const gw_array *a); /**< in elements, never NULL */
 GW_API int64_t gw_numel(const gw_array *a);
-GW_API int gw_owns(const gw_array *a);       /**< 1 if the last release frees the memory */
+GW_API int gw_owns(const gw_array *a); /**< 1 if the last release frees the memory */
 GW_API int gw_is_readonly(const gw_array *a);
 GW_API gw_context *gw_array_context(const gw_array *a); /**< borrowed */
 

@@ -69,10 +69,10 @@ TST_API void tst_register(const char *name, tst_fn fn) {
   }
 }
 
-#define TEST_IMPL(name)                                                                    \
-  static int test_##name(void);                                                            \
-  static void tst_reg_##name(void) __attribute__((constructor));                           \
-  static void tst_reg_##name(void) { tst_register(#name, test_##name); }                   \
+#define TEST_IMPL(name)                                                  \
+  static int test_##name(void);                                          \
+  static void tst_reg_##name(void) __attribute__((constructor));         \
+  static void tst_reg_##name(void) { tst_register(#name, test_##name); } \
   static int test_##name(void)
 
 /* ---- failure reporting ------------------------------------------------------------- */
@@ -96,10 +96,9 @@ tst_fail(const char *file, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  if (tst_context[0])
-    fprintf(stderr, "\n  while checking: %s", tst_context);
-  fprintf(stderr, "\n  test=%s backend=%s seed=%" PRIu64 " (replay: GPUWRAP_TEST_SEED=%" PRIu64
-                  ")\n",
+  if (tst_context[0]) fprintf(stderr, "\n  while checking: %s", tst_context);
+  fprintf(stderr,
+          "\n  test=%s backend=%s seed=%" PRIu64 " (replay: GPUWRAP_TEST_SEED=%" PRIu64 ")\n",
           tst_current, tst_backend_str(), tst_seed, tst_seed);
   fflush(stderr);
   abort();
@@ -107,107 +106,97 @@ tst_fail(const char *file, int line, const char *fmt, ...) {
 
 #define TST_FAIL(...) tst_fail(__FILE__, __LINE__, __VA_ARGS__)
 
-#define TEST_SKIP(reason)                                                                  \
-  do {                                                                                     \
-    fflush(stderr);                                                                        \
-    printf("SKIP %s (%s): %s\n", tst_current, tst_backend_str(), (reason));                \
-    fflush(stdout);                                                                        \
-    exit(TEST_SKIP_CODE);                                                                  \
+#define TEST_SKIP(reason)                                                   \
+  do {                                                                      \
+    fflush(stderr);                                                         \
+    printf("SKIP %s (%s): %s\n", tst_current, tst_backend_str(), (reason)); \
+    fflush(stdout);                                                         \
+    exit(TEST_SKIP_CODE);                                                   \
   } while (0)
 
-#define ASSERT_TRUE(c)                                                                     \
-  do {                                                                                     \
-    if (!(c))                                                                              \
-      TST_FAIL("ASSERT_TRUE(%s) is false", #c);                                            \
+#define ASSERT_TRUE(c)                                  \
+  do {                                                  \
+    if (!(c)) TST_FAIL("ASSERT_TRUE(%s) is false", #c); \
   } while (0)
 
-#define ASSERT_EQ_INT(a, b)                                                                \
-  do {                                                                                     \
-    long long tst_a_ = (long long)(a), tst_b_ = (long long)(b);                            \
-    if (tst_a_ != tst_b_)                                                                  \
-      TST_FAIL("ASSERT_EQ_INT(%s, %s): %lld != %lld", #a, #b, tst_a_, tst_b_);             \
+#define ASSERT_EQ_INT(a, b)                                                                        \
+  do {                                                                                             \
+    long long tst_a_ = (long long)(a), tst_b_ = (long long)(b);                                    \
+    if (tst_a_ != tst_b_) TST_FAIL("ASSERT_EQ_INT(%s, %s): %lld != %lld", #a, #b, tst_a_, tst_b_); \
   } while (0)
 
-#define ASSERT_NE_INT(a, b)                                                                \
-  do {                                                                                     \
-    long long tst_a_ = (long long)(a), tst_b_ = (long long)(b);                            \
-    if (tst_a_ == tst_b_)                                                                  \
-      TST_FAIL("ASSERT_NE_INT(%s, %s): both %lld", #a, #b, tst_a_);                        \
+#define ASSERT_NE_INT(a, b)                                                             \
+  do {                                                                                  \
+    long long tst_a_ = (long long)(a), tst_b_ = (long long)(b);                         \
+    if (tst_a_ == tst_b_) TST_FAIL("ASSERT_NE_INT(%s, %s): both %lld", #a, #b, tst_a_); \
   } while (0)
 
-#define ASSERT_EQ_SIZE(a, b)                                                               \
-  do {                                                                                     \
-    size_t tst_a_ = (size_t)(a), tst_b_ = (size_t)(b);                                     \
-    if (tst_a_ != tst_b_)                                                                  \
-      TST_FAIL("ASSERT_EQ_SIZE(%s, %s): %zu != %zu", #a, #b, tst_a_, tst_b_);              \
+#define ASSERT_EQ_SIZE(a, b)                                                                      \
+  do {                                                                                            \
+    size_t tst_a_ = (size_t)(a), tst_b_ = (size_t)(b);                                            \
+    if (tst_a_ != tst_b_) TST_FAIL("ASSERT_EQ_SIZE(%s, %s): %zu != %zu", #a, #b, tst_a_, tst_b_); \
   } while (0)
 
-#define ASSERT_EQ_PTR(a, b)                                                                \
-  do {                                                                                     \
-    const void *tst_a_ = (const void *)(a), *tst_b_ = (const void *)(b);                   \
-    if (tst_a_ != tst_b_)                                                                  \
-      TST_FAIL("ASSERT_EQ_PTR(%s, %s): %p != %p", #a, #b, tst_a_, tst_b_);                 \
+#define ASSERT_EQ_PTR(a, b)                                                                    \
+  do {                                                                                         \
+    const void *tst_a_ = (const void *)(a), *tst_b_ = (const void *)(b);                       \
+    if (tst_a_ != tst_b_) TST_FAIL("ASSERT_EQ_PTR(%s, %s): %p != %p", #a, #b, tst_a_, tst_b_); \
   } while (0)
 
-#define ASSERT_NE_PTR(a, b)                                                                \
-  do {                                                                                     \
-    const void *tst_a_ = (const void *)(a), *tst_b_ = (const void *)(b);                   \
-    if (tst_a_ == tst_b_)                                                                  \
-      TST_FAIL("ASSERT_NE_PTR(%s, %s): both %p", #a, #b, tst_a_);                          \
+#define ASSERT_NE_PTR(a, b)                                                           \
+  do {                                                                                \
+    const void *tst_a_ = (const void *)(a), *tst_b_ = (const void *)(b);              \
+    if (tst_a_ == tst_b_) TST_FAIL("ASSERT_NE_PTR(%s, %s): both %p", #a, #b, tst_a_); \
   } while (0)
 
 #define ASSERT_NULL(a) ASSERT_EQ_PTR(a, NULL)
 #define ASSERT_NOT_NULL(a) ASSERT_NE_PTR(a, NULL)
 
-#define ASSERT_OK(expr)                                                                    \
-  do {                                                                                     \
-    gw_status tst_s_ = (expr);                                                             \
-    if (tst_s_ != GW_OK)                                                                   \
-      TST_FAIL("%s returned %s (%d): %s", #expr, gw_err_name(tst_s_), (int)tst_s_,         \
-               gw_last_error());                                                           \
+#define ASSERT_OK(expr)                                                            \
+  do {                                                                             \
+    gw_status tst_s_ = (expr);                                                     \
+    if (tst_s_ != GW_OK)                                                           \
+      TST_FAIL("%s returned %s (%d): %s", #expr, gw_err_name(tst_s_), (int)tst_s_, \
+               gw_last_error());                                                   \
   } while (0)
 
 /* A failing call must return `want` and say why in gw_last_error(). */
-#define ASSERT_STATUS(expr, want)                                                          \
-  do {                                                                                     \
-    gw_status tst_s_ = (expr), tst_w_ = (want);                                            \
-    if (tst_s_ != tst_w_)                                                                  \
-      TST_FAIL("%s returned %s (%d), expected %s (%d); last error: \"%s\"", #expr,         \
-               gw_err_name(tst_s_), (int)tst_s_, gw_err_name(tst_w_), (int)tst_w_,         \
-               gw_last_error());                                                           \
-    if (tst_w_ != GW_OK) {                                                                 \
-      const char *tst_m_ = gw_last_error();                                                \
-      if (tst_m_ == NULL || tst_m_[0] == '\0')                                             \
-        TST_FAIL("%s returned %s but gw_last_error() is empty", #expr,                     \
-                 gw_err_name(tst_s_));                                                     \
-    }                                                                                      \
+#define ASSERT_STATUS(expr, want)                                                            \
+  do {                                                                                       \
+    gw_status tst_s_ = (expr), tst_w_ = (want);                                              \
+    if (tst_s_ != tst_w_)                                                                    \
+      TST_FAIL("%s returned %s (%d), expected %s (%d); last error: \"%s\"", #expr,           \
+               gw_err_name(tst_s_), (int)tst_s_, gw_err_name(tst_w_), (int)tst_w_,           \
+               gw_last_error());                                                             \
+    if (tst_w_ != GW_OK) {                                                                   \
+      const char *tst_m_ = gw_last_error();                                                  \
+      if (tst_m_ == NULL || tst_m_[0] == '\0')                                               \
+        TST_FAIL("%s returned %s but gw_last_error() is empty", #expr, gw_err_name(tst_s_)); \
+    }                                                                                        \
   } while (0)
 
-#define ASSERT_STR_CONTAINS(hay, needle)                                                   \
-  do {                                                                                     \
-    const char *tst_h_ = (hay), *tst_n_ = (needle);                                        \
-    if (tst_h_ == NULL || strstr(tst_h_, tst_n_) == NULL)                                  \
-      TST_FAIL("ASSERT_STR_CONTAINS(%s, %s): \"%s\" does not contain \"%s\"", #hay,        \
-               #needle, tst_h_ ? tst_h_ : "(null)", tst_n_);                               \
+#define ASSERT_STR_CONTAINS(hay, needle)                                                     \
+  do {                                                                                       \
+    const char *tst_h_ = (hay), *tst_n_ = (needle);                                          \
+    if (tst_h_ == NULL || strstr(tst_h_, tst_n_) == NULL)                                    \
+      TST_FAIL("ASSERT_STR_CONTAINS(%s, %s): \"%s\" does not contain \"%s\"", #hay, #needle, \
+               tst_h_ ? tst_h_ : "(null)", tst_n_);                                          \
   } while (0)
 
 /* gw_last_error() names the argument (case-insensitive match). */
 TST_API int tst_icontains(const char *hay, const char *needle) {
   size_t n = strlen(needle);
-  if (!hay)
-    return 0;
+  if (!hay) return 0;
   for (; *hay; hay++) {
     size_t i = 0;
-    while (i < n && hay[i] && (hay[i] | 0x20) == (needle[i] | 0x20))
-      i++;
-    if (i == n)
-      return 1;
+    while (i < n && hay[i] && (hay[i] | 0x20) == (needle[i] | 0x20)) i++;
+    if (i == n) return 1;
   }
   return 0;
 }
-#define ASSERT_ERROR_MENTIONS(needle)                                                      \
-  do {                                                                                     \
-    if (!tst_icontains(gw_last_error(), (needle)))                                         \
+#define ASSERT_ERROR_MENTIONS(needle)                                                        \
+  do {                                                                                       \
+    if (!tst_icontains(gw_last_error(), (needle)))                                           \
       TST_FAIL("gw_last_error() \"%s\" does not mention \"%s\"", gw_last_error(), (needle)); \
   } while (0)
 
@@ -216,8 +205,7 @@ TST_API int tst_mentions_any(const char *hay, const char *alts) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", alts);
   for (char *tok = strtok(buf, "|"); tok; tok = strtok(NULL, "|"))
-    if (tst_icontains(hay, tok))
-      return 1;
+    if (tst_icontains(hay, tok)) return 1;
   return 0;
 }
 #define ASSERT_ERROR_MENTIONS_ANY(alts)                                                    \
@@ -244,8 +232,7 @@ TST_API void tst_random_fill(void *p, size_t bytes) {
   size_t i = 0;
   while (i < bytes) {
     uint64_t r = tst_rand64();
-    for (int k = 0; k < 8 && i < bytes; k++, i++)
-      c[i] = (unsigned char)(r >> (8 * k));
+    for (int k = 0; k < 8 && i < bytes; k++, i++) c[i] = (unsigned char)(r >> (8 * k));
   }
 }
 
@@ -255,35 +242,34 @@ TST_API void tst_poison(void *p, size_t bytes) { memset(p, TST_POISON, bytes); }
 /* ---- element checks ---------------------------------------------------------------- */
 
 TST_API void tst_hex(char *out, const unsigned char *p, size_t n) {
-  for (size_t i = 0; i < n && i < 16; i++)
-    sprintf(out + 2 * i, "%02x", p[i]);
+  for (size_t i = 0; i < n && i < 16; i++) sprintf(out + 2 * i, "%02x", p[i]);
 }
 
 /* Compare n elements of `elem` bytes; report the first mismatch with both values. */
 TST_API void tst_check_elems(const char *file, int line, const char *what, const void *got,
-                            const void *want, size_t n, size_t elem) {
+                             const void *want, size_t n, size_t elem) {
   const unsigned char *g = (const unsigned char *)got, *w = (const unsigned char *)want;
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++) {
     if (memcmp(g + i * elem, w + i * elem, elem) != 0) {
-      if (bad++ == 0)
-        first = i;
+      if (bad++ == 0) first = i;
     }
   }
   if (bad) {
     char hg[40] = {0}, hw[40] = {0};
     tst_hex(hg, g + first * elem, elem);
     tst_hex(hw, w + first * elem, elem);
-    tst_fail(file, line, "%s: %zu of %zu elements (%zu bytes each) differ; first at %zu: got 0x%s, want 0x%s",
+    tst_fail(file, line,
+             "%s: %zu of %zu elements (%zu bytes each) differ; first at %zu: got 0x%s, want 0x%s",
              what, bad, n, elem, first, hg, hw);
   }
 }
-#define ASSERT_ELEMS_EQ(got, want, n, elem)                                                \
+#define ASSERT_ELEMS_EQ(got, want, n, elem) \
   tst_check_elems(__FILE__, __LINE__, #got " vs " #want, (got), (want), (n), (elem))
 
 /* Every element of got equals value (elem bytes). */
 TST_API void tst_check_all(const char *file, int line, const char *what, const void *got,
-                          const void *value, size_t n, size_t elem) {
+                           const void *value, size_t n, size_t elem) {
   const unsigned char *g = (const unsigned char *)got;
   for (size_t i = 0; i < n; i++) {
     if (memcmp(g + i * elem, value, elem) != 0) {
@@ -294,7 +280,7 @@ TST_API void tst_check_all(const char *file, int line, const char *what, const v
     }
   }
 }
-#define ASSERT_ALL_EQ(got, value, n, elem)                                                 \
+#define ASSERT_ALL_EQ(got, value, n, elem) \
   tst_check_all(__FILE__, __LINE__, #got, (got), (value), (n), (elem))
 
 /* ---- N-d index helpers -------------------------------------------------------------- */
@@ -302,22 +288,19 @@ TST_API void tst_check_all(const char *file, int line, const char *what, const v
 /* Advance a row-major multi-index; 0 when it wrapped around (done). */
 TST_API int tst_nd_next(int ndim, const int64_t *shape, int64_t *idx) {
   for (int d = ndim - 1; d >= 0; d--) {
-    if (++idx[d] < shape[d])
-      return 1;
+    if (++idx[d] < shape[d]) return 1;
     idx[d] = 0;
   }
   return 0;
 }
 TST_API int64_t tst_nd_offset(int ndim, const int64_t *idx, const int64_t *strides) {
   int64_t o = 0;
-  for (int d = 0; d < ndim; d++)
-    o += idx[d] * strides[d];
+  for (int d = 0; d < ndim; d++) o += idx[d] * strides[d];
   return o;
 }
 TST_API int64_t tst_numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
-  for (int d = 0; d < ndim; d++)
-    n *= shape[d];
+  for (int d = 0; d < ndim; d++) n *= shape[d];
   return n;
 }
 TST_API void tst_c_strides(int ndim, const int64_t *shape, int64_t *strides) {
@@ -336,8 +319,7 @@ TST_API size_t tst_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 TST_API void *tst_pages(size_t npages) {
   size_t p = tst_page();
   void *m = aligned_alloc(p, npages * p);
-  if (!m)
-    TST_FAIL("aligned_alloc(%zu pages) failed", npages);
+  if (!m) TST_FAIL("aligned_alloc(%zu pages) failed", npages);
   tst_poison(m, npages * p);
   return m;
 }
@@ -391,21 +373,17 @@ TST_API void tst_check_leaks(const char *file, int line, tst_leaks before) {
 
 TST_API gw_backend tst_backend(void) {
   const char *b = tst_backend_str();
-  if (strcmp(b, "cpu") == 0)
-    return GW_BACKEND_CPU;
-  if (strcmp(b, "cuda") == 0)
-    return GW_BACKEND_CUDA;
-  if (strcmp(b, "hip") == 0)
-    return GW_BACKEND_HIP;
+  if (strcmp(b, "cpu") == 0) return GW_BACKEND_CPU;
+  if (strcmp(b, "cuda") == 0) return GW_BACKEND_CUDA;
+  if (strcmp(b, "hip") == 0) return GW_BACKEND_HIP;
   TST_FAIL("GPUWRAP_TEST_BACKEND=%s: expected cpu, cuda or hip", b);
 }
 TST_API int tst_is_cpu(void) { return tst_backend() == GW_BACKEND_CPU; }
 
 /* Tests of the CPU model (failure injection, raw runtime calls) run on cpu only. */
-#define TEST_REQUIRE_CPU()                                                                 \
-  do {                                                                                     \
-    if (!tst_is_cpu())                                                                     \
-      TEST_SKIP("uses the CPU backend's model controls");                                  \
+#define TEST_REQUIRE_CPU()                                                 \
+  do {                                                                     \
+    if (!tst_is_cpu()) TEST_SKIP("uses the CPU backend's model controls"); \
   } while (0)
 
 /* Devices of the backend under test; skips when a GPU backend is absent. */
@@ -413,8 +391,7 @@ TST_API int tst_device_count(void) {
   int n = 0;
   gw_status s = gw_backend_device_count(tst_backend(), &n);
   if (s != GW_OK || n <= 0) {
-    if (tst_is_cpu())
-      TST_FAIL("CPU backend unavailable: %s (%s)", gw_err_name(s), gw_last_error());
+    if (tst_is_cpu()) TST_FAIL("CPU backend unavailable: %s (%s)", gw_err_name(s), gw_last_error());
     TEST_SKIP("backend not built in, runtime not loadable, or no device");
   }
   return n;
@@ -426,16 +403,14 @@ TST_API gw_context *tst_open(int device) {
   gw_context *ctx = NULL;
   if (device >= n) {
     if (tst_is_cpu())
-      TST_FAIL("CPU backend has %d devices, test needs device %d (GPUWRAP_CPU_DEVICES)", n,
-               device);
+      TST_FAIL("CPU backend has %d devices, test needs device %d (GPUWRAP_CPU_DEVICES)", n, device);
     TEST_SKIP("not enough devices");
   }
   gw_status s = gw_context_create(tst_backend(), device, &ctx);
   if (s != GW_OK)
     TST_FAIL("gw_context_create(%s, %d): %s: %s", tst_backend_str(), device, gw_err_name(s),
              gw_last_error());
-  if (!ctx)
-    TST_FAIL("gw_context_create returned GW_OK and a NULL context");
+  if (!ctx) TST_FAIL("gw_context_create returned GW_OK and a NULL context");
   return ctx;
 }
 
@@ -448,10 +423,9 @@ TST_API size_t tst_array_bytes(const gw_array *a) {
 /* Host wrap (not registered) of a C-contiguous buffer with a's dtype and shape. */
 TST_API gw_array *tst_host_like(const gw_array *a, void *buf) {
   gw_array *h = NULL;
-  gw_status s = gw_wrap(gw_array_context(a), buf, gw_array_dtype(a), gw_ndim(a), gw_shape(a),
-                        NULL, GW_WRAP_NO_REGISTER, &h);
-  if (s != GW_OK)
-    TST_FAIL("host wrap for read/write: %s: %s", gw_err_name(s), gw_last_error());
+  gw_status s = gw_wrap(gw_array_context(a), buf, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL,
+                        GW_WRAP_NO_REGISTER, &h);
+  if (s != GW_OK) TST_FAIL("host wrap for read/write: %s: %s", gw_err_name(s), gw_last_error());
   return h;
 }
 /* Read all of a (any kind, any strides) into buf, C order, through gw_copy. */
@@ -475,16 +449,15 @@ TST_API void tst_write(gw_array *a, const void *buf) {
 }
 
 TST_API const gw_dtype tst_all_dtypes[GW_DTYPE_COUNT] = {
-    GW_BOOL,   GW_INT8,    GW_INT16,    GW_INT32,   GW_INT64,   GW_UINT8,     GW_UINT16,
-    GW_UINT32, GW_UINT64,  GW_FLOAT16,  GW_BFLOAT16, GW_FLOAT32, GW_FLOAT64, GW_COMPLEX64,
-    GW_COMPLEX128};
+    GW_BOOL,     GW_INT8,    GW_INT16,   GW_INT32,     GW_INT64,
+    GW_UINT8,    GW_UINT16,  GW_UINT32,  GW_UINT64,    GW_FLOAT16,
+    GW_BFLOAT16, GW_FLOAT32, GW_FLOAT64, GW_COMPLEX64, GW_COMPLEX128};
 
 /* A random element value; bool gets 0 or 1. */
 TST_API void tst_random_value(gw_dtype t, void *v) {
   size_t e = gw_dtype_size(t);
   tst_random_fill(v, e);
-  if (t == GW_BOOL)
-    *(unsigned char *)v = (unsigned char)(tst_rand64() & 1);
+  if (t == GW_BOOL) *(unsigned char *)v = (unsigned char)(tst_rand64() & 1);
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -498,8 +471,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc < 2) {
     fprintf(stderr, "usage: %s TEST\ntests:\n", argv[0]);
-    for (int i = 0; i < tst_ntests; i++)
-      fprintf(stderr, "  %s\n", tst_tests[i].name);
+    for (int i = 0; i < tst_ntests; i++) fprintf(stderr, "  %s\n", tst_tests[i].name);
     return 2;
   }
   for (int i = 0; i < tst_ntests; i++) {
@@ -508,8 +480,7 @@ int main(int argc, char **argv) {
       tst_current = tst_tests[i].name;
       printf("RUN %s backend=%s seed=%" PRIu64 "\n", tst_current, tst_backend_str(), tst_seed);
       r = tst_tests[i].fn();
-      if (r == 0)
-        printf("OK %s\n", tst_current);
+      if (r == 0) printf("OK %s\n", tst_current);
       return r;
     }
   }

@@ -45,8 +45,7 @@ TEST_IMPL(auto_env_cpu) {
 
 TEST_IMPL(devices_2dev) {
   int n = tst_device_count();
-  if (n < 2)
-    TEST_SKIP("needs 2 devices");
+  if (n < 2) TEST_SKIP("needs 2 devices");
   for (int d = 0; d < 2; d++) {
     gw_context *ctx = tst_open(d);
     ASSERT_EQ_INT(gw_context_device(ctx), d);
@@ -57,8 +56,7 @@ TEST_IMPL(devices_2dev) {
     gw_release(a);
     gw_context_destroy(ctx);
   }
-  if (tst_is_cpu())
-    ASSERT_EQ_INT(n, 2);
+  if (tst_is_cpu()) ASSERT_EQ_INT(n, 2);
   return 0;
 }
 

@@ -11,8 +11,7 @@ static unsigned char *random_bytes(size_t n, gw_dtype t) {
   unsigned char *p = malloc(n ? n : 1);
   tst_random_fill(p, n);
   if (t == GW_BOOL)
-    for (size_t i = 0; i < n; i++)
-      p[i] &= 1;
+    for (size_t i = 0; i < n; i++) p[i] &= 1;
   return p;
 }
 
@@ -75,7 +74,8 @@ TEST_IMPL(pairs_strided_subblock) {
         gw_release(dst);
         continue;
       }
-      unsigned char *sin = random_bytes(n * e, t), *din = random_bytes(n * e, t), *out = malloc(n * e);
+      unsigned char *sin = random_bytes(n * e, t), *din = random_bytes(n * e, t),
+                    *out = malloc(n * e);
       tst_write(src, sin);
       tst_write(dst, din);
       gw_array *sv = NULL, *dv = NULL;
@@ -108,16 +108,13 @@ TEST_IMPL(pairs_strided_subblock) {
         size_t i = 0;
         do { /* check sv itself against the source data */
           int64_t so = 0;
-          for (int k = 0; k < 3; k++)
-            so += (sstart[k] + idx[k] * sstep[k]) * cs[k];
-          if (memcmp(want + i * e, sin + so * e, e) != 0)
-            TST_FAIL("view element %zu wrong", i);
+          for (int k = 0; k < 3; k++) so += (sstart[k] + idx[k] * sstep[k]) * cs[k];
+          if (memcmp(want + i * e, sin + so * e, e) != 0) TST_FAIL("view element %zu wrong", i);
           i++;
         } while (tst_nd_next(3, vshape, idx));
         tst_random_fill(want, vn * e);
         if (t == GW_BOOL)
-          for (size_t j = 0; j < vn; j++)
-            want[j] &= 1;
+          for (size_t j = 0; j < vn; j++) want[j] &= 1;
         tst_write(c, want);
         ASSERT_OK(gw_copy(sv, c));
         tst_read(sv, vout);
@@ -150,7 +147,8 @@ TEST_IMPL(pairs_transposed) {
     for (int d = 0; d < K_COUNT; d++, pair++) {
       gw_dtype t = tst_all_dtypes[(pair * 2 + 3) % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t), n = (size_t)(R * C);
-      gw_array *src = tst_make_kind(ctx, s, t, 2, shape), *dst = tst_make_kind(ctx, d, t, 2, tshape);
+      gw_array *src = tst_make_kind(ctx, s, t, 2, shape),
+               *dst = tst_make_kind(ctx, d, t, 2, tshape);
       if (!src || !dst) {
         gw_release(src);
         gw_release(dst);
@@ -181,8 +179,7 @@ TEST_IMPL(pairs_transposed) {
       /* strided to strided */
       tst_random_fill(in, n * e);
       if (t == GW_BOOL)
-        for (size_t j = 0; j < n * e; j++)
-          in[j] &= 1;
+        for (size_t j = 0; j < n * e; j++) in[j] &= 1;
       tst_write(back, in);
       gw_array *bv = NULL;
       int64_t bst[2] = {R - 1, 0}, bstep[2] = {-1, 1};

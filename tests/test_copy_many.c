@@ -183,7 +183,8 @@ TEST_IMPL(prepared_shell_boxes) {
   gw_stream *st;
   ASSERT_OK(gw_stream_create(ctx, &st));
   for (int round = 0; round < 2; round++) {
-    for (int i = 0; i < CELLS; i++) init[i] = (double)(int64_t)(tst_rand64() >> 12); /* fresh, exact */
+    for (int i = 0; i < CELLS; i++)
+      init[i] = (double)(int64_t)(tst_rand64() >> 12); /* fresh, exact */
     gw_array *h;
     ASSERT_OK(gw_wrap(ctx, init, GW_FLOAT64, 3, ext, NULL, GW_WRAP_NO_REGISTER, &h));
     ASSERT_OK(gw_copy(a, h));
@@ -200,8 +201,7 @@ TEST_IMPL(prepared_shell_boxes) {
       for (int j = 0; j < Y; j++)
         for (int k = 0; k < Z; k++) {
           int64_t p[3] = {i, j, k};
-          for (int e = 0; e < 3; e++)
-            p[e] = p[e] == 0 ? ext[e] - 2 : p[e] == ext[e] - 1 ? 1 : p[e];
+          for (int e = 0; e < 3; e++) p[e] = p[e] == 0 ? ext[e] - 2 : p[e] == ext[e] - 1 ? 1 : p[e];
           double want = init[(p[0] * Y + p[1]) * Z + p[2]];
           if (got[(i * Y + j) * Z + k] != want)
             TST_FAIL("round %d: cell (%d,%d,%d) is %g, want %g (its wrap)", round, i, j, k,

@@ -8,10 +8,18 @@ static const struct {
   gw_status s;
   const char *name;
 } statuses[] = {
-    {GW_OK, "GW_OK"},           {GW_EINVAL, "GW_EINVAL"},       {GW_ENOMEM, "GW_ENOMEM"},
-    {GW_ENODEV, "GW_ENODEV"},   {GW_ENOTSUP, "GW_ENOTSUP"},     {GW_ERANGE, "GW_ERANGE"},
-    {GW_EDEVICE, "GW_EDEVICE"}, {GW_EOWNED, "GW_EOWNED"},       {GW_EREADONLY, "GW_EREADONLY"},
-    {GW_EBACKEND, "GW_EBACKEND"}, {GW_EALREADY, "GW_EALREADY"}, {GW_ENOTREG, "GW_ENOTREG"},
+    {GW_OK, "GW_OK"},
+    {GW_EINVAL, "GW_EINVAL"},
+    {GW_ENOMEM, "GW_ENOMEM"},
+    {GW_ENODEV, "GW_ENODEV"},
+    {GW_ENOTSUP, "GW_ENOTSUP"},
+    {GW_ERANGE, "GW_ERANGE"},
+    {GW_EDEVICE, "GW_EDEVICE"},
+    {GW_EOWNED, "GW_EOWNED"},
+    {GW_EREADONLY, "GW_EREADONLY"},
+    {GW_EBACKEND, "GW_EBACKEND"},
+    {GW_EALREADY, "GW_EALREADY"},
+    {GW_ENOTREG, "GW_ENOTREG"},
     {GW_EBUSY, "GW_EBUSY"},
 };
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
@@ -26,11 +34,9 @@ TEST_IMPL(err_names) {
     if (strcmp(n, statuses[i].name) != 0)
       TST_FAIL("gw_err_name(%d) = \"%s\", want \"%s\"", (int)statuses[i].s, n, statuses[i].name);
     ASSERT_TRUE(strlen(t) > 0);
-    if (statuses[i].s != GW_OK)
-      ASSERT_TRUE(statuses[i].s < 0);
+    if (statuses[i].s != GW_OK) ASSERT_TRUE(statuses[i].s < 0);
     /* texts are distinct */
-    for (size_t j = 0; j < i; j++)
-      ASSERT_TRUE(strcmp(t, gw_strerror(statuses[j].s)) != 0);
+    for (size_t j = 0; j < i; j++) ASSERT_TRUE(strcmp(t, gw_strerror(statuses[j].s)) != 0);
   }
   return 0;
 }
@@ -44,8 +50,7 @@ TEST_IMPL(err_unknown) {
     ASSERT_NOT_NULL(t);
     ASSERT_STR_CONTAINS(n, "GW_UNKNOWN");
     ASSERT_TRUE(strlen(t) > 0);
-    for (size_t j = 0; j < NSTATUS; j++)
-      ASSERT_TRUE(strcmp(t, gw_strerror(statuses[j].s)) != 0);
+    for (size_t j = 0; j < NSTATUS; j++) ASSERT_TRUE(strcmp(t, gw_strerror(statuses[j].s)) != 0);
   }
   return 0;
 }
@@ -87,8 +92,7 @@ TEST_IMPL(kind_backend_names) {
   ASSERT_STR_CONTAINS(gw_backend_name(GW_BACKEND_HIP), "hip");
   ASSERT_STR_CONTAINS(gw_backend_name(GW_BACKEND_AUTO), "auto");
   ASSERT_NOT_NULL(gw_backend_name((gw_backend)77));
-  for (int op = 0; op < GW_CPU_OP_COUNT; op++)
-    ASSERT_NOT_NULL(gw_cpu_op_name((gw_cpu_op)op));
+  for (int op = 0; op < GW_CPU_OP_COUNT; op++) ASSERT_NOT_NULL(gw_cpu_op_name((gw_cpu_op)op));
   ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_REGISTER), "register");
   ASSERT_STR_CONTAINS(gw_cpu_op_name(GW_CPU_OP_STREAM_SYNCHRONIZE), "stream_synchronize");
   return 0;

@@ -20,12 +20,13 @@ static void expect_injected(gw_status got, gw_status want, long injected_before,
   if (gw_last_error() == NULL || gw_last_error()[0] == '\0')
     TST_FAIL("%s: failed with %s but gw_last_error() is empty", what, gw_err_name(got));
   if (gw_cpu_failures_injected() != injected_before + 1)
-    TST_FAIL("%s: %ld failures injected, expected 1", what, gw_cpu_failures_injected() - injected_before);
+    TST_FAIL("%s: %ld failures injected, expected 1", what,
+             gw_cpu_failures_injected() - injected_before);
 }
-#define EXPECT_INJECTED(call, want)                                                        \
-  do {                                                                                     \
-    long inj_ = gw_cpu_failures_injected();                                                \
-    expect_injected((call), (want), inj_, #call);                                          \
+#define EXPECT_INJECTED(call, want)               \
+  do {                                            \
+    long inj_ = gw_cpu_failures_injected();       \
+    expect_injected((call), (want), inj_, #call); \
   } while (0)
 
 TEST_IMPL(fail_register) {
@@ -238,7 +239,8 @@ static int device_address_paths(gw_context *ctx) {
     gw_status s = gw_wrap(ctx, ptr, GW_UINT8, 1, shape, NULL, 0, &a);
     int called = gw_cpu_op_calls(GW_CPU_OP_DEVICE_ADDRESS) != calls;
     gw_cpu_fail_reset();
-    printf("  path %d: device_address %s, wrap %s\n", path, called ? "called" : "not called", gw_err_name(s));
+    printf("  path %d: device_address %s, wrap %s\n", path, called ? "called" : "not called",
+           gw_err_name(s));
     if (called) {
       used = 1;
       ASSERT_STATUS(s, GW_EBACKEND);
@@ -336,8 +338,7 @@ TEST_IMPL(fail_unregister) {
   ASSERT_EQ_INT(gw_cpu_failures_injected(), inj + 1);
   ASSERT_EQ_SIZE(gw_registry_ranges(), before.ranges);
   ASSERT_OK(gw_pointer_query(ctx, buf, &i));
-  if (i.kind == GW_MEM_PINNED)
-    ASSERT_OK(gw_cpu_runtime_unregister(buf));
+  if (i.kind == GW_MEM_PINNED) ASSERT_OK(gw_cpu_runtime_unregister(buf));
   ASSERT_NO_LEAK(before);
   free(buf);
   gw_context_destroy(ctx);

@@ -6,13 +6,13 @@
 static char *g_buf, *g_foreign;
 static size_t g_pg;
 
-#define STEP(call)                                                                         \
-  do {                                                                                     \
-    st = (call);                                                                           \
-    if (st != GW_OK) {                                                                     \
-      *where = #call;                                                                       \
-      goto out;                                                                            \
-    }                                                                                      \
+#define STEP(call)     \
+  do {                 \
+    st = (call);       \
+    if (st != GW_OK) { \
+      *where = #call;  \
+      goto out;        \
+    }                  \
   } while (0)
 
 /* Returns the first failure (where says which call), or GW_OK after checking the data. */
@@ -46,8 +46,7 @@ static gw_status scenario(const char **where) {
   STEP(gw_stream_synchronize(s));
   STEP(gw_copy(w, d));
   STEP(gw_synchronize(ctx));
-  for (int64_t i = 0; i < 100; i++)
-    memcpy(want + (size_t)(n / 4 - 1 - 3 * i) * 4, &val, 4);
+  for (int64_t i = 0; i < 100; i++) memcpy(want + (size_t)(n / 4 - 1 - 3 * i) * 4, &val, 4);
   ASSERT_ELEMS_EQ(g_buf, want, n / 4, 4);
   ASSERT_ALL_EQ(gw_host_data(p), &val, 100, 4);
   {
@@ -65,8 +64,7 @@ out:
   gw_release(w);
   if (pinned) {
     gw_status u = gw_unpin(ctx, g_buf + g_pg, g_pg);
-    if (u != GW_OK)
-      TST_FAIL("cleanup gw_unpin: %s: %s", gw_err_name(u), gw_last_error());
+    if (u != GW_OK) TST_FAIL("cleanup gw_unpin: %s: %s", gw_err_name(u), gw_last_error());
   }
   gw_context_destroy(ctx);
   free(want);
@@ -84,10 +82,11 @@ TEST_IMPL(every_failure_point) {
   const char *where;
   ASSERT_OK(scenario(&where)); /* clean run */
   ASSERT_NO_LEAK(before);
-  static const gw_cpu_op ops[] = {GW_CPU_OP_CONTEXT_INIT, GW_CPU_OP_QUERY, GW_CPU_OP_ALLOC,
-                                  GW_CPU_OP_REGISTER, GW_CPU_OP_DEVICE_ADDRESS, GW_CPU_OP_COPY,
-                                  GW_CPU_OP_FILL, GW_CPU_OP_SYNCHRONIZE,
-                                  GW_CPU_OP_STREAM_CREATE, GW_CPU_OP_STREAM_SYNCHRONIZE};
+  static const gw_cpu_op ops[] = {GW_CPU_OP_CONTEXT_INIT,   GW_CPU_OP_QUERY,
+                                  GW_CPU_OP_ALLOC,          GW_CPU_OP_REGISTER,
+                                  GW_CPU_OP_DEVICE_ADDRESS, GW_CPU_OP_COPY,
+                                  GW_CPU_OP_FILL,           GW_CPU_OP_SYNCHRONIZE,
+                                  GW_CPU_OP_STREAM_CREATE,  GW_CPU_OP_STREAM_SYNCHRONIZE};
   int points = 0;
   for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
     for (long nth = 1; nth < 1000; nth++) {
@@ -98,8 +97,8 @@ TEST_IMPL(every_failure_point) {
       gw_cpu_fail_reset();
       if (!fired) {
         if (s != GW_OK)
-          TST_FAIL("%s #%ld not reached but the scenario failed at %s: %s: %s", gw_cpu_op_name(ops[o]),
-                   nth, where, gw_err_name(s), gw_last_error());
+          TST_FAIL("%s #%ld not reached but the scenario failed at %s: %s: %s",
+                   gw_cpu_op_name(ops[o]), nth, where, gw_err_name(s), gw_last_error());
         break;
       }
       points++;

@@ -21,7 +21,7 @@ TEST_IMPL(every_dtype_pageable_wrap) {
     ASSERT_ALL_EQ(buf + 16, v, n, e);
     unsigned char poison[16];
     tst_poison(poison, 16);
-    ASSERT_ELEMS_EQ(buf, poison, 16, 1);                 /* before: untouched */
+    ASSERT_ELEMS_EQ(buf, poison, 16, 1);                  /* before: untouched */
     ASSERT_ELEMS_EQ(buf + 16 + n * e, poison + 0, 16, 1); /* after: untouched */
     ASSERT_ELEMS_EQ(buf + 32 + n * e, poison + 0, 16, 1);
     gw_release(a);
@@ -44,8 +44,7 @@ TEST_IMPL(every_dtype_every_kind) {
       size_t e = gw_dtype_size(dt);
       gw_array *a = NULL;
       gw_status s = gw_alloc(ctx, kinds[k], dt, 3, shape, &a);
-      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-        continue;
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
       ASSERT_OK(s);
       unsigned char *out = malloc(n * e), v[16];
       tst_poison(out, n * e);
@@ -88,14 +87,12 @@ TEST_IMPL(strided_views) {
       size_t e = gw_dtype_size(dt);
       gw_array *a = NULL, *v = NULL;
       gw_status s = gw_alloc(ctx, kinds[k], dt, 3, shape, &a);
-      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-        continue;
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
       ASSERT_OK(s);
       unsigned char *orig = malloc(n * e), *out = malloc(n * e), val[16];
       tst_random_fill(orig, n * e);
       if (dt == GW_BOOL)
-        for (size_t i = 0; i < n; i++)
-          orig[i] &= 1;
+        for (size_t i = 0; i < n; i++) orig[i] &= 1;
       tst_write(a, orig);
       ASSERT_OK(gw_view(a, views[c].start, views[c].shape, views[c].step, &v));
       tst_random_value(dt, val);
@@ -103,8 +100,7 @@ TEST_IMPL(strided_views) {
       int64_t idx[3] = {0, 0, 0};
       do {
         int64_t off = 0;
-        for (int d = 0; d < 3; d++)
-          off += (views[c].start[d] + idx[d] * views[c].step[d]) * cs[d];
+        for (int d = 0; d < 3; d++) off += (views[c].start[d] + idx[d] * views[c].step[d]) * cs[d];
         memcpy(orig + off * e, val, e);
       } while (tst_nd_next(3, views[c].shape, idx));
       tst_read(a, out);
@@ -151,8 +147,7 @@ TEST_IMPL(periodic_values) {
       size_t e = gw_dtype_size(dts[t]);
       gw_array *a = NULL;
       gw_status s = gw_alloc(ctx, kinds[k], dts[t], 1, &total, &a);
-      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-        continue;
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
       ASSERT_OK(s);
       unsigned char *orig = malloc((size_t)total * e), *out = malloc((size_t)total * e);
       for (int p = 0; p < 3; p++) {
@@ -161,15 +156,13 @@ TEST_IMPL(periodic_values) {
           int64_t len = total - start - (int64_t)(tst_rand64() % 5);
           unsigned char word[4], val[16];
           tst_random_fill(word, sizeof word); /* any bits: fills copy bytes, not values */
-          for (size_t i = 0; i < e; i++)
-            val[i] = word[i % periods[p]];
+          for (size_t i = 0; i < e; i++) val[i] = word[i % periods[p]];
           tst_random_fill(orig, (size_t)total * e);
           tst_write(a, orig);
           gw_array *v = NULL;
           ASSERT_OK(gw_view(a, &start, &len, NULL, &v));
           ASSERT_OK(gw_fill(v, val));
-          for (int64_t i = start; i < start + len; i++)
-            memcpy(orig + (size_t)i * e, val, e);
+          for (int64_t i = start; i < start + len; i++) memcpy(orig + (size_t)i * e, val, e);
           tst_read(a, out);
           ASSERT_ELEMS_EQ(out, orig, (size_t)total, e);
           gw_release(v);
@@ -191,20 +184,17 @@ TEST_IMPL(periodic_values) {
         int64_t shape2[2] = {5, 7}, start2[2] = {0, c0}, vshape[2] = {5, 4};
         gw_array *a = NULL, *v = NULL;
         gw_status s = gw_alloc(ctx, kinds[k], dts2[t], 2, shape2, &a);
-        if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-          continue;
+        if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
         ASSERT_OK(s);
         unsigned char orig[5 * 7 * 4], out[5 * 7 * 4], word[2], val[4];
         tst_random_fill(word, sizeof word);
-        for (size_t i = 0; i < e; i++)
-          val[i] = word[i % 2];
+        for (size_t i = 0; i < e; i++) val[i] = word[i % 2];
         tst_random_fill(orig, 35 * e);
         tst_write(a, orig);
         ASSERT_OK(gw_view(a, start2, vshape, NULL, &v));
         ASSERT_OK(gw_fill(v, val));
         for (int64_t i = 0; i < 5; i++)
-          for (int64_t j = c0; j < c0 + 4; j++)
-            memcpy(orig + (size_t)(i * 7 + j) * e, val, e);
+          for (int64_t j = c0; j < c0 + 4; j++) memcpy(orig + (size_t)(i * 7 + j) * e, val, e);
         tst_read(a, out);
         ASSERT_ELEMS_EQ(out, orig, 35, e);
         gw_release(v);

@@ -43,7 +43,8 @@ static gw_status cu(cudaError_t e) {
 }
 static void *drv_stream(int nonblocking) {
   cudaStream_t s = NULL;
-  if (cudaStreamCreateWithFlags(&s, nonblocking ? cudaStreamNonBlocking : cudaStreamDefault) != cudaSuccess)
+  if (cudaStreamCreateWithFlags(&s, nonblocking ? cudaStreamNonBlocking : cudaStreamDefault) !=
+      cudaSuccess)
     TST_FAIL("cudaStreamCreateWithFlags");
   return s;
 }
@@ -67,14 +68,19 @@ static gw_status drv_end(void *s, drv_graph **out) {
   *out = g;
   return st;
 }
-static gw_status drv_launch(drv_graph *g, void *s) { return cu(cudaGraphLaunch(g->x, (cudaStream_t)s)); }
+static gw_status drv_launch(drv_graph *g, void *s) {
+  return cu(cudaGraphLaunch(g->x, (cudaStream_t)s));
+}
 static void drv_graph_destroy(drv_graph *g) {
   if (!g) return;
   (void)cudaGraphExecDestroy(g->x);
   (void)cudaGraphDestroy(g->g);
   free(g);
 }
-static int drv_items(void *s) { (void)s; return -1; } /* not counted on CUDA */
+static int drv_items(void *s) {
+  (void)s;
+  return -1;
+} /* not counted on CUDA */
 static long drv_backend_calls(void) { return -1; }
 #define DRV_RUNTIME "cuda"
 #else
@@ -105,7 +111,8 @@ static gw_context *open_ctx(void) {
 #ifdef GWT_GRAPH_CUDA
   if (tst_backend() != GW_BACKEND_CUDA) TEST_SKIP("built for the cuda capture driver");
 #else
-  if (!tst_is_cpu()) TEST_SKIP("the capture control of GPU backends is tests/gpu's (GWT_GRAPH_CUDA)");
+  if (!tst_is_cpu())
+    TEST_SKIP("the capture control of GPU backends is tests/gpu's (GWT_GRAPH_CUDA)");
 #endif
   return tst_open(0);
 }
@@ -124,8 +131,7 @@ static void poison_host(gw_array *a) {
 }
 static int32_t fresh_value(void) {
   int32_t v;
-  do
-    v = (int32_t)tst_rand64();
+  do v = (int32_t)tst_rand64();
   while (v == POISON);
   return v;
 }
@@ -137,11 +143,11 @@ typedef struct {
   long calls;
 } queued;
 static queued queued_now(void *s) { return (queued){drv_items(s), drv_backend_calls()}; }
-#define ASSERT_NOTHING_QUEUED(s, before)                                                         \
-  do {                                                                                           \
-    queued now_ = queued_now(s);                                                                 \
-    ASSERT_EQ_INT(now_.items, (before).items);                                                   \
-    ASSERT_TRUE(now_.calls == (before).calls);                                                   \
+#define ASSERT_NOTHING_QUEUED(s, before)       \
+  do {                                         \
+    queued now_ = queued_now(s);               \
+    ASSERT_EQ_INT(now_.items, (before).items); \
+    ASSERT_TRUE(now_.calls == (before).calls); \
   } while (0)
 
 /* ---- every capturable call, recorded and replayed ------------------------------------------ */
@@ -520,7 +526,8 @@ TEST_IMPL(other_thread_global) {
   gw_stream *s = NULL;
   ASSERT_OK(gw_stream_wrap(ctx, nat, &s));
   gw_array *a = alloc1(ctx, GW_MEM_DEVICE), *out = alloc1(ctx, GW_MEM_PINNED);
-  neighbour nb = {ctx, alloc1(ctx, GW_MEM_DEVICE), alloc1(ctx, GW_MEM_PINNED), fresh_value(), 1, -1};
+  neighbour nb = {ctx, alloc1(ctx, GW_MEM_DEVICE), alloc1(ctx, GW_MEM_PINNED), fresh_value(), 1,
+                  -1};
   int32_t v = fresh_value();
   ASSERT_OK(drv_begin(nat, MODE_GLOBAL));
   ASSERT_OK(gw_fill_async(a, &v, s));

@@ -9,13 +9,13 @@
 #include <string.h>
 
 static int failures;
-#define CHECK(c)                                                                           \
-  do {                                                                                     \
-    if (!(c)) {                                                                            \
-      fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #c,         \
-              gw_last_error());                                                            \
-      failures++;                                                                          \
-    }                                                                                      \
+#define CHECK(c)                                                                   \
+  do {                                                                             \
+    if (!(c)) {                                                                    \
+      fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #c, \
+              gw_last_error());                                                    \
+      failures++;                                                                  \
+    }                                                                              \
   } while (0)
 #define CHECK_OK(call) CHECK((call) == GW_OK)
 
@@ -26,11 +26,12 @@ static void roundtrip(gw_array *a) {
   size_t bytes = (size_t)n * gw_dtype_size(gw_array_dtype(a));
   unsigned char *in = malloc(bytes), *out = malloc(bytes);
   gw_array *hi = NULL, *ho = NULL;
-  for (size_t i = 0; i < bytes; i++)
-    in[i] = (unsigned char)(rand() & 0xff);
+  for (size_t i = 0; i < bytes; i++) in[i] = (unsigned char)(rand() & 0xff);
   memset(out, 0xA5, bytes);
-  CHECK_OK(gw_wrap(ctx, in, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL, GW_WRAP_NO_REGISTER, &hi));
-  CHECK_OK(gw_wrap(ctx, out, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL, GW_WRAP_NO_REGISTER, &ho));
+  CHECK_OK(
+      gw_wrap(ctx, in, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL, GW_WRAP_NO_REGISTER, &hi));
+  CHECK_OK(gw_wrap(ctx, out, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL, GW_WRAP_NO_REGISTER,
+                   &ho));
   CHECK_OK(gw_copy(a, hi));
   CHECK_OK(gw_copy(ho, a));
   CHECK(memcmp(in, out, bytes) == 0);
@@ -49,7 +50,9 @@ static void on_delete(void *p, void *u) {
 
 int main(void) {
   const char *b = getenv("GPUWRAP_TEST_BACKEND");
-  gw_backend be = !b || !strcmp(b, "cpu") ? GW_BACKEND_CPU : !strcmp(b, "cuda") ? GW_BACKEND_CUDA : GW_BACKEND_HIP;
+  gw_backend be = !b || !strcmp(b, "cpu") ? GW_BACKEND_CPU
+                  : !strcmp(b, "cuda")    ? GW_BACKEND_CUDA
+                                          : GW_BACKEND_HIP;
   int count = 0;
   if (gw_backend_device_count(be, &count) != GW_OK || count == 0) {
     printf("SKIP: backend %s unavailable\n", gw_backend_name(be));
@@ -57,8 +60,7 @@ int main(void) {
   }
   gw_context *ctx = NULL;
   CHECK_OK(gw_context_create(be, 0, &ctx));
-  if (!ctx)
-    return 1;
+  if (!ctx) return 1;
   int64_t shape[2] = {16, 24};
   gw_array *src = NULL, *w = NULL;
 
@@ -66,8 +68,7 @@ int main(void) {
   CHECK_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 2, shape, &src));
   CHECK_OK(gw_wrap(ctx, gw_data(src), GW_FLOAT32, 2, shape, NULL, 0, &w));
   CHECK(w && gw_kind(w) == GW_MEM_DEVICE && gw_host_data(w) == NULL && gw_device(w) == 0);
-  if (w)
-    roundtrip(w);
+  if (w) roundtrip(w);
   gw_release(w);
   gw_release(src);
 
@@ -76,8 +77,7 @@ int main(void) {
     w = NULL;
     CHECK_OK(gw_wrap(ctx, gw_host_data(src), GW_INT16, 2, shape, NULL, 0, &w));
     CHECK(w && gw_kind(w) == GW_MEM_MANAGED && gw_host_data(w) && gw_data(w));
-    if (w)
-      roundtrip(w);
+    if (w) roundtrip(w);
     gw_release(w);
     gw_release(src);
   }
@@ -87,8 +87,7 @@ int main(void) {
   w = NULL;
   CHECK_OK(gw_wrap(ctx, gw_host_data(src), GW_FLOAT64, 2, shape, NULL, 0, &w));
   CHECK(w && gw_kind(w) == GW_MEM_PINNED && gw_data(w) && gw_host_data(w) == gw_host_data(src));
-  if (w)
-    roundtrip(w);
+  if (w) roundtrip(w);
   gw_release(w);
   gw_release(src);
 
@@ -101,8 +100,7 @@ int main(void) {
   CHECK(w && gw_data(w) != NULL && gw_host_data(w) == host);
   CHECK_OK(gw_pointer_query(ctx, host, &info));
   CHECK(info.kind == GW_MEM_PINNED && (info.flags & GW_PTR_GPUWRAP_REGISTERED));
-  if (w)
-    roundtrip(w);
+  if (w) roundtrip(w);
   gw_release(w);
   CHECK_OK(gw_pointer_query(ctx, host, &info));
   CHECK(info.kind == GW_MEM_HOST);

@@ -151,10 +151,10 @@ static gw_ipc_handle sentinel_handle(void) {
   memset(h.bytes, 0x5A, sizeof h.bytes);
   return h;
 }
-#define ASSERT_UNTOUCHED(h)                                                                \
-  do {                                                                                     \
-    gw_ipc_handle s_ = sentinel_handle();                                                  \
-    ASSERT_TRUE(memcmp((h).bytes, s_.bytes, GW_IPC_HANDLE_BYTES) == 0);                     \
+#define ASSERT_UNTOUCHED(h)                                             \
+  do {                                                                  \
+    gw_ipc_handle s_ = sentinel_handle();                               \
+    ASSERT_TRUE(memcmp((h).bytes, s_.bytes, GW_IPC_HANDLE_BYTES) == 0); \
   } while (0)
 static gw_array *const SENTINEL_ARRAY = (gw_array *)(uintptr_t)0x5A5A5A50;
 
@@ -354,12 +354,13 @@ TEST_IMPL(views_with_offsets_and_strides) {
   ASSERT_CHILD_OK("read_write", &h, NULL, seed, NULL);
   /* The parent: the view holds the child's data, the rest the original. */
   check_seeded(v, seed + 1);
-  int32_t *all = malloc(13 * 21 * 4), *orig = seeded_data(a, base_seed), *vd = seeded_data(v, seed + 1);
+  int32_t *all = malloc(13 * 21 * 4), *orig = seeded_data(a, base_seed),
+          *vd = seeded_data(v, seed + 1);
   tst_read(a, all);
   for (int64_t i = 0; i < 13; i++)
     for (int64_t j = 0; j < 21; j++) {
-      int in_view = (11 - i) % 3 == 0 && i <= 11 && (11 - i) / 3 < 4 && (j - 2) % 3 == 0 && j >= 2 &&
-                    (j - 2) / 3 < 6;
+      int in_view = (11 - i) % 3 == 0 && i <= 11 && (11 - i) / 3 < 4 && (j - 2) % 3 == 0 &&
+                    j >= 2 && (j - 2) / 3 < 6;
       int32_t want = in_view ? vd[((11 - i) / 3) * 6 + (j - 2) / 3] : orig[i * 21 + j];
       ASSERT_EQ_INT(all[i * 21 + j], want);
     }

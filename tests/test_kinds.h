@@ -20,16 +20,14 @@ TST_API gw_array *tst_make_kind(gw_context *ctx, int k, gw_dtype t, int ndim,
     size_t n = (size_t)tst_numel(ndim, shape) * gw_dtype_size(t), pg = tst_page();
     void *p = aligned_alloc(pg, (n + pg - 1) / pg * pg + pg);
     s = gw_wrap(ctx, p, t, ndim, shape, NULL, GW_WRAP_OWN, &a);
-    if (s != GW_OK)
-      free(p);
+    if (s != GW_OK) free(p);
     ASSERT_OK(s);
     ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED);
     return a;
   }
   static const gw_memkind map[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
   s = gw_alloc(ctx, map[k], t, ndim, shape, &a);
-  if (s == GW_ENOTSUP && k == K_MANAGED && !tst_is_cpu())
-    return NULL;
+  if (s == GW_ENOTSUP && k == K_MANAGED && !tst_is_cpu()) return NULL;
   ASSERT_OK(s);
   return a;
 }

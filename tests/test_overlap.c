@@ -14,8 +14,7 @@
 static void random_elems(void *p, size_t n, gw_dtype t) {
   tst_random_fill(p, n * gw_dtype_size(t));
   if (t == GW_BOOL)
-    for (size_t i = 0; i < n; i++)
-      ((unsigned char *)p)[i] &= 1;
+    for (size_t i = 0; i < n; i++) ((unsigned char *)p)[i] &= 1;
 }
 
 /* One side of a copy: elements at off + sum(idx[d] * strides[d]) of a root buffer. */
@@ -74,8 +73,7 @@ static void overlap_cases(int async) {
   gw_context *ctx = tst_open(0);
   tst_leaks before = tst_leak_snapshot();
   gw_stream *st = NULL;
-  if (async)
-    ASSERT_OK(gw_stream_create(ctx, &st));
+  if (async) ASSERT_OK(gw_stream_create(ctx, &st));
   int64_t shape[1] = {N};
   int run = 0;
   for (int k = 0; k < K_COUNT; k++) {
@@ -83,8 +81,7 @@ static void overlap_cases(int async) {
       gw_dtype t = tst_all_dtypes[(run * 7 + async) % GW_DTYPE_COUNT];
       size_t e = gw_dtype_size(t);
       gw_array *root = tst_make_kind(ctx, k, t, 1, shape);
-      if (!root)
-        continue;
+      if (!root) continue;
       unsigned char init[N * 16], want[N * 16], got[N * 16], tmp[N * 16];
       random_elems(init, N, t);
       tst_write(root, init);
@@ -130,8 +127,7 @@ TEST_IMPL(overlapping_views) {
   int64_t shape[2] = {4, 8}, flat[1] = {N};
   for (int k = 0; k < K_COUNT; k++) {
     gw_array *a = tst_make_kind(ctx, k, GW_FLOAT64, 2, shape);
-    if (!a)
-      continue;
+    if (!a) continue;
     double init[N], want[N], got[N];
     random_elems(init, N, GW_FLOAT64);
     tst_write(a, init);
@@ -141,8 +137,7 @@ TEST_IMPL(overlapping_views) {
     ASSERT_OK(gw_copy(dv, sv));
     memcpy(want, init, sizeof want);
     for (int i = 0; i < 4; i++)
-      for (int j = 0; j < 7; j++)
-        want[i * 8 + j] = init[i * 8 + j + 1];
+      for (int j = 0; j < 7; j++) want[i * 8 + j] = init[i * 8 + j + 1];
     tst_read(a, got);
     printf("  %s: 4x8 shifted left\n", kname[k]);
     ASSERT_ELEMS_EQ(got, want, N, 8);
@@ -153,8 +148,7 @@ TEST_IMPL(overlapping_views) {
     ASSERT_OK(gw_view(r, (int64_t[1]){2}, (int64_t[1]){15}, (int64_t[1]){2}, &dv));
     ASSERT_OK(gw_view(r, (int64_t[1]){0}, (int64_t[1]){15}, (int64_t[1]){2}, &sv));
     memcpy(init, want, sizeof init);
-    for (int i = 0; i < 15; i++)
-      want[2 + 2 * i] = init[2 * i];
+    for (int i = 0; i < 15; i++) want[2 + 2 * i] = init[2 * i];
     ASSERT_OK(gw_copy(dv, sv));
     tst_read(a, got);
     printf("  %s: a[0::2] into a[2::2]\n", kname[k]);
@@ -188,8 +182,12 @@ static DLManagedTensorVersioned *tensor(producer *p, void *data, DLDataType dt, 
   p->mt.version = (DLPackVersion){1, 0};
   p->mt.manager_ctx = p;
   p->mt.deleter = producer_deleter;
-  p->mt.dl_tensor = (DLTensor){.data = data, .device = {kDLCPU, 0}, .ndim = ndim, .dtype = dt,
-                               .shape = p->shape, .strides = p->strides};
+  p->mt.dl_tensor = (DLTensor){.data = data,
+                               .device = {kDLCPU, 0},
+                               .ndim = ndim,
+                               .dtype = dt,
+                               .shape = p->shape,
+                               .strides = p->strides};
   return &p->mt;
 }
 
@@ -234,8 +232,9 @@ TEST_IMPL(empty_with_huge_strides) {
   gw_release(z);
   /* a DLPack tensor of shape {0} */
   producer p;
-  ASSERT_OK(gw_from_dlpack(ctx, tensor(&p, NULL, (DLDataType){kDLFloat, 64, 1}, 1,
-                                       (int64_t[1]){0}, (int64_t[1]){H}), &z));
+  ASSERT_OK(gw_from_dlpack(
+      ctx, tensor(&p, NULL, (DLDataType){kDLFloat, 64, 1}, 1, (int64_t[1]){0}, (int64_t[1]){H}),
+      &z));
   copies_as_nothing(ctx, z, st);
   gw_release(z);
   ASSERT_EQ_INT(p.calls, 1);
@@ -286,17 +285,17 @@ TEST_IMPL(empty_shape_any_order) {
       copies_as_nothing(ctx, z, st);
       gw_release(z);
       producer p;
-      ASSERT_OK(gw_from_dlpack(ctx, tensor(&p, NULL, (DLDataType){kDLFloat, 32, 1}, 3,
-                                           shapes[i], strides[s]), &z));
+      ASSERT_OK(gw_from_dlpack(
+          ctx, tensor(&p, NULL, (DLDataType){kDLFloat, 32, 1}, 3, shapes[i], strides[s]), &z));
       ASSERT_EQ_INT(gw_numel(z), 0);
       gw_release(z);
       ASSERT_EQ_INT(p.calls, 1);
     }
     for (int k = 0; k < 4; k++) {
-      static const gw_memkind kinds[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE, GW_MEM_MANAGED};
+      static const gw_memkind kinds[4] = {GW_MEM_HOST, GW_MEM_PINNED, GW_MEM_DEVICE,
+                                          GW_MEM_MANAGED};
       gw_status s = gw_alloc(ctx, kinds[k], GW_FLOAT32, 3, shapes[i], &z);
-      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-        continue;
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
       ASSERT_OK(s);
       ASSERT_EQ_INT(gw_numel(z), 0);
       copies_as_nothing(ctx, z, st);
@@ -366,8 +365,10 @@ TEST_IMPL(broadcast_fake_counts) {
    * and all, but is never written */
   producer p;
   gw_array *b62 = NULL;
-  ASSERT_OK(gw_from_dlpack(ctx, tensor(&p, one, (DLDataType){kDLFloat, 32, 1}, 1,
-                                       (int64_t[1]){(int64_t)1 << 62}, (int64_t[1]){0}), &b62));
+  ASSERT_OK(gw_from_dlpack(ctx,
+                           tensor(&p, one, (DLDataType){kDLFloat, 32, 1}, 1,
+                                  (int64_t[1]){(int64_t)1 << 62}, (int64_t[1]){0}),
+                           &b62));
   ASSERT_EQ_INT(gw_numel(b62), (int64_t)1 << 62);
   ASSERT_EQ_INT(gw_is_readonly(b62), 0);
   refuses_writes(b62, b62, st, "4611686018427387904");
@@ -384,8 +385,7 @@ TEST_IMPL(broadcast_fake_counts) {
   float got[1000];
   for (int k = 0; k < K_COUNT; k++) {
     gw_array *dst = tst_make_kind(ctx, k, GW_FLOAT32, 1, (int64_t[1]){1000});
-    if (!dst)
-      continue;
+    if (!dst) continue;
     float poison[1000];
     tst_poison(poison, sizeof poison);
     tst_write(dst, poison);
@@ -441,13 +441,13 @@ TEST_IMPL(broadcast_rows_every_kind) {
     char *base = tst_wrap_addr(root, k, &flags);
     gw_array *b = NULL;
     ASSERT_OK(gw_wrap(ctx, base + 2 * e, t, 2, rows, (int64_t[2]){0, 1}, flags, &b));
-    printf("  %s rows broadcast into %s (%s)\n", kname[k], kname[(k + 1) % K_COUNT], gw_dtype_name(t));
+    printf("  %s rows broadcast into %s (%s)\n", kname[k], kname[(k + 1) % K_COUNT],
+           gw_dtype_name(t));
     unsigned char poison[15 * 16];
     tst_poison(poison, sizeof poison);
     tst_write(dst, poison);
     ASSERT_OK(gw_copy(dst, b));
-    for (int i = 0; i < 3; i++)
-      memcpy(want + (size_t)i * 5 * e, init + 2 * e, 5 * e);
+    for (int i = 0; i < 3; i++) memcpy(want + (size_t)i * 5 * e, init + 2 * e, 5 * e);
     tst_read(dst, got);
     ASSERT_ELEMS_EQ(got, want, 15, e);
     refuses_writes(b, dst, st, "dim 0 has stride 0 over 3 elements");
@@ -475,8 +475,7 @@ TEST_IMPL(broadcast_rows_every_kind) {
     ASSERT_OK(gw_copy(o, src4));
     memcpy(want, init, 16 * e);
     static const int off[6] = {0, 3, 2, 5, 4, 7};
-    for (int i = 0; i < 6; i++)
-      memcpy(want + (size_t)off[i] * e, in6 + (size_t)i * e, e);
+    for (int i = 0; i < 6; i++) memcpy(want + (size_t)off[i] * e, in6 + (size_t)i * e, e);
     tst_read(root, got);
     ASSERT_ELEMS_EQ(got, want, 16, e);
     gw_release(o);
@@ -515,7 +514,8 @@ TEST_IMPL(interleaved_faces_copied_directly) {
   memcpy(want, host, cells * sizeof *want);
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < w; k++) want[(i * n + j) * n + (n - w + k)] = host[(i * n + j) * n + k];
+      for (int64_t k = 0; k < w; k++)
+        want[(i * n + j) * n + (n - w + k)] = host[(i * n + j) * n + k];
   tst_read(f, host);
   ASSERT_ELEMS_EQ(host, want, cells, sizeof *host);
   gw_release(lo);

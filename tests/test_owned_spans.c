@@ -119,7 +119,8 @@ TEST_IMPL(own_zero_elements) {
   gw_release(a);
   deleted = 0;
   int64_t zero = 0;
-  ASSERT_OK(gw_wrap_with_deleter(ctx, malloc(8), GW_UINT8, 1, &zero, NULL, 0, count_free, NULL, &a));
+  ASSERT_OK(
+      gw_wrap_with_deleter(ctx, malloc(8), GW_UINT8, 1, &zero, NULL, 0, count_free, NULL, &a));
   gw_release(a);
   ASSERT_EQ_INT(deleted, 1);
   ASSERT_NO_LEAK(before);
@@ -165,7 +166,8 @@ TEST_IMPL(own_over_deleter_array) {
   tst_random_fill(p, 256);
   gw_array *d1 = NULL, *d2 = NULL, *w = NULL;
   int64_t shape[1] = {64};
-  ASSERT_OK(gw_wrap_with_deleter(ctx, p + 64, GW_UINT8, 1, shape, NULL, 0, count_free_inner, p, &d1));
+  ASSERT_OK(
+      gw_wrap_with_deleter(ctx, p + 64, GW_UINT8, 1, shape, NULL, 0, count_free_inner, p, &d1));
   ASSERT_EQ_INT(gw_owns(d1), 1);
   /* its first byte, a byte inside, one whose span only reaches into it */
   ASSERT_STATUS(wrap1(ctx, p + 64, 16, GW_WRAP_OWN, &w), GW_EOWNED);
@@ -196,7 +198,8 @@ TEST_IMPL(own_over_deleter_array) {
     gw_array *a = NULL, *back = NULL;
     ASSERT_OK(gw_alloc(ctx, kinds[k], GW_FLOAT32, 1, shape, &a));
     deleted = 0;
-    ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(a), GW_FLOAT32, 1, shape, NULL, 0, count_only, NULL, &back));
+    ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(a), GW_FLOAT32, 1, shape, NULL, 0, count_only, NULL,
+                                   &back));
     gw_release(back);
     ASSERT_EQ_INT(deleted, 1);
     gw_release(a);
@@ -213,7 +216,7 @@ TEST_IMPL(own_over_deleter_array) {
     ASSERT_NULL(w);
     gw_release(back);
     ASSERT_OK(wrap1(ctx, d, 256, GW_WRAP_OWN, &w)); /* the deleter array gone: it may be owned */
-    gw_release(w);                                   /* frees d through the backend */
+    gw_release(w);                                  /* frees d through the backend */
   }
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);

@@ -8,8 +8,7 @@ static gw_ptrinfo query(gw_context *ctx, const void *p) {
   gw_ptrinfo info;
   memset(&info, 0x5a, sizeof info);
   gw_status s = gw_pointer_query(ctx, p, &info);
-  if (s != GW_OK)
-    TST_FAIL("gw_pointer_query(%p): %s: %s", p, gw_err_name(s), gw_last_error());
+  if (s != GW_OK) TST_FAIL("gw_pointer_query(%p): %s: %s", p, gw_err_name(s), gw_last_error());
   return info;
 }
 
@@ -54,8 +53,7 @@ static void check_alloc_query(gw_context *ctx, gw_memkind kind) {
   ASSERT_EQ_PTR(j.base, i.base);
   ASSERT_EQ_SIZE(j.extent, i.extent);
   ASSERT_EQ_PTR(j.device_ptr, (char *)i.device_ptr + 100);
-  if (kind != GW_MEM_DEVICE)
-    ASSERT_EQ_PTR(j.host_ptr, (char *)i.host_ptr + 100);
+  if (kind != GW_MEM_DEVICE) ASSERT_EQ_PTR(j.host_ptr, (char *)i.host_ptr + 100);
   if (tst_is_cpu()) { /* the CPU model knows its allocations exactly */
     ASSERT_EQ_PTR(i.base, dev);
     ASSERT_EQ_SIZE(i.extent, 1024);

@@ -54,14 +54,12 @@ static int random_file(size_t bytes, unsigned char *data) {
     char path[64];
     snprintf(path, sizeof path, "%s/gw-readonly-XXXXXX", dirs[i]);
     int fd = mkstemp(path);
-    if (fd < 0)
-      continue;
+    if (fd < 0) continue;
     unlink(path);
     size_t done = 0;
     while (done < bytes) {
       ssize_t n = write(fd, data + done, bytes - done);
-      if (n <= 0)
-        TST_FAIL("write to %s: %s", path, strerror(errno));
+      if (n <= 0) TST_FAIL("write to %s: %s", path, strerror(errno));
       done += (size_t)n;
     }
     return fd;
@@ -254,8 +252,7 @@ static int deep_make(deepdir *d, size_t bytes, unsigned char *data) {
   memset(comp, 'd', 200);
   comp[200] = '\0';
   snprintf(d->top, sizeof d->top, "/tmp/gw-readonly-XXXXXX");
-  if (!mkdtemp(d->top))
-    return -1;
+  if (!mkdtemp(d->top)) return -1;
   d->dirfd[0] = open(d->top, O_RDONLY | O_DIRECTORY);
   ASSERT_TRUE(d->dirfd[0] >= 0);
   for (int i = 1; i <= DEEP; i++) {
@@ -289,8 +286,7 @@ TEST_IMPL(long_map_lines) {
   tst_random_fill(data, bytes);
   deepdir d;
   int fd = deep_make(&d, bytes, data);
-  if (fd < 0)
-    TEST_SKIP("cannot create a directory in /tmp");
+  if (fd < 0) TEST_SKIP("cannot create a directory in /tmp");
   /* many mappings of it around the one under test, so that the line of interest is
    * preceded by long ones and read() splits them */
   enum { N = 16 };
@@ -465,7 +461,7 @@ static void wrap_registers(mkind k, unsigned flags) {
   long hangs = gw_cpu_model_hangs();
   mapping m = map_make(k, RO_ELEMS * 4);
   gw_array *a = wrap_u32(ctx, m.p, RO_ELEMS, flags);
-  ASSERT_TRUE(gw_is_readonly(a)); /* PROT_READ memory is read-only whatever flags say */
+  ASSERT_TRUE(gw_is_readonly(a));      /* PROT_READ memory is read-only whatever flags say */
   if (tst_backend() != GW_BACKEND_HIP) /* ROCm 5 cannot register read-only: host-only */
     ASSERT_NOT_NULL(gw_data(a));
   ASSERT_EQ_PTR(gw_host_data(a), m.p);
@@ -497,8 +493,7 @@ static void wrap_host_only(mkind k, unsigned flags) {
   mapping m = map_make(k, RO_ELEMS * 4);
   gw_array *a = wrap_u32(ctx, m.p, RO_ELEMS, flags);
   ASSERT_TRUE(gw_is_readonly(a));
-  if (!pageable)
-    ASSERT_NULL(gw_data(a));
+  if (!pageable) ASSERT_NULL(gw_data(a));
   ASSERT_EQ_PTR(gw_host_data(a), m.p);
   ASSERT_EQ_INT(gw_cpu_model_hangs(), hangs); /* never handed to the runtime */
   ASSERT_EQ_SIZE(gw_cpu_live_registrations(), before.regs);
@@ -545,8 +540,7 @@ TEST_IMPL(wrap_readonly_private_writable) {
   mapping m = map_make(M_PRIVATE_RW, RO_ELEMS * 4);
   gw_array *a = wrap_u32(ctx, m.p, RO_ELEMS, GW_WRAP_READONLY);
   ASSERT_TRUE(gw_is_readonly(a));
-  if (tst_is_cpu())
-    ASSERT_NOT_NULL(gw_data(a));
+  if (tst_is_cpu()) ASSERT_NOT_NULL(gw_data(a));
   ASSERT_EQ_INT(gw_cpu_model_hangs(), hangs);
   check_copies(a, &m);
   gw_release(a);
@@ -559,8 +553,7 @@ TEST_IMPL(wrap_readonly_private_writable) {
 TEST_IMPL(wrap_readonly_without_device_support) {
   /* GPUWRAP_CPU_NO_READONLY_REGISTER=1 (on GPU backends the device decides): read-only
    * pages cannot be registered at all, so every such wrap is host-only and stages */
-  if (!tst_is_cpu())
-    TEST_SKIP("models a device without read-only registration");
+  if (!tst_is_cpu()) TEST_SKIP("models a device without read-only registration");
   wrap_host_only(M_ANON, GW_WRAP_READONLY);
   wrap_host_only(M_SHARED, GW_WRAP_READONLY);
   wrap_host_only(M_SHARED, 0);
@@ -570,9 +563,9 @@ TEST_IMPL(wrap_readonly_without_device_support) {
 
 #else /* the same tests, skipping until the integration is enabled */
 
-#define RO_PENDING(name)                                                                   \
-  TEST_IMPL(name) {                                                                        \
-    TEST_SKIP("GW_TEST_READONLY_WRAP is not defined yet (pending core integration)");      \
+#define RO_PENDING(name)                                                              \
+  TEST_IMPL(name) {                                                                   \
+    TEST_SKIP("GW_TEST_READONLY_WRAP is not defined yet (pending core integration)"); \
   }
 RO_PENDING(wrap_readonly_anon)
 RO_PENDING(wrap_readonly_shared_file)
@@ -604,7 +597,7 @@ static void write_into_readonly_host_only(unsigned flags) {
     ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_UINT32, 1, &n, &src));
     ASSERT_STATUS(gw_copy(a, src), GW_EREADONLY);
     ASSERT_EQ_INT(memcmp(m.p, m.want, RO_ELEMS * 4), 0); /* nothing written */
-    check_copies(a, &m); /* reads still work */
+    check_copies(a, &m);                                 /* reads still work */
     gw_release(src);
     gw_release(a);
     map_free(&m);

@@ -18,8 +18,7 @@ static gw_array *wrap_bytes(gw_context *ctx, char *p, size_t n) {
 static gw_ptrinfo query(gw_context *ctx, const void *p) {
   gw_ptrinfo i;
   gw_status s = gw_pointer_query(ctx, p, &i);
-  if (s != GW_OK)
-    TST_FAIL("query %p: %s: %s", p, gw_err_name(s), gw_last_error());
+  if (s != GW_OK) TST_FAIL("query %p: %s: %s", p, gw_err_name(s), gw_last_error());
   return i;
 }
 
@@ -119,8 +118,7 @@ TEST_IMPL(overlapping_wraps) {
   check_through_device(b);
   ASSERT_EQ_INT(query(ctx, buf + 3 * pg).kind, GW_MEM_PINNED);
   gw_release(b);
-  for (size_t p = 0; p < 8; p++)
-    ASSERT_EQ_INT(query(ctx, buf + p * pg).kind, GW_MEM_HOST);
+  for (size_t p = 0; p < 8; p++) ASSERT_EQ_INT(query(ctx, buf + p * pg).kind, GW_MEM_HOST);
   ASSERT_NO_LEAK(before);
   /* the other order of releases */
   a = wrap_bytes(ctx, buf, 3 * pg);
@@ -230,8 +228,7 @@ TEST_IMPL(gpuwrap_registration_at_start) {
   gw_array *a = NULL;
   int64_t shape[1] = {(int64_t)(2 * pg)};
   ASSERT_OK(gw_wrap(ctx, buf + pg + 8, GW_UINT8, 1, shape, NULL, 0, &a));
-  if (tst_is_cpu())
-    ASSERT_EQ_SIZE(gw_cpu_live_registrations(), before.regs + 2);
+  if (tst_is_cpu()) ASSERT_EQ_SIZE(gw_cpu_live_registrations(), before.regs + 2);
   check_through_device(a);
   ASSERT_OK(gw_unpin(ctx, buf + pg, pg));
   check_through_device(a);
@@ -285,8 +282,7 @@ TEST_IMPL(pin_loop_registers_once) {
   for (int i = 0; i < 50; i++) {
     size_t off = (size_t)tst_rand_below(n / 2), len = 1 + (size_t)tst_rand_below(n - off - 1);
     gw_array *a = wrap_bytes(ctx, buf + off, len);
-    if (i % 10 == 0)
-      check_through_device(a);
+    if (i % 10 == 0) check_through_device(a);
     gw_release(a);
   }
   if (tst_is_cpu()) {
@@ -300,8 +296,7 @@ TEST_IMPL(pin_loop_registers_once) {
   ASSERT_TRUE(query(ctx, buf).flags & GW_PTR_GPUWRAP_REGISTERED);
   ASSERT_OK(gw_unpin(ctx, buf, n));
   ASSERT_EQ_INT(query(ctx, buf).kind, GW_MEM_HOST);
-  if (tst_is_cpu())
-    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_UNREGISTER), unregs + 1);
+  if (tst_is_cpu()) ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_UNREGISTER), unregs + 1);
   ASSERT_NO_LEAK(before);
   /* a wrap alive across the unpin keeps the pages */
   ASSERT_OK(gw_pin(ctx, buf, n));

@@ -39,7 +39,8 @@ TEST_IMPL(table_rows) {
       ASSERT_EQ_INT(setenv(s.name, s.default_value, 1), 0);
       gw_setting_info again;
       ASSERT_OK(gw_setting_describe(i, &again));
-      if (!again.valid) TST_FAIL("%s: its default '%s' is not valid: %s", s.name, s.default_value, again.problem);
+      if (!again.valid)
+        TST_FAIL("%s: its default '%s' is not valid: %s", s.name, s.default_value, again.problem);
       ASSERT_OK(gw_settings_check());
       unsetenv(s.name);
     }
@@ -51,7 +52,8 @@ TEST_IMPL(table_rows) {
 static void check_value(const char *name, const char *value, int valid) {
   ASSERT_EQ_INT(setenv(name, value, 1), 0);
   gw_setting_info s = row(name);
-  if (s.valid != valid) TST_FAIL("%s=%s: valid %d, want %d (%s)", name, value, s.valid, valid, s.problem);
+  if (s.valid != valid)
+    TST_FAIL("%s=%s: valid %d, want %d (%s)", name, value, s.valid, valid, s.problem);
   if (valid) {
     ASSERT_OK(gw_settings_check());
   } else {

@@ -49,14 +49,11 @@ static gw_array *device(gw_context *ctx) {
 static int32_t *host(gw_array *a) { return (int32_t *)gw_host_data(a); }
 
 /* Fresh random data, synchronously (complete on return). */
-static void randomize(gw_array *a) {
-  tst_random_fill(host(a), N * sizeof(int32_t));
-}
+static void randomize(gw_array *a) { tst_random_fill(host(a), N * sizeof(int32_t)); }
 /* A random value that differs from v (so "stale" and "new" cannot be confused). */
 static int32_t other_than(int32_t v) {
   int32_t w;
-  do
-    w = (int32_t)tst_rand64();
+  do w = (int32_t)tst_rand64();
   while (w == v || w == POISON);
   return w;
 }
@@ -203,7 +200,7 @@ TEST_IMPL(borrowed) {
   /* Garbage handles: never dereferenced. */
   int local;
   void *heap = malloc(64);
-  void *garbage[] = {&local, heap, (void *)(uintptr_t)0x1, (void *)(uintptr_t)0xdeadbeef0,
+  void *garbage[] = {&local,          heap, (void *)(uintptr_t)0x1, (void *)(uintptr_t)0xdeadbeef0,
                      (char *)nat + 8, in};
   for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
     ASSERT_STATUS(gw_stream_wrap(ctx, garbage[i], &e), GW_EINVAL);
@@ -536,8 +533,10 @@ TEST_IMPL(release_waits) {
     int32_t *buf = malloc(N * sizeof(int32_t));
     for (int i = 0; i < N; i++) buf[i] = POISON;
     gw_array *a = NULL;
-    if (how == 0) ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, owner_free, &o, &a));
-    else ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
+    if (how == 0)
+      ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, owner_free, &o, &a));
+    else
+      ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
     ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED);
     /* the CPU model's streams start each item 150 ms late: the fill is still queued */
     ASSERT_OK(gw_fill_async(a, &o.want, s));
@@ -615,8 +614,10 @@ TEST_IMPL(release_two_readers) {
     ASSERT_TRUE(buf != NULL);
     memcpy(buf, want, N * sizeof(int32_t));
     gw_array *a = NULL;
-    if (how == 0) ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, readers_free, &r, &a));
-    else ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
+    if (how == 0)
+      ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_INT32, 1, &n, NULL, 0, readers_free, &r, &a));
+    else
+      ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 1, &n, NULL, how == 1 ? GW_WRAP_OWN : 0, &a));
     ASSERT_EQ_INT(gw_kind(a), GW_MEM_PINNED); /* registered: the copies are queued */
     int32_t v = other_than(POISON);
     for (int k = 0; k < 3; k++) ASSERT_OK(gw_fill_async(busy, &v, s1));

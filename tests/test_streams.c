@@ -20,7 +20,7 @@ TEST_IMPL(copy_fill_async) {
     float v;
     tst_random_fill(&v, 4);
     int64_t st[2] = {10, 3}, vs[2] = {20, 30}, step[2] = {2, 2};
-    ASSERT_OK(gw_copy_async(d, p, s));   /* pinned -> device */
+    ASSERT_OK(gw_copy_async(d, p, s)); /* pinned -> device */
     ASSERT_OK(gw_view(d, st, vs, step, &dv));
     ASSERT_OK(gw_fill_async(dv, &v, s)); /* strided fill on the device */
     ASSERT_OK(gw_copy_async(d2, d, s));  /* device -> device */
@@ -29,8 +29,7 @@ TEST_IMPL(copy_fill_async) {
     gw_release(dv);
     memcpy(want, in, n * 4);
     for (int i = 0; i < 20; i++)
-      for (int j = 0; j < 30; j++)
-        want[(10 + 2 * i) * 65 + 3 + 2 * j] = v;
+      for (int j = 0; j < 30; j++) want[(10 + 2 * i) * 65 + 3 + 2 * j] = v;
     ASSERT_ELEMS_EQ((float *)gw_host_data(p), want, n, 4);
   }
   /* pageable memory on a stream: completes before returning */

@@ -33,41 +33,37 @@ static void *worker(void *p) {
   for (int it = 0; it < g_iters; it++) {
     size_t off = next(&w->rng) % (NPAGES * g_pg - 1);
     size_t len = 1 + next(&w->rng) % (NPAGES * g_pg - off - 1);
-    if (len > 8 * g_pg)
-      len = 8 * g_pg;
+    if (len > 8 * g_pg) len = 8 * g_pg;
     int64_t shape[1] = {(int64_t)len};
     gw_array *a = NULL, *h = NULL;
     int mode = (int)(next(&w->rng) % 4);
     if (mode == 0) {
       gw_status s = gw_pin(g_ctx, g_buf + off, len);
-      if (s != GW_OK)
-        TST_FAIL("thread %d: gw_pin: %s: %s", w->id, gw_err_name(s), gw_last_error());
+      if (s != GW_OK) TST_FAIL("thread %d: gw_pin: %s: %s", w->id, gw_err_name(s), gw_last_error());
     }
     gw_status s = gw_wrap(g_ctx, g_buf + off, GW_UINT8, 1, shape, NULL, 0, &a);
     if (s != GW_OK)
-      TST_FAIL("thread %d: wrap [%zu, +%zu): %s: %s", w->id, off, len, gw_err_name(s), gw_last_error());
+      TST_FAIL("thread %d: wrap [%zu, +%zu): %s: %s", w->id, off, len, gw_err_name(s),
+               gw_last_error());
     if (gw_data(a) == NULL)
       TST_FAIL("thread %d: wrapped pageable memory has no device address", w->id);
     gw_ptrinfo info;
     s = gw_pointer_query(g_ctx, g_buf + off, &info);
     if (s != GW_OK || info.kind != GW_MEM_PINNED)
-      TST_FAIL("thread %d: wrapped memory not pinned (%s, kind %d)", w->id, gw_err_name(s), (int)info.kind);
+      TST_FAIL("thread %d: wrapped memory not pinned (%s, kind %d)", w->id, gw_err_name(s),
+               (int)info.kind);
     if (mode == 1) { /* read it through a copy (everyone only reads g_buf) */
       s = gw_wrap(g_ctx, tmp, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &h);
-      if (s == GW_OK)
-        s = gw_copy(h, a);
-      if (s != GW_OK)
-        TST_FAIL("thread %d: copy: %s: %s", w->id, gw_err_name(s), gw_last_error());
-      if (memcmp(tmp, g_buf + off, len) != 0)
-        TST_FAIL("thread %d: copied bytes differ", w->id);
+      if (s == GW_OK) s = gw_copy(h, a);
+      if (s != GW_OK) TST_FAIL("thread %d: copy: %s: %s", w->id, gw_err_name(s), gw_last_error());
+      if (memcmp(tmp, g_buf + off, len) != 0) TST_FAIL("thread %d: copied bytes differ", w->id);
       gw_release(h);
     }
     if (mode == 2) { /* a view that outlives the array */
       gw_array *v = NULL;
       int64_t st[1] = {0}, vs[1] = {(int64_t)(len + 1) / 2}, step[1] = {2};
       s = gw_view(a, st, vs, step, &v);
-      if (s != GW_OK)
-        TST_FAIL("thread %d: view: %s", w->id, gw_last_error());
+      if (s != GW_OK) TST_FAIL("thread %d: view: %s", w->id, gw_last_error());
       gw_release(a);
       a = v;
     }
@@ -96,11 +92,11 @@ TEST_IMPL(overlapping_wraps_8_threads) {
     args[i].id = i;
     ASSERT_EQ_INT(pthread_create(&t[i], NULL, worker, &args[i]), 0);
   }
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   ASSERT_NO_LEAK(before);
   if (tst_is_cpu()) {
-    long r = gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs, u = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER) - unregs;
+    long r = gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs,
+         u = gw_cpu_op_calls(GW_CPU_OP_UNREGISTER) - unregs;
     printf("  %ld registrations, %ld unregistrations\n", r, u);
     ASSERT_EQ_INT(r, u);
     ASSERT_TRUE(r > 0);
@@ -126,8 +122,7 @@ static void *retainer(void *p) {
   (void)p;
   for (int i = 0; i < 20000; i++) {
     gw_array *a = gw_retain(g_shared);
-    if (gw_numel(a) != 1000)
-      TST_FAIL("shared array changed");
+    if (gw_numel(a) != 1000) TST_FAIL("shared array changed");
     gw_release(a);
   }
   gw_release(g_shared); /* each thread was handed one reference */
@@ -140,14 +135,12 @@ TEST_IMPL(shared_array_refcount) {
   int64_t shape[1] = {1000};
   gw_array *d = NULL;
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &d));
-  ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(d), GW_INT32, 1, shape, NULL, 0, counting_deleter, NULL, &g_shared));
+  ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(d), GW_INT32, 1, shape, NULL, 0, counting_deleter,
+                                 NULL, &g_shared));
   pthread_t t[NTHREADS];
-  for (int i = 0; i < NTHREADS; i++)
-    gw_retain(g_shared);
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_create(&t[i], NULL, retainer, NULL), 0);
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) gw_retain(g_shared);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_create(&t[i], NULL, retainer, NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   ASSERT_EQ_INT(atomic_load(&g_deleted), 0);
   gw_release(g_shared);
   ASSERT_EQ_INT(atomic_load(&g_deleted), 1);
@@ -164,13 +157,12 @@ static void *wrapper_of_own(void *p) {
   int64_t shape[1] = {1000};
   for (int i = 0; i < 500; i++) {
     gw_array *a = NULL;
-    gw_status s = gw_wrap_with_deleter(g_ctx, mem, GW_INT32, 1, shape, NULL, 0, counting_deleter, NULL, &a);
-    if (s != GW_OK)
-      TST_FAIL("deleter wrap: %s", gw_last_error());
+    gw_status s =
+        gw_wrap_with_deleter(g_ctx, mem, GW_INT32, 1, shape, NULL, 0, counting_deleter, NULL, &a);
+    if (s != GW_OK) TST_FAIL("deleter wrap: %s", gw_last_error());
     gw_release(a);
     s = gw_wrap(g_ctx, mem, GW_INT32, 1, shape, NULL, GW_WRAP_OWN, &a);
-    if (s != GW_EOWNED)
-      TST_FAIL("OWN of memory owned by a live array: %s", gw_err_name(s));
+    if (s != GW_EOWNED) TST_FAIL("OWN of memory owned by a live array: %s", gw_err_name(s));
   }
   atomic_fetch_add(owners, 1);
   return NULL;
@@ -185,8 +177,7 @@ TEST_IMPL(concurrent_own_refused) {
   pthread_t t[NTHREADS];
   for (int i = 0; i < NTHREADS; i++)
     ASSERT_EQ_INT(pthread_create(&t[i], NULL, wrapper_of_own, &done), 0);
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   ASSERT_EQ_INT(atomic_load(&done), NTHREADS);
   ASSERT_EQ_INT(atomic_load(&g_deleted), NTHREADS * 500);
   gw_release(g_shared);
@@ -244,8 +235,7 @@ TEST_IMPL(warm_refs_outlive_unpin) {
     args[i].id = i;
     ASSERT_EQ_INT(pthread_create(&t[i], NULL, warm_wrapper, &args[i]), 0);
   }
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   ASSERT_EQ_SIZE(gw_registry_ranges(), ranges); /* warm wraps registered nothing */
   ASSERT_OK(gw_unpin(g_ctx, g_buf, NPAGES * g_pg));
   gw_ptrinfo info;
@@ -311,8 +301,7 @@ TEST_IMPL(warm_wraps_race_pin_unpin) {
     ASSERT_OK(gw_unpin(g_ctx, g_buf, NPAGES * g_pg));
   }
   atomic_store(&g_stop, 1);
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   ASSERT_NO_LEAK(before);
   if (tst_is_cpu())
     ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER) - regs,
@@ -340,10 +329,8 @@ static void *wrap_through_kept_context(void *p) {
     gw_status s = gw_wrap(ctx, mem, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &a);
     if (s == GW_OK && it % 3 == 0)
       s = gw_wrap(ctx, mem, GW_UINT8, 1, shape, NULL, GW_WRAP_NO_REGISTER, &b);
-    if (s != GW_OK)
-      TST_FAIL("thread %d: wrap: %s: %s", w->id, gw_err_name(s), gw_last_error());
-    if (gw_array_context(a) != ctx)
-      TST_FAIL("thread %d: the array's context changed", w->id);
+    if (s != GW_OK) TST_FAIL("thread %d: wrap: %s: %s", w->id, gw_err_name(s), gw_last_error());
+    if (gw_array_context(a) != ctx) TST_FAIL("thread %d: the array's context changed", w->id);
     gw_release(a);
     gw_release(b); /* NULL is fine */
   }
@@ -370,8 +357,7 @@ TEST_IMPL(context_destroyed_while_threads_wrap) {
   }
   while (atomic_load(&g_started) < NTHREADS) sched_yield();
   gw_context_destroy(ctx); /* the creator's reference; the threads' and g_keeper's remain */
-  for (int i = 0; i < NTHREADS; i++)
-    ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < NTHREADS; i++) ASSERT_EQ_INT(pthread_join(t[i], NULL), 0);
   /* Through the destroyed context (its references are all central now): a stream and an
    * array, released in any order, then the keeper: the last one frees it. */
   gw_stream *s = NULL;

@@ -49,7 +49,8 @@ static unsigned char *three_pages(int hole) {
       if (k == hole || hole < 0) continue;
       void *q = mmap(p + (size_t)k * pg(), pg(), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-      if (q == MAP_FAILED) ok = 0;
+      if (q == MAP_FAILED)
+        ok = 0;
       else if (q != p + (size_t)k * pg()) { /* a kernel that took the flag for a hint */
         munmap(q, pg());
         ok = 0;
@@ -99,7 +100,7 @@ TEST_IMPL(model_refuses_unmapped) {
     ASSERT_ERROR_MENTIONS("not mapped");
     ASSERT_NO_LEAK(before);
     ASSERT_TRUE(hole_kept(p, s.hole)); /* nothing was mapped there meanwhile */
-    if (s.hole >= 0) { /* the pages still mapped register as before */
+    if (s.hole >= 0) {                 /* the pages still mapped register as before */
       size_t keep = s.hole == 0 ? pg() : 0;
       ASSERT_OK(gw_cpu_runtime_register(p + keep, pg()));
       ASSERT_OK(gw_cpu_runtime_unregister(p + keep));

@@ -5,12 +5,12 @@
 
 #include <stdio.h>
 
-#define ASSERT_STR_EQ(got, want)                                                           \
-  do {                                                                                     \
-    const char *tst_g_ = (got), *tst_w_ = (want);                                          \
-    if (tst_g_ == NULL || strcmp(tst_g_, tst_w_) != 0)                                     \
-      TST_FAIL("ASSERT_STR_EQ(%s, %s): \"%s\" != \"%s\"", #got, #want,                       \
-               tst_g_ ? tst_g_ : "(null)", tst_w_);                                        \
+#define ASSERT_STR_EQ(got, want)                                                                   \
+  do {                                                                                             \
+    const char *tst_g_ = (got), *tst_w_ = (want);                                                  \
+    if (tst_g_ == NULL || strcmp(tst_g_, tst_w_) != 0)                                             \
+      TST_FAIL("ASSERT_STR_EQ(%s, %s): \"%s\" != \"%s\"", #got, #want, tst_g_ ? tst_g_ : "(null)", \
+               tst_w_);                                                                            \
   } while (0)
 
 TEST_IMPL(macros_match_project) {

@@ -10,8 +10,7 @@ static gw_array *random_array(gw_context *ctx, gw_memkind kind, gw_dtype t, int 
                               const int64_t *shape, unsigned char **host) {
   gw_array *a = NULL;
   gw_status s = gw_alloc(ctx, kind, t, ndim, shape, &a);
-  if (s == GW_ENOTSUP && kind == GW_MEM_MANAGED && !tst_is_cpu())
-    return NULL;
+  if (s == GW_ENOTSUP && kind == GW_MEM_MANAGED && !tst_is_cpu()) return NULL;
   ASSERT_OK(s);
   size_t n = tst_array_bytes(a);
   *host = malloc(n ? n : 1);
@@ -31,8 +30,7 @@ static void check_view(const gw_array *v, const unsigned char *parent, int ndim,
   tst_read(v, got);
   for (int64_t i = 0; i < n; i++) {
     int64_t off = 0;
-    for (int d = 0; d < ndim; d++)
-      off += (start[d] + idx[d] * (step ? step[d] : 1)) * ps[d];
+    for (int d = 0; d < ndim; d++) off += (start[d] + idx[d] * (step ? step[d] : 1)) * ps[d];
     memcpy(want + i * e, parent + off * e, e);
     tst_nd_next(ndim, gw_shape(v), idx);
   }
@@ -48,9 +46,9 @@ TEST_IMPL(view_steps_all_kinds) {
   struct {
     int64_t start[3], shape[3], step[3];
   } cases[] = {
-      {{0, 0, 0}, {5, 6, 7}, {1, 1, 1}},   {{1, 2, 3}, {3, 2, 4}, {1, 1, 1}},
+      {{0, 0, 0}, {5, 6, 7}, {1, 1, 1}},    {{1, 2, 3}, {3, 2, 4}, {1, 1, 1}},
       {{4, 5, 6}, {5, 6, 7}, {-1, -1, -1}}, {{0, 5, 1}, {3, 3, 3}, {2, -2, 2}},
-      {{4, 0, 6}, {2, 2, 2}, {-3, 5, -6}}, {{2, 3, 0}, {1, 1, 7}, {1, 1, 1}},
+      {{4, 0, 6}, {2, 2, 2}, {-3, 5, -6}},  {{2, 3, 0}, {1, 1, 7}, {1, 1, 1}},
       {{2, 3, 4}, {0, 2, 2}, {1, 1, 1}},
   };
   for (int k = 0; k < 4; k++) {
@@ -58,21 +56,19 @@ TEST_IMPL(view_steps_all_kinds) {
       gw_dtype t = tst_all_dtypes[(k * 7 + c) % GW_DTYPE_COUNT];
       unsigned char *host = NULL;
       gw_array *a = random_array(ctx, kinds[k], t, 3, shape, &host);
-      if (!a)
-        continue;
+      if (!a) continue;
       gw_array *v = NULL;
       ASSERT_OK(gw_view(a, cases[c].start, cases[c].shape, cases[c].step, &v));
       ASSERT_EQ_INT(gw_ndim(v), 3);
       ASSERT_EQ_INT(gw_kind(v), kinds[k]);
       ASSERT_EQ_INT(gw_array_dtype(v), t);
-      for (int d = 0; d < 3; d++)
-        ASSERT_EQ_INT(gw_shape(v)[d], cases[c].shape[d]);
-      if (c % 2)
-        gw_release(a); /* the view outlives its parent */
+      for (int d = 0; d < 3; d++) ASSERT_EQ_INT(gw_shape(v)[d], cases[c].shape[d]);
+      if (c % 2) gw_release(a); /* the view outlives its parent */
       check_view(v, host, 3, shape, cases[c].start, cases[c].step);
       /* a view of the view */
       if (gw_numel(v) > 0 && cases[c].shape[2] >= 2) {
-        int64_t s2[3] = {0, 0, 1}, sh2[3] = {cases[c].shape[0], cases[c].shape[1], cases[c].shape[2] - 1};
+        int64_t s2[3] = {0, 0, 1},
+                sh2[3] = {cases[c].shape[0], cases[c].shape[1], cases[c].shape[2] - 1};
         int64_t st2[3] = {1, 1, 1}, comb_start[3], comb_step[3];
         gw_array *vv = NULL;
         ASSERT_OK(gw_view(v, s2, sh2, st2, &vv));
@@ -85,8 +81,7 @@ TEST_IMPL(view_steps_all_kinds) {
         check_view(v, host, 3, shape, comb_start, comb_step);
       }
       gw_release(v);
-      if (c % 2 == 0)
-        gw_release(a);
+      if (c % 2 == 0) gw_release(a);
       free(host);
       ASSERT_NO_LEAK(before);
     }
@@ -107,8 +102,7 @@ TEST_IMPL(view_of_wrapped_pageable_outlives) {
   ASSERT_OK(gw_wrap(ctx, buf, GW_INT32, 2, shape, NULL, GW_WRAP_OWN, &a));
   ASSERT_OK(gw_view(a, start, vshape, step, &v));
   gw_release(a); /* buf stays (owned by the root, kept alive by v), registered */
-  if (tst_is_cpu())
-    ASSERT_TRUE(gw_cpu_live_registrations() > before.regs);
+  if (tst_is_cpu()) ASSERT_TRUE(gw_cpu_live_registrations() > before.regs);
   ASSERT_EQ_PTR(gw_host_data(v), buf + 39 * 50 + 3);
   check_view(v, copy, 2, shape, start, step);
   gw_release(v); /* unregisters and frees buf */
@@ -161,8 +155,7 @@ TEST_IMPL(reshape) {
     int64_t shape[2] = {6, 20}, r3[3] = {2, 3, 20}, r1[1] = {120}, r4[4] = {5, 4, 3, 2};
     unsigned char *host = NULL;
     gw_array *a = random_array(ctx, kinds[k], GW_INT16, 2, shape, &host);
-    if (!a)
-      continue;
+    if (!a) continue;
     gw_array *r = NULL, *rr = NULL;
     ASSERT_OK(gw_reshape(a, 3, r3, &r));
     gw_release(a);
@@ -255,15 +248,18 @@ TEST_IMPL(column_major_to_row_major) {
       int64_t flat[1] = {R * C};
       unsigned char *colmaj = NULL;
       gw_array *mem = random_array(ctx, kinds[k], dt, 1, flat, &colmaj);
-      if (!mem)
-        continue;
+      if (!mem) continue;
       void *p = gw_host_data(mem) ? gw_host_data(mem) : gw_data(mem);
       int64_t shape[2] = {R, C}, strides[2] = {1, R};
       gw_array *cmw = NULL, *rm = NULL;
-      ASSERT_OK(gw_wrap(ctx, p, dt, 2, shape, strides, kinds[k] == GW_MEM_HOST ? GW_WRAP_NO_REGISTER : 0, &cmw));
+      ASSERT_OK(gw_wrap(ctx, p, dt, 2, shape, strides,
+                        kinds[k] == GW_MEM_HOST ? GW_WRAP_NO_REGISTER : 0, &cmw));
       ASSERT_EQ_INT(gw_strides(cmw)[0], 1);
       ASSERT_EQ_INT(gw_strides(cmw)[1], R);
-      ASSERT_OK(gw_alloc(ctx, kinds[(k + 2) % 4] == GW_MEM_MANAGED && !tst_is_cpu() ? GW_MEM_DEVICE : kinds[(k + 2) % 4], dt, 2, shape, &rm));
+      ASSERT_OK(gw_alloc(ctx,
+                         kinds[(k + 2) % 4] == GW_MEM_MANAGED && !tst_is_cpu() ? GW_MEM_DEVICE
+                                                                               : kinds[(k + 2) % 4],
+                         dt, 2, shape, &rm));
       ASSERT_OK(gw_copy(rm, cmw));
       unsigned char *got = malloc((size_t)(R * C) * e), *want = malloc((size_t)(R * C) * e);
       for (int64_t i = 0; i < R; i++)
@@ -279,7 +275,8 @@ TEST_IMPL(column_major_to_row_major) {
       for (int64_t i = 0; i < R; i++)
         for (int64_t j = 0; j < C; j++)
           if (memcmp(got + (size_t)(i + j * R) * e, want + (size_t)(i * C + j) * e, e) != 0)
-            TST_FAIL("column-major element (%lld, %lld) wrong after copy back", (long long)i, (long long)j);
+            TST_FAIL("column-major element (%lld, %lld) wrong after copy back", (long long)i,
+                     (long long)j);
       free(got);
       free(want);
       free(colmaj);

@@ -135,8 +135,7 @@ TEST_IMPL(managed) {
   int64_t shape[1] = {1000};
   gw_array *m = NULL, *w = NULL;
   gw_status s = gw_alloc(ctx, GW_MEM_MANAGED, GW_UINT16, 1, shape, &m);
-  if (s == GW_ENOTSUP && !tst_is_cpu())
-    TEST_SKIP("managed memory not available on this device");
+  if (s == GW_ENOTSUP && !tst_is_cpu()) TEST_SKIP("managed memory not available on this device");
   ASSERT_OK(s);
   ASSERT_NOT_NULL(gw_host_data(m));
   ASSERT_OK(gw_wrap(ctx, gw_host_data(m), GW_UINT16, 1, shape, NULL, 0, &w));
@@ -157,8 +156,7 @@ TEST_IMPL(managed) {
   ASSERT_ALL_EQ(gw_host_data(m), &v, 1000, 2);
   gw_release(w);
   gw_release(m);
-  if (tst_is_cpu())
-    runtime_own(ctx, GW_MEM_MANAGED, 0);
+  if (tst_is_cpu()) runtime_own(ctx, GW_MEM_MANAGED, 0);
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;
@@ -192,8 +190,7 @@ TEST_IMPL(pinned_allocated) {
   ASSERT_ALL_EQ(gw_host_data(p), v, 31 * 7, 8);
   gw_release(w);
   gw_release(p);
-  if (tst_is_cpu())
-    runtime_own(ctx, GW_MEM_PINNED, 0);
+  if (tst_is_cpu()) runtime_own(ctx, GW_MEM_PINNED, 0);
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;
@@ -368,7 +365,8 @@ TEST_IMPL(pageable_own) {
     long long heap1 = tst_heap_in_use();
     if (heap0 >= 0 && heap1 > heap0 + (long long)bytes / 2)
       TST_FAIL("OWN wrap of malloc'd memory: heap in use %lld before, %lld after release "
-               "(not free()d)", heap0, heap1);
+               "(not free()d)",
+               heap0, heap1);
   }
   ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
@@ -455,8 +453,9 @@ TEST_IMPL(pageable_next_to_backend_allocations) {
   gw_memkind kinds[3] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
   for (int i = 0; i < N; i++) {
     int64_t shape[1] = {48 + i};
-    ASSERT_OK(gw_alloc(ctx, kinds[i % 3] == GW_MEM_MANAGED && !tst_is_cpu() ? GW_MEM_DEVICE : kinds[i % 3],
-                       GW_UINT8, 1, shape, &dev[i]));
+    ASSERT_OK(gw_alloc(
+        ctx, kinds[i % 3] == GW_MEM_MANAGED && !tst_is_cpu() ? GW_MEM_DEVICE : kinds[i % 3],
+        GW_UINT8, 1, shape, &dev[i]));
     bufs[i] = malloc(40 + (size_t)i);
   }
   int failed = 0;
@@ -465,7 +464,8 @@ TEST_IMPL(pageable_next_to_backend_allocations) {
     gw_status s = gw_wrap(ctx, bufs[i], GW_UINT8, 1, shape, NULL, 0, &w[i]);
     if (s != GW_OK) {
       if (!failed++)
-        printf("  wrap of malloc'd %p failed: %s: %s\n", (void *)bufs[i], gw_err_name(s), gw_last_error());
+        printf("  wrap of malloc'd %p failed: %s: %s\n", (void *)bufs[i], gw_err_name(s),
+               gw_last_error());
       w[i] = NULL;
     }
   }
@@ -476,7 +476,8 @@ TEST_IMPL(pageable_next_to_backend_allocations) {
   }
   ASSERT_NO_LEAK(before);
   if (failed)
-    TST_FAIL("%d of %d wraps of small malloc'd buffers failed next to backend allocations", failed, N);
+    TST_FAIL("%d of %d wraps of small malloc'd buffers failed next to backend allocations", failed,
+             N);
   gw_context_destroy(ctx);
   return 0;
 }
@@ -537,8 +538,7 @@ TEST_IMPL(alloc_kinds) {
     for (int t = 0; t < GW_DTYPE_COUNT; t++) {
       gw_array *a = NULL;
       gw_status s = gw_alloc(ctx, kinds[k], tst_all_dtypes[t], 4, shape, &a);
-      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-        continue;
+      if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
       ASSERT_OK(s);
       ASSERT_EQ_INT(gw_kind(a), kinds[k]);
       ASSERT_EQ_INT(gw_owns(a), 1);
@@ -553,15 +553,13 @@ TEST_IMPL(alloc_kinds) {
         ASSERT_NULL(gw_data(a));
       } else {
         ASSERT_NOT_NULL(gw_data(a));
-        if (tst_is_cpu())
-          ASSERT_EQ_SIZE(gw_cpu_live_allocations(), before.allocs + 1);
+        if (tst_is_cpu()) ASSERT_EQ_SIZE(gw_cpu_live_allocations(), before.allocs + 1);
       }
       size_t n = 120, e = gw_dtype_size(tst_all_dtypes[t]);
       unsigned char in[120 * 16], out[120 * 16];
       tst_random_fill(in, n * e);
       if (tst_all_dtypes[t] == GW_BOOL)
-        for (size_t i = 0; i < n; i++)
-          in[i] &= 1;
+        for (size_t i = 0; i < n; i++) in[i] &= 1;
       tst_write(a, in);
       tst_read(a, out);
       ASSERT_ELEMS_EQ(out, in, n, e);
@@ -587,8 +585,7 @@ TEST_IMPL(alloc_kinds) {
   ASSERT_STATUS(gw_alloc(ctx, GW_MEM_DEVICE, (gw_dtype)99, 1, shape, &a), GW_EINVAL);
   ASSERT_STATUS(gw_alloc(ctx, (gw_memkind)99, GW_FLOAT32, 1, shape, &a), GW_EINVAL);
   int64_t many[GW_MAX_DIMS + 1];
-  for (int d = 0; d <= GW_MAX_DIMS; d++)
-    many[d] = 1;
+  for (int d = 0; d <= GW_MAX_DIMS; d++) many[d] = 1;
   ASSERT_STATUS(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, GW_MAX_DIMS + 1, many, &a), GW_EINVAL);
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, GW_MAX_DIMS, many, &a)); /* at most: fine */
   ASSERT_EQ_INT(gw_ndim(a), GW_MAX_DIMS);

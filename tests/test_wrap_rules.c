@@ -23,12 +23,12 @@ TEST_IMPL(deleter_once_after_views) {
   tst_leaks before = tst_leak_snapshot();
   for (int order = 0; order < 3; order++) {
     float *buf = malloc(6 * 10 * sizeof(float));
-    for (int i = 0; i < 60; i++)
-      buf[i] = (float)i;
+    for (int i = 0; i < 60; i++) buf[i] = (float)i;
     int64_t shape[2] = {6, 10}, st[2] = {1, 2}, vs[2] = {3, 4}, rs[3] = {3, 2, 10};
     del_state d = {ctx, 0, NULL, 0};
     gw_array *a = NULL, *v = NULL, *r = NULL, *rv = NULL;
-    ASSERT_OK(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 2, shape, NULL, 0, checking_deleter, &d, &a));
+    ASSERT_OK(
+        gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 2, shape, NULL, 0, checking_deleter, &d, &a));
     ASSERT_OK(gw_view(a, st, vs, NULL, &v));
     ASSERT_OK(gw_reshape(a, 3, rs, &r));
     int64_t st3[3] = {1, 0, 0}, vs3[3] = {2, 2, 5}, step3[3] = {1, 1, 2};
@@ -57,7 +57,8 @@ TEST_IMPL(deleter_once_after_views) {
   int64_t s1[1] = {100}, st[1] = {10}, vs[1] = {5};
   del_state d = {ctx, 0, NULL, 0};
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT8, 1, s1, &dev));
-  ASSERT_OK(gw_wrap_with_deleter(ctx, gw_data(dev), GW_INT8, 1, s1, NULL, 0, checking_deleter, &d, &w));
+  ASSERT_OK(
+      gw_wrap_with_deleter(ctx, gw_data(dev), GW_INT8, 1, s1, NULL, 0, checking_deleter, &d, &w));
   ASSERT_EQ_INT(gw_kind(w), GW_MEM_DEVICE);
   ASSERT_OK(gw_view(w, st, vs, NULL, &v));
   gw_release(w);
@@ -78,11 +79,17 @@ TEST_IMPL(deleter_not_called_on_failure) {
   int64_t good[1] = {64}, neg[1] = {-3};
   tst_deleter_state d = {0, NULL};
   gw_array *a = NULL;
-  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, neg, NULL, 0, tst_deleter, &d, &a), GW_EINVAL);
-  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, good, NULL, GW_WRAP_OWN, tst_deleter, &d, &a), GW_EINVAL);
-  ASSERT_STATUS(gw_wrap_with_deleter(ctx, NULL, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, &a), GW_EINVAL);
-  ASSERT_STATUS(gw_wrap_with_deleter(NULL, buf, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, &a), GW_EINVAL);
-  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, NULL), GW_EINVAL);
+  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, neg, NULL, 0, tst_deleter, &d, &a),
+                GW_EINVAL);
+  ASSERT_STATUS(
+      gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, good, NULL, GW_WRAP_OWN, tst_deleter, &d, &a),
+      GW_EINVAL);
+  ASSERT_STATUS(gw_wrap_with_deleter(ctx, NULL, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, &a),
+                GW_EINVAL);
+  ASSERT_STATUS(gw_wrap_with_deleter(NULL, buf, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, &a),
+                GW_EINVAL);
+  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, good, NULL, 0, tst_deleter, &d, NULL),
+                GW_EINVAL);
   ASSERT_NULL(a);
   ASSERT_EQ_INT(d.calls, 0);
   ASSERT_NO_LEAK(before);
@@ -100,8 +107,7 @@ TEST_IMPL(double_own_portable) {
   for (int k = 0; k < 3; k++) {
     gw_array *a = NULL, *w = (gw_array *)(uintptr_t)0x42;
     gw_status s = gw_alloc(ctx, kinds[k], GW_INT32, 1, shape, &a);
-    if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-      continue;
+    if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
     ASSERT_OK(s);
     void *p = kinds[k] == GW_MEM_DEVICE ? gw_data(a) : gw_host_data(a);
     ASSERT_STATUS(gw_wrap(ctx, p, GW_INT32, 1, shape, NULL, GW_WRAP_OWN, &w), GW_EOWNED);
@@ -215,8 +221,7 @@ TEST_IMPL(extent) {
   for (int k = 0; k < 3; k++) {
     gw_array *a = NULL;
     gw_status s = gw_alloc(ctx, kinds[k], GW_UINT8, 1, shape, &a);
-    if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu())
-      continue;
+    if (s == GW_ENOTSUP && kinds[k] == GW_MEM_MANAGED && !tst_is_cpu()) continue;
     ASSERT_OK(s);
     tst_leaks before = tst_leak_snapshot();
     char *p = kinds[k] == GW_MEM_DEVICE ? gw_data(a) : gw_host_data(a);
@@ -240,15 +245,14 @@ TEST_IMPL(extent) {
 
 #define SENTINEL ((gw_array *)(uintptr_t)0x5e5e)
 
-#define EXPECT_EINVAL(call, names)                                                         \
-  do {                                                                                     \
-    out = SENTINEL;                                                                        \
-    ASSERT_STATUS(call, GW_EINVAL);                                                        \
-    ASSERT_ERROR_MENTIONS_ANY(names);                                                      \
-    ASSERT_EQ_PTR(out, SENTINEL);                                                          \
-    ASSERT_NO_LEAK(before);                                                                \
-    if (tst_is_cpu())                                                                      \
-      ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER), regs);                            \
+#define EXPECT_EINVAL(call, names)                                              \
+  do {                                                                          \
+    out = SENTINEL;                                                             \
+    ASSERT_STATUS(call, GW_EINVAL);                                             \
+    ASSERT_ERROR_MENTIONS_ANY(names);                                           \
+    ASSERT_EQ_PTR(out, SENTINEL);                                               \
+    ASSERT_NO_LEAK(before);                                                     \
+    if (tst_is_cpu()) ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER), regs); \
   } while (0)
 
 TEST_IMPL(bad_input) {
@@ -258,8 +262,7 @@ TEST_IMPL(bad_input) {
   char *buf = tst_pages(2);
   gw_array *out = NULL;
   int64_t s1[1] = {16}, neg[2] = {4, -1}, many[GW_MAX_DIMS + 1];
-  for (int d = 0; d <= GW_MAX_DIMS; d++)
-    many[d] = 1;
+  for (int d = 0; d <= GW_MAX_DIMS; d++) many[d] = 1;
   int64_t ovf_elems[2] = {INT64_C(1) << 32, INT64_C(1) << 32};
   int64_t ovf_elems3[3] = {INT64_C(1) << 31, INT64_C(1) << 31, 4}; /* 2^64 */
   int64_t ovf_bytes[1] = {INT64_C(1) << 61};                       /* * 8 bytes = 2^64 */
@@ -276,7 +279,8 @@ TEST_IMPL(bad_input) {
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_UINT8, 2, ovf_elems, NULL, 0, &out), "shape|overflow");
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_UINT8, 3, ovf_elems3, NULL, 0, &out), "shape|overflow");
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_FLOAT64, 1, ovf_bytes, NULL, 0, &out), "shape|overflow|size");
-  EXPECT_EINVAL(gw_wrap(ctx, buf, GW_COMPLEX128, 1, ovf_bytes2, NULL, 0, &out), "shape|overflow|size");
+  EXPECT_EINVAL(gw_wrap(ctx, buf, GW_COMPLEX128, 1, ovf_bytes2, NULL, 0, &out),
+                "shape|overflow|size");
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_FLOAT32, 1, two, huge_stride, 0, &out), "stride|overflow");
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_FLOAT32, 1, two, huge_neg_stride, 0, &out), "stride|overflow");
   EXPECT_EINVAL(gw_wrap(ctx, buf, GW_FLOAT64, 1, two, big_stride, 0, &out), "stride|overflow");
@@ -293,7 +297,8 @@ TEST_IMPL(bad_input) {
   ASSERT_STATUS(gw_wrap(ctx, buf, GW_FLOAT32, 1, s1, NULL, 0, NULL), GW_EINVAL);
   ASSERT_ERROR_MENTIONS_ANY("out");
   ASSERT_NO_LEAK(before);
-  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, s1, NULL, 0, tst_deleter, NULL, NULL), GW_EINVAL);
+  ASSERT_STATUS(gw_wrap_with_deleter(ctx, buf, GW_FLOAT32, 1, s1, NULL, 0, tst_deleter, NULL, NULL),
+                GW_EINVAL);
   ASSERT_ERROR_MENTIONS_ANY("out");
   /* unaligned bytes are fine for 1-byte types; a good call still works after all that */
   ASSERT_OK(gw_wrap(ctx, buf + 1, GW_UINT8, 1, s1, NULL, GW_WRAP_NO_REGISTER, &out));

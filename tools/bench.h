@@ -32,7 +32,8 @@ typedef struct gw_raw {
   int (*device_ptr)(void *host, void **dev);
   /* Synchronous copies (addresses as the host knows them: unified addressing). */
   int (*copy)(void *dst, const void *src, size_t bytes);
-  int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
+  int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                size_t height);
   /* Synchronous fill of `bytes` (multiple of 16) at device address `dev` with a 32-bit word. */
   int (*fill32)(void *dev, size_t bytes, uint32_t word);
   /* The runtime's own 32-bit memset of the same (synchronous); NULL where there is none. */
@@ -53,8 +54,8 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n);
 
 /* ---- statistics ------------------------------------------------------------------------- */
 typedef struct {
-  int n;                          /* samples; 0 = not measured */
-  double med, min, max, q1, q3;   /* seconds per operation */
+  int n;                        /* samples; 0 = not measured */
+  double med, min, max, q1, q3; /* seconds per operation */
 } gw_stat;
 /* Sort samples (seconds per op) in place and summarise them. */
 gw_stat gw_stat_of(double *samples, int n);
@@ -63,10 +64,10 @@ gw_stat gw_stat_of(double *samples, int n);
 typedef enum { GW_UNIT_LATENCY, GW_UNIT_BANDWIDTH } gw_unit;
 
 typedef struct {
-  char section[16];  /* query, wrap, register, copy, face, zerocopy, fill */
-  char path[64];     /* e.g. "device->pinned" */
-  char note[96];     /* what each side is, where it is not obvious */
-  size_t bytes;      /* bytes moved/registered per op (0 for latencies of size-free ops) */
+  char section[16]; /* query, wrap, register, copy, face, zerocopy, fill */
+  char path[64];    /* e.g. "device->pinned" */
+  char note[96];    /* what each side is, where it is not obvious */
+  size_t bytes;     /* bytes moved/registered per op (0 for latencies of size-free ops) */
   int threads;
   gw_unit unit;
   gw_stat raw, gw;
@@ -87,7 +88,8 @@ typedef struct {
   int nres, cap;
 } gw_bench;
 
-gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes, gw_unit unit);
+gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes,
+                        gw_unit unit);
 /* Record a failure of a call the benchmark depends on (printed on stderr, counted). */
 void gw_bench_error(gw_bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Progress lines on stderr, numbered within a section: gw_bench_progress_plan names the
@@ -114,8 +116,8 @@ typedef int (*gw_batch_fn)(void *arg, int thread, int n, char *err, size_t errn)
  * thread's batches (n == 0, and an error recorded as `what`, on failure). If allocs_per_call
  * is not NULL it gets the heap allocations per call inside the timed batches, all threads
  * together (< 0 when not counted). */
-gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches, int batch, gw_batch_fn fn, void *arg,
-                         double *allocs_per_call);
+gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches, int batch,
+                         gw_batch_fn fn, void *arg, double *allocs_per_call);
 
 /* Sections. */
 void gw_bench_query(gw_bench *b);

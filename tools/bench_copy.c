@@ -43,14 +43,17 @@ static int arena_alloc(gw_bench *b, arenas *a, size_t want) {
   size_t free_mem = b->raw.device_free_mem();
   for (int i = 0; i < NK; i++) {
     size_t n = want;
-    if (kinds[i] == GW_MEM_MANAGED && n > ((size_t)1 << 30)) n = (size_t)1 << 30; /* never more than 1 GiB managed */
+    if (kinds[i] == GW_MEM_MANAGED && n > ((size_t)1 << 30))
+      n = (size_t)1 << 30; /* never more than 1 GiB managed */
     if (kinds[i] == GW_MEM_MANAGED || kinds[i] == GW_MEM_DEVICE)
       while (n > 4096 && n > free_mem / 2) n /= 2; /* and never more than the card has free */
     a->bytes[i] = n;
-    int rc = kinds[i] == GW_MEM_HOST ? ((a->p[i] = gw_bench_host_alloc(n, 1)) == NULL) : b->raw.alloc(kinds[i], n, &a->p[i]);
+    int rc = kinds[i] == GW_MEM_HOST ? ((a->p[i] = gw_bench_host_alloc(n, 1)) == NULL)
+                                     : b->raw.alloc(kinds[i], n, &a->p[i]);
     if (rc) {
       /* an error, not a skip: its target lines would read "not measured" and --strict pass */
-      gw_bench_error(b, "copy: no %s arena of %zu bytes (%s): that kind is not measured", kname(kinds[i]), n,
+      gw_bench_error(b, "copy: no %s arena of %zu bytes (%s): that kind is not measured",
+                     kname(kinds[i]), n,
                      kinds[i] == GW_MEM_HOST ? "mmap failed" : b->raw.last_error());
       a->p[i] = NULL;
     }
@@ -60,7 +63,8 @@ static int arena_alloc(gw_bench *b, arenas *a, size_t want) {
   if (a->p[2] && a->p[1]) {
     size_t n = a->bytes[2] < a->bytes[1] ? a->bytes[2] : a->bytes[1];
     pattern(a->p[1], n, 0xdeu);
-    if (b->raw.copy(a->p[2], a->p[1], n)) gw_bench_error(b, "copy: init device arena: %s", b->raw.last_error());
+    if (b->raw.copy(a->p[2], a->p[1], n))
+      gw_bench_error(b, "copy: init device arena: %s", b->raw.last_error());
   }
   pattern(a->p[0], a->bytes[0], 0x11u);
   if (a->p[1]) pattern(a->p[1], a->bytes[1], 0x22u);
@@ -105,7 +109,8 @@ static gw_array *wrap_bytes(gw_bench *b, void *p, size_t bytes, gw_memkind kind)
 static gw_array *slot_view(gw_bench *b, gw_array *arena, size_t slot, size_t s) {
   int64_t start[1] = {(int64_t)(slot * s / 4)}, shape[1] = {(int64_t)(s / 4)};
   gw_array *v = NULL;
-  if (gw_view(arena, start, shape, NULL, &v) != GW_OK) gw_bench_error(b, "copy: gw_view: %s", gw_last_error());
+  if (gw_view(arena, start, shape, NULL, &v) != GW_OK)
+    gw_bench_error(b, "copy: gw_view: %s", gw_last_error());
   return v;
 }
 
@@ -127,7 +132,8 @@ static void copy_pair(gw_bench *b, arenas *a, int si, int di, const size_t *size
     res[z] = r;
     nres++;
     if (kinds[si] == GW_MEM_HOST || kinds[di] == GW_MEM_HOST)
-      snprintf(r->note, sizeof r->note, "raw: pageable; gpuwrap: pageable wrapped with GW_WRAP_NO_REGISTER (staged copy)");
+      snprintf(r->note, sizeof r->note,
+               "raw: pageable; gpuwrap: pageable wrapped with GW_WRAP_NO_REGISTER (staged copy)");
     int reps = gw_bench_reps(b, s, 5, 200);
     reps_of[z] = reps;
     double *v = calloc((size_t)reps, sizeof *v);
@@ -191,7 +197,8 @@ static void copy_pair(gw_bench *b, arenas *a, int si, int di, const size_t *size
       char *dst = (char *)a->p[di] + dof * s;
       if (!poison_ends(b, dst, s) || gw_copy(vd[nslot - 1], vs[nslot - 1]) != GW_OK ||
           !same_ends(b, dst, (char *)a->p[si] + so * s, s))
-        gw_bench_error(b, "copy %s %zu bytes: destination differs from source after gw_copy", path, s);
+        gw_bench_error(b, "copy %s %zu bytes: destination differs from source after gw_copy", path,
+                       s);
     }
     for (size_t k = 0; k < nslot && vs && vd; k++) {
       gw_bench_release(vs[k]);
@@ -256,24 +263,27 @@ void gw_bench_face(gw_bench *b) {
     size_t height = face / width;
     size_t spitch = ax == 0 ? (size_t)n * 8 : ax == 1 ? (size_t)(n * n) * 8 : face;
     gw_array *view = NULL, *pin = NULL;
-    if (gw_view(dev, start, fshape, NULL, &view) != GW_OK || gw_wrap(b->ctx, h, GW_FLOAT64, 3, fshape, NULL, 0, &pin) != GW_OK) {
+    if (gw_view(dev, start, fshape, NULL, &view) != GW_OK ||
+        gw_wrap(b->ctx, h, GW_FLOAT64, 3, fshape, NULL, 0, &pin) != GW_OK) {
       gw_bench_error(b, "face %c: view/wrap: %s", axes[ax], gw_last_error());
       gw_bench_release(view);
       continue;
     }
     for (int dir = 0; dir < 2; dir++) {
       char path[64];
-      snprintf(path, sizeof path, "%c-face %s", axes[ax], dir == 0 ? "device->pinned" : "pinned->device");
+      snprintf(path, sizeof path, "%c-face %s", axes[ax],
+               dir == 0 ? "device->pinned" : "pinned->device");
       gw_bench_progress("face %s (N=%lld)", path, (long long)n);
       gw_result *r = gw_bench_add(b, "face", path, face, GW_UNIT_BANDWIDTH);
-      snprintf(r->note, sizeof r->note, "N=%lld float64; raw: 2-D pitched copy (%zu B x %zu rows)", (long long)n,
-               width, height);
+      snprintf(r->note, sizeof r->note, "N=%lld float64; raw: 2-D pitched copy (%zu B x %zu rows)",
+               (long long)n, width, height);
       int reps = b->quick ? 9 : 51;
       double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
       int failed = !vr || !vg;
       for (int rr = -2; rr < reps && !failed; rr++) {
         b->raw.timer_begin();
-        failed = dir == 0 ? b->raw.copy2d(h, width, d, spitch, width, height) : b->raw.copy2d(d, spitch, h, width, width, height);
+        failed = dir == 0 ? b->raw.copy2d(h, width, d, spitch, width, height)
+                          : b->raw.copy2d(d, spitch, h, width, width, height);
         double t = b->raw.timer_end();
         if (rr >= 0) vr[rr] = t;
       }

@@ -15,7 +15,8 @@
 
 typedef enum { FILL_F32, FILL_F64, FILL_F32_VS_MEMSET } fill_variant;
 
-static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size_t *sizes, int nsizes) {
+static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size_t *sizes,
+                      int nsizes) {
   if (var == FILL_F32_VS_MEMSET && !b->raw.memset32) return;
   const gw_dtype dt = var == FILL_F64 ? GW_FLOAT64 : GW_FLOAT32;
   const size_t esz = gw_dtype_size(dt);
@@ -26,7 +27,8 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
     while (want > 4096 && want > b->raw.device_free_mem() / 2) want /= 2;
   void *p = NULL, *dp = NULL;
   if (b->raw.alloc(kind, want, &p)) {
-    gw_bench_error(b, "fill: no %s memory (%s): not measured", gw_memkind_name(kind), b->raw.last_error());
+    gw_bench_error(b, "fill: no %s memory (%s): not measured", gw_memkind_name(kind),
+                   b->raw.last_error());
     return;
   }
   if (kind == GW_MEM_PINNED) {
@@ -52,22 +54,27 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
   memcpy(&word, &value32, 4);
   const char *section = kind == GW_MEM_PINNED ? "zerocopy" : "fill";
   char path[64];
-  snprintf(path, sizeof path, kind == GW_MEM_PINNED ? "fill pinned (zero-copy)" : "fill %s%s", gw_memkind_name(kind),
-           var == FILL_F64 ? " f64" : var == FILL_F32_VS_MEMSET ? " vs memset" : "");
+  snprintf(path, sizeof path, kind == GW_MEM_PINNED ? "fill pinned (zero-copy)" : "fill %s%s",
+           gw_memkind_name(kind),
+           var == FILL_F64             ? " f64"
+           : var == FILL_F32_VS_MEMSET ? " vs memset"
+                                       : "");
   for (int z = 0; z < nsizes; z++) {
     size_t s = sizes[z], nslot = want / s;
     if (nslot < 1) continue;
     char sz[32];
     gw_bench_progress("%s %s", path, gw_tool_fmt_size(s, sz, sizeof sz));
     gw_result *r = gw_bench_add(b, section, path, s, GW_UNIT_BANDWIDTH);
-    snprintf(r->note, sizeof r->note, "raw: %s", var == FILL_F32_VS_MEMSET ? "the runtime's 32-bit memset" : b->raw.fill_what);
+    snprintf(r->note, sizeof r->note, "raw: %s",
+             var == FILL_F32_VS_MEMSET ? "the runtime's 32-bit memset" : b->raw.fill_what);
     int reps = gw_bench_reps(b, s, 5, 200);
     double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
     gw_array **views = calloc((size_t)reps + 2, sizeof *views);
     int failed = !vr || !vg || !views;
     for (int k = 0; k < reps + 2 && !failed; k++) {
       /* Slots after the raw side's, so neither side finds the other's data in cache. */
-      int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / esz)}, vshape[1] = {(int64_t)(s / esz)};
+      int64_t start[1] = {(int64_t)(((size_t)(k + reps + 2) % nslot) * s / esz)},
+              vshape[1] = {(int64_t)(s / esz)};
       if (gw_view(arena, start, vshape, NULL, &views[k]) != GW_OK) {
         gw_bench_error(b, "%s: gw_view: %s", path, gw_last_error());
         failed = 1;
@@ -84,7 +91,8 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
         if (raw_side) {
           size_t off = ((size_t)(rr + 2) % nslot) * s;
           b->raw.timer_begin();
-          int bad = (var == FILL_F32_VS_MEMSET ? b->raw.memset32 : b->raw.fill32)((char *)dp + off, s, word ^ 1u);
+          int bad = (var == FILL_F32_VS_MEMSET ? b->raw.memset32 : b->raw.fill32)((char *)dp + off,
+                                                                                  s, word ^ 1u);
           t = b->raw.timer_end();
           if (bad) {
             gw_bench_error(b, "%s raw: %s", path, b->raw.last_error());
@@ -108,9 +116,11 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
       r->gw = gw_stat_of(vg, reps);
       size_t off = ((size_t)(2 * reps + 3) % nslot) * s;
       unsigned char got[2][8] = {{0}};
-      if (b->raw.copy(got[0], (char *)p + off, esz) || b->raw.copy(got[1], (char *)p + off + s - esz, esz) ||
-          memcmp(got[0], value, esz) || memcmp(got[1], value, esz))
-        gw_bench_error(b, "%s %zu bytes: memory does not hold the filled value after gw_fill", path, s);
+      if (b->raw.copy(got[0], (char *)p + off, esz) ||
+          b->raw.copy(got[1], (char *)p + off + s - esz, esz) || memcmp(got[0], value, esz) ||
+          memcmp(got[1], value, esz))
+        gw_bench_error(b, "%s %zu bytes: memory does not hold the filled value after gw_fill", path,
+                       s);
     }
     for (int k = 0; views && k < reps + 2; k++) gw_bench_release(views[k]);
     free(views);

@@ -118,8 +118,10 @@ static gw_stat time_loop(gw_bench *b, int reps, int batch, int (*op)(void *), vo
     for (int k = 0; k < batch && !failed; k++) failed = op(arg);
     v[r] = (gw_tool_now() - t0) / batch;
   }
-  if (!failed) st = gw_stat_of(v, reps);
-  else gw_bench_error(b, "ipc: %s", gw_last_error());
+  if (!failed)
+    st = gw_stat_of(v, reps);
+  else
+    gw_bench_error(b, "ipc: %s", gw_last_error());
   free(v);
   return st;
 }
@@ -181,7 +183,8 @@ void gw_bench_ipc(gw_bench *b) {
       *(void **)&a.cu_close = dlsym(lib, "cuIpcCloseMemHandle");
     }
     if (a.cu_open && a.cu_close) {
-      snprintf(r->note, sizeof r->note, "maps and closes; raw: cuIpcOpenMemHandle + cuIpcCloseMemHandle");
+      snprintf(r->note, sizeof r->note,
+               "maps and closes; raw: cuIpcOpenMemHandle + cuIpcCloseMemHandle");
       r->raw = time_loop(b, reps, first_batch, raw_open_close, &a);
     } else {
       snprintf(r->note, sizeof r->note, "maps and closes; raw: cuIpc* not found in libcuda.so.1");

@@ -10,36 +10,38 @@
 #define BENCH_EXIT_SKIP 77
 
 static void bench_usage(FILE *f) {
-  fprintf(f,
-          "usage: gpuwrap bench [--backend cpu|cuda|auto] [--device N] [--quick] [--only LIST]\n"
-          "                     [--max-size SIZE] [--threads N] [--scale X] [--strict]\n"
-          "                     [--json FILE] [--csv FILE] [--svg FILE] [--help]\n"
-          "\n"
-          "Measures, side by side in one run, the raw runtime call and gpuwrap's for each path,\n"
-          "and prints their ratio:\n"
-          "  query     gw_pointer_query vs the raw pointer query, per memory kind, 1 and N threads\n"
-          "  wrap      gw_wrap + gw_release per kind (device, pinned, managed, pageable cold, and\n"
-          "            pageable warm after gw_pin), with heap allocations per wrap; device and\n"
-          "            pageable warm also from N threads at once (registry contention)\n"
-          "  register  registration cost against size, touched and untouched pages\n"
-          "  copy      every pair of host, pinned, device, managed from 4 KiB to --max-size\n"
-          "  face      halo faces (x, y, z) of an N^3 float64 device array to/from pinned memory\n"
-          "  fill      gw_fill of wrapped pinned memory (zero-copy kernel), device, managed\n"
-          "Raw side: CPU backend - the modelled runtime (gw_cpu_runtime_*) and memcpy, host clock;\n"
-          "CUDA - the driver API through dlopen(\"libcuda.so.1\"), CUDA events. HIP has no raw side\n"
-          "here. Each measurement: warm-up, many repetitions, median with min/max; inputs rotate\n"
-          "through arenas of >= 256 MiB (quick: 8 MiB) so caches do not flatter small sizes.\n"
-          "\n"
-          "  --quick         small sizes and few repetitions (seconds on the CPU backend; max size 1 MiB)\n"
-          "  --only LIST     comma-separated sections (default: all)\n"
-          "  --max-size S    largest size, e.g. 256M (default 1G, quick 1M)\n"
-          "  --threads N     threads for the contended query and wrap rows (default 8)\n"
-          "  --scale X       multiply repetition counts by X (default 1)\n"
-          "  --strict        exit 1 when a performance target is missed (the targets are an\n"
-          "                  H200's: on the CPU backend they are shown, not judged)\n"
-          "  --json/--csv/--svg FILE   write the results (SVG: bandwidth against size per path)\n"
-          "Progress goes to stderr, results to stdout. Exit status: 0 ok, 1 a call failed or data\n"
-          "was wrong (or --strict and a target missed), 2 bad usage, 77 backend not available.\n");
+  fprintf(
+      f,
+      "usage: gpuwrap bench [--backend cpu|cuda|auto] [--device N] [--quick] [--only LIST]\n"
+      "                     [--max-size SIZE] [--threads N] [--scale X] [--strict]\n"
+      "                     [--json FILE] [--csv FILE] [--svg FILE] [--help]\n"
+      "\n"
+      "Measures, side by side in one run, the raw runtime call and gpuwrap's for each path,\n"
+      "and prints their ratio:\n"
+      "  query     gw_pointer_query vs the raw pointer query, per memory kind, 1 and N threads\n"
+      "  wrap      gw_wrap + gw_release per kind (device, pinned, managed, pageable cold, and\n"
+      "            pageable warm after gw_pin), with heap allocations per wrap; device and\n"
+      "            pageable warm also from N threads at once (registry contention)\n"
+      "  register  registration cost against size, touched and untouched pages\n"
+      "  copy      every pair of host, pinned, device, managed from 4 KiB to --max-size\n"
+      "  face      halo faces (x, y, z) of an N^3 float64 device array to/from pinned memory\n"
+      "  fill      gw_fill of wrapped pinned memory (zero-copy kernel), device, managed\n"
+      "Raw side: CPU backend - the modelled runtime (gw_cpu_runtime_*) and memcpy, host clock;\n"
+      "CUDA - the driver API through dlopen(\"libcuda.so.1\"), CUDA events. HIP has no raw side\n"
+      "here. Each measurement: warm-up, many repetitions, median with min/max; inputs rotate\n"
+      "through arenas of >= 256 MiB (quick: 8 MiB) so caches do not flatter small sizes.\n"
+      "\n"
+      "  --quick         small sizes and few repetitions (seconds on the CPU backend; max size 1 "
+      "MiB)\n"
+      "  --only LIST     comma-separated sections (default: all)\n"
+      "  --max-size S    largest size, e.g. 256M (default 1G, quick 1M)\n"
+      "  --threads N     threads for the contended query and wrap rows (default 8)\n"
+      "  --scale X       multiply repetition counts by X (default 1)\n"
+      "  --strict        exit 1 when a performance target is missed (the targets are an\n"
+      "                  H200's: on the CPU backend they are shown, not judged)\n"
+      "  --json/--csv/--svg FILE   write the results (SVG: bandwidth against size per path)\n"
+      "Progress goes to stderr, results to stdout. Exit status: 0 ok, 1 a call failed or data\n"
+      "was wrong (or --strict and a target missed), 2 bad usage, 77 backend not available.\n");
 }
 
 static const struct {
@@ -86,10 +88,12 @@ int gw_tool_bench(int argc, char **argv) {
       strict = 1;
       continue;
     }
-    static const char *const with_value[] = {"--backend", "--device", "--threads", "--scale", "--max-size",
-                                             "--only",    "--json",   "--csv",     "--svg"};
+    static const char *const with_value[] = {"--backend", "--device",   "--threads",
+                                             "--scale",   "--max-size", "--only",
+                                             "--json",    "--csv",      "--svg"};
     int known = 0;
-    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+      known |= strcmp(a, with_value[k]) == 0;
     if (!known) return gw_tool_usage_error("bench", "unknown option '%s'", a);
     if (!v) return gw_tool_usage_error("bench", "%s needs a value", a);
     i++;
@@ -102,8 +106,10 @@ int gw_tool_bench(int argc, char **argv) {
     } else if (strcmp(a, "--scale") == 0) {
       char *end = NULL;
       double x = strtod(v, &end);
-      if (end == v || *end != '\0' || !(x > 0) || x > 1e6) why = "not a number above 0 (and at most 1e6)";
-      else b.time_scale = x;
+      if (end == v || *end != '\0' || !(x > 0) || x > 1e6)
+        why = "not a number above 0 (and at most 1e6)";
+      else
+        b.time_scale = x;
     } else if (strcmp(a, "--max-size") == 0) {
       max_size = gw_tool_parse_size(v);
       if (max_size < 4096 || max_size > ((size_t)1 << 40))
@@ -137,18 +143,20 @@ int gw_tool_bench(int argc, char **argv) {
   else if (b.backend == GW_BACKEND_CUDA)
     rc = gw_raw_cuda_open(b.device, &b.raw, err, sizeof err);
   else
-    snprintf(err, sizeof err, "no raw baseline for the %s backend in this tool", gw_backend_name(b.backend));
+    snprintf(err, sizeof err, "no raw baseline for the %s backend in this tool",
+             gw_backend_name(b.backend));
   if (rc != 0) {
     fprintf(stderr, "gpuwrap bench: raw side unavailable: %s\n", err);
     gw_context_destroy(b.ctx);
     return BENCH_EXIT_SKIP;
   }
   char sz[32];
-  printf("gpuwrap bench: backend %s, device %d%s, sizes 4 KiB .. %s\n", gw_backend_name(b.backend), b.device,
-         b.quick ? " (quick)" : "", gw_tool_fmt_size(b.max_size, sz, sizeof sz));
+  printf("gpuwrap bench: backend %s, device %d%s, sizes 4 KiB .. %s\n", gw_backend_name(b.backend),
+         b.device, b.quick ? " (quick)" : "", gw_tool_fmt_size(b.max_size, sz, sizeof sz));
   printf("raw side: %s\ntimer: %s\nheap allocations: %s\n", b.raw.name, b.raw.timer_what,
-         gw_tool_alloc_counting() ? "counted (malloc & co. defined by the tool, see tools/alloc_count.h)"
-                                  : "not counted in this build");
+         gw_tool_alloc_counting()
+             ? "counted (malloc & co. defined by the tool, see tools/alloc_count.h)"
+             : "not counted in this build");
 
   double t0 = gw_tool_now();
   for (int i = 0; i < NSECTIONS; i++)
@@ -159,9 +167,12 @@ int gw_tool_bench(int argc, char **argv) {
   int missed = gw_bench_print_targets(&b, stdout);
   printf("\n%d results in %.1f s, %d error(s)\n", b.nres, gw_tool_now() - t0, b.errors);
   int io = 0;
-  if (json && gw_bench_write_json(&b, json)) io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", json);
-  if (csv && gw_bench_write_csv(&b, csv)) io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", csv);
-  if (svg && gw_bench_write_svg(&b, svg)) io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", svg);
+  if (json && gw_bench_write_json(&b, json))
+    io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", json);
+  if (csv && gw_bench_write_csv(&b, csv))
+    io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", csv);
+  if (svg && gw_bench_write_svg(&b, svg))
+    io = fprintf(stderr, "gpuwrap bench: cannot write %s\n", svg);
   b.raw.close();
   gw_context_destroy(b.ctx);
   free(b.res);

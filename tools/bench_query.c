@@ -39,9 +39,10 @@ static int query_raw(void *arg, int thread, int n, char *err, size_t errn) {
 static gw_stat measure(gw_bench *b, char *p, size_t bytes, int use_gw, int threads) {
   int batches = b->quick ? 9 : 31, batch = b->quick ? 500 : 5000;
   qargs q = {.b = b};
-  for (int k = 0; k < NPTR; k++) q.ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
-  return gw_bench_threads(b, use_gw ? "query: gw_pointer_query" : "query: raw query", threads, batches, batch,
-                          use_gw ? query_gw : query_raw, &q, NULL);
+  for (int k = 0; k < NPTR; k++)
+    q.ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
+  return gw_bench_threads(b, use_gw ? "query: gw_pointer_query" : "query: raw query", threads,
+                          batches, batch, use_gw ? query_gw : query_raw, &q, NULL);
 }
 
 /*
@@ -53,16 +54,20 @@ static gw_stat measure(gw_bench *b, char *p, size_t bytes, int use_gw, int threa
 static void measure_interleaved(gw_bench *b, char *p, size_t bytes, gw_stat *raw, gw_stat *gw) {
   int batches = b->quick ? 9 : 31, batch = b->quick ? 500 : 5000;
   qargs q = {.b = b};
-  for (int k = 0; k < NPTR; k++) q.ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
+  for (int k = 0; k < NPTR; k++)
+    q.ptrs[k] = p + (bytes / NPTR) * (size_t)k + 64 * (size_t)k % (bytes / NPTR);
   double *vr = calloc((size_t)batches, sizeof *vr), *vg = calloc((size_t)batches, sizeof *vg);
   char err[192] = "";
   int failed = !vr || !vg;
-  if (!failed) failed = query_raw(&q, 0, batch, err, sizeof err) || query_gw(&q, 0, batch, err, sizeof err); /* warm-up */
+  if (!failed)
+    failed = query_raw(&q, 0, batch, err, sizeof err) ||
+             query_gw(&q, 0, batch, err, sizeof err); /* warm-up */
   for (int r = 0; r < batches && !failed; r++) {
     for (int side = 0; side < 2 && !failed; side++) {
       int use_gw = side ^ (r & 1); /* raw gw | gw raw | ... */
       double t0 = gw_tool_now();
-      failed = use_gw ? query_gw(&q, 0, batch, err, sizeof err) : query_raw(&q, 0, batch, err, sizeof err);
+      failed = use_gw ? query_gw(&q, 0, batch, err, sizeof err)
+                      : query_raw(&q, 0, batch, err, sizeof err);
       (use_gw ? vg : vr)[r] = (gw_tool_now() - t0) / batch;
     }
   }
@@ -86,20 +91,23 @@ void gw_bench_query(gw_bench *b) {
     if (k == GW_MEM_HOST) {
       p = gw_bench_host_alloc(bytes, 1);
     } else if (b->raw.alloc(k, bytes, &p) != 0) {
-      gw_bench_error(b, "query: no %s memory (%s): not measured", gw_memkind_name(k), b->raw.last_error());
+      gw_bench_error(b, "query: no %s memory (%s): not measured", gw_memkind_name(k),
+                     b->raw.last_error());
       continue;
     }
     if (!p) continue;
     int tcounts[2] = {1, b->threads};
     for (int t = 0; t < 2; t++) {
       if (t == 1 && b->threads <= 1) break;
-      gw_bench_progress("query %s, %d thread(s)", k == GW_MEM_HOST ? "pageable" : gw_memkind_name(k), tcounts[t]);
+      gw_bench_progress("query %s, %d thread(s)",
+                        k == GW_MEM_HOST ? "pageable" : gw_memkind_name(k), tcounts[t]);
       char path[64];
       snprintf(path, sizeof path, "query %s%s", k == GW_MEM_HOST ? "pageable" : gw_memkind_name(k),
                tcounts[t] > 1 ? " (threads)" : "");
       gw_result *r = gw_bench_add(b, "query", path, 0, GW_UNIT_LATENCY);
       r->threads = tcounts[t];
-      snprintf(r->note, sizeof r->note, "raw: %s", b->raw.query_what ? b->raw.query_what : "none in this runtime");
+      snprintf(r->note, sizeof r->note, "raw: %s",
+               b->raw.query_what ? b->raw.query_what : "none in this runtime");
       if (b->raw.query && tcounts[t] == 1) {
         measure_interleaved(b, p, bytes, &r->raw, &r->gw);
         continue;

@@ -10,8 +10,8 @@ static const char *fmt_stat(const gw_result *r, const gw_stat *s, char *buf, siz
     snprintf(buf, n, "%s", "n/a");
   } else if (r->unit == GW_UNIT_BANDWIDTH) {
     /* bandwidth: median, and the range from the slowest to the fastest rep */
-    snprintf(buf, n, "%.2f GB/s [%.2f..%.2f]", (double)r->bytes / s->med / 1e9, (double)r->bytes / s->max / 1e9,
-             (double)r->bytes / s->min / 1e9);
+    snprintf(buf, n, "%.2f GB/s [%.2f..%.2f]", (double)r->bytes / s->med / 1e9,
+             (double)r->bytes / s->max / 1e9, (double)r->bytes / s->min / 1e9);
   } else if (s->med >= 1e-3) {
     snprintf(buf, n, "%.3f ms [%.3f..%.3f]", s->med * 1e3, s->min * 1e3, s->max * 1e3);
   } else {
@@ -25,8 +25,8 @@ void gw_bench_print_table(const gw_bench *b, FILE *f) {
   for (int i = 0; i < b->nres; i++) {
     const gw_result *r = &b->res[i];
     if (strcmp(r->section, last) != 0) {
-      fprintf(f, "\n%-9s %-28s %9s %3s  %-30s %-30s %7s %6s\n", r->section, "path", "size", "thr", "raw median [min..max]",
-              "gpuwrap median [min..max]", "ratio", "allocs");
+      fprintf(f, "\n%-9s %-28s %9s %3s  %-30s %-30s %7s %6s\n", r->section, "path", "size", "thr",
+              "raw median [min..max]", "gpuwrap median [min..max]", "ratio", "allocs");
       last = r->section;
     }
     char sz[32] = "-", a[64], g[64], ratio[16] = "n/a", al[16] = "-";
@@ -34,20 +34,23 @@ void gw_bench_print_table(const gw_bench *b, FILE *f) {
     double q = gw_result_ratio(r);
     if (q >= 0) snprintf(ratio, sizeof ratio, "%.2fx", q);
     if (r->allocs_per_op >= 0) snprintf(al, sizeof al, "%.1f", r->allocs_per_op);
-    fprintf(f, "%-9s %-28s %9s %3d  %-30s %-30s %7s %6s\n", "", r->path, sz, r->threads, fmt_stat(r, &r->raw, a, sizeof a),
-            fmt_stat(r, &r->gw, g, sizeof g), ratio, al);
+    fprintf(f, "%-9s %-28s %9s %3d  %-30s %-30s %7s %6s\n", "", r->path, sz, r->threads,
+            fmt_stat(r, &r->raw, a, sizeof a), fmt_stat(r, &r->gw, g, sizeof g), ratio, al);
   }
-  fprintf(f, "\nratio: gpuwrap/raw time for latencies (lower is better), gpuwrap/raw bandwidth for\n"
-             "bandwidths (higher is better). allocs: heap allocations per gpuwrap operation.\n");
+  fprintf(f,
+          "\nratio: gpuwrap/raw time for latencies (lower is better), gpuwrap/raw bandwidth for\n"
+          "bandwidths (higher is better). allocs: heap allocations per gpuwrap operation.\n");
 }
 
 /* The single-thread (threaded: multi-thread) result with this section/path and the
  * largest size. */
-static const gw_result *find_in(const gw_bench *b, const char *section, const char *path, int threaded) {
+static const gw_result *find_in(const gw_bench *b, const char *section, const char *path,
+                                int threaded) {
   const gw_result *best = NULL;
   for (int i = 0; i < b->nres; i++) {
     const gw_result *r = &b->res[i];
-    if (strcmp(r->section, section) || strcmp(r->path, path) || (r->threads > 1) != threaded) continue;
+    if (strcmp(r->section, section) || strcmp(r->path, path) || (r->threads > 1) != threaded)
+      continue;
     if (!best || r->bytes > best->bytes) best = r;
   }
   return best;
@@ -63,7 +66,8 @@ typedef struct {
   int info; /* informational: no target in docs/BENCHMARKS.md, never counted as missed */
 } target_row;
 
-static int add_row(target_row *rows, int n, const char *what, const char *target, int met, const char *fmt, double v) {
+static int add_row(target_row *rows, int n, const char *what, const char *target, int met,
+                   const char *fmt, double v) {
   target_row *t = &rows[n];
   snprintf(t->what, sizeof t->what, "%s", what);
   snprintf(t->target, sizeof t->target, "%s", target);
@@ -88,8 +92,8 @@ static void with_raw(target_row *t, const gw_result *r) {
 }
 
 /* An informational row (never counted as missed): v shown when ok, `met` the verdict or -1. */
-static int add_info(target_row *rows, int n, const char *what, const char *target, int ok, int met, const char *fmt,
-                    double v) {
+static int add_info(target_row *rows, int n, const char *what, const char *target, int ok, int met,
+                    const char *fmt, double v) {
   n = add_row(rows, n, what, target, ok ? 1 : -1, fmt, v); /* met >= 0 makes add_row format v */
   rows[n - 1].met = ok ? met : -1;
   rows[n - 1].info = 1;
@@ -100,36 +104,42 @@ static int add_info(target_row *rows, int n, const char *what, const char *targe
  * The performance contract (DESIGN.md's table, issue 18), set for an H200: every bound the
  * target lines test, in one place. `--strict` exits 1 when a line is missed.
  */
-#define T_QUERY_MAX 1.10       /* gw_pointer_query / raw cuPointerGetAttributes, every kind */
-#define T_WRAP_MAX_S 150e-9    /* gw_wrap + gw_release of device/pinned/managed memory */
-#define T_WARM_MAX_S 150e-9   /* warm wrap + release of a gw_pin'ned range (DESIGN.md; the
+#define T_QUERY_MAX 1.10    /* gw_pointer_query / raw cuPointerGetAttributes, every kind */
+#define T_WRAP_MAX_S 150e-9 /* gw_wrap + gw_release of device/pinned/managed memory */
+#define T_WARM_MAX_S \
+  150e-9                       /* warm wrap + release of a gw_pin'ned range (DESIGN.md; the
                                   table said 1 us until 2026-12-01, looser than the contract) */
 #define T_WRAP_ALLOCS_MAX 1.0  /* heap allocations per gw_wrap (+ release) of device memory */
 #define T_WARM_THREADS_MAX 1.3 /* warm wraps vs device wraps, both from N threads */
 #define T_FILL_MIN 0.97        /* gw_fill of device memory / raw fill kernel ... */
 #define T_FILL_FROM ((size_t)4 << 20) /* ... at every size from 4 MiB (to 1 GiB) */
-#define T_PINNED_MIN 0.98      /* device<->pinned copies / raw, largest size */
-#define T_D2D_MIN 0.97         /* device->device / raw, largest size */
-#define T_LINK_FRAC 0.85       /* pageable copies / the pinned link (raw pinned copy, same */
-#define T_LINK_FROM ((size_t)64 << 20) /* direction and size), every size from 64 MiB */
-#define T_PAGEABLE_MIN 2.0     /* pageable copies / raw pageable copy ... */
+#define T_PINNED_MIN 0.98             /* device<->pinned copies / raw, largest size */
+#define T_D2D_MIN 0.97                /* device->device / raw, largest size */
+#define T_LINK_FRAC 0.85              /* pageable copies / the pinned link (raw pinned copy, same */
+#define T_LINK_FROM ((size_t)64 << 20)    /* direction and size), every size from 64 MiB */
+#define T_PAGEABLE_MIN 2.0                /* pageable copies / raw pageable copy ... */
 #define T_PAGEABLE_FROM ((size_t)1 << 20) /* ... at every size from 1 MiB */
-#define T_ZEROCOPY_MIN 0.90    /* kernel fill of wrapped pinned memory / the link */
+#define T_ZEROCOPY_MIN 0.90               /* kernel fill of wrapped pinned memory / the link */
 
-static const gw_result *find_size(const gw_bench *b, const char *section, const char *path, size_t bytes) {
+static const gw_result *find_size(const gw_bench *b, const char *section, const char *path,
+                                  size_t bytes) {
   for (int i = 0; i < b->nres; i++) {
     const gw_result *r = &b->res[i];
-    if (r->threads <= 1 && r->bytes == bytes && !strcmp(r->section, section) && !strcmp(r->path, path)) return r;
+    if (r->threads <= 1 && r->bytes == bytes && !strcmp(r->section, section) &&
+        !strcmp(r->path, path))
+      return r;
   }
   return NULL;
 }
 
 /* The smallest gw/raw ratio of a path over sizes >= from; *at: that size. < 0 if none. */
-static double min_ratio_from(const gw_bench *b, const char *section, const char *path, size_t from, size_t *at) {
+static double min_ratio_from(const gw_bench *b, const char *section, const char *path, size_t from,
+                             size_t *at) {
   double m = -1;
   for (int i = 0; i < b->nres; i++) {
     const gw_result *r = &b->res[i];
-    if (r->threads > 1 || r->bytes < from || strcmp(r->section, section) || strcmp(r->path, path)) continue;
+    if (r->threads > 1 || r->bytes < from || strcmp(r->section, section) || strcmp(r->path, path))
+      continue;
     double q = gw_result_ratio(r);
     if (q >= 0 && (m < 0 || q < m)) {
       m = q;
@@ -141,11 +151,14 @@ static double min_ratio_from(const gw_bench *b, const char *section, const char 
 
 /* The smallest fraction of the pinned link (raw `link` path at the same size) a pageable
  * path reaches over sizes >= from. */
-static double min_link_from(const gw_bench *b, const char *path, const char *link, size_t from, size_t *at) {
+static double min_link_from(const gw_bench *b, const char *path, const char *link, size_t from,
+                            size_t *at) {
   double m = -1;
   for (int i = 0; i < b->nres; i++) {
     const gw_result *r = &b->res[i];
-    if (r->threads > 1 || r->bytes < from || strcmp(r->section, "copy") || strcmp(r->path, path) || !r->gw.n) continue;
+    if (r->threads > 1 || r->bytes < from || strcmp(r->section, "copy") || strcmp(r->path, path) ||
+        !r->gw.n)
+      continue;
     const gw_result *l = find_size(b, "copy", link, r->bytes);
     double lb = l && l->raw.n ? gw_result_gbps(l, &l->raw) : 0;
     if (lb <= 0) continue;
@@ -209,7 +222,8 @@ static int targets(const gw_bench *b, target_row *rows) {
     snprintf(what, sizeof what, "gw_wrap + gw_release, %s memory", wk[i]);
     const gw_result *r = find(b, "wrap", path);
     int ok = r && r->gw.n;
-    n = add_row(rows, n, what, tg, ok ? r->gw.med <= T_WRAP_MAX_S : -1, "%.0f ns", ok ? r->gw.med * 1e9 : 0);
+    n = add_row(rows, n, what, tg, ok ? r->gw.med <= T_WRAP_MAX_S : -1, "%.0f ns",
+                ok ? r->gw.med * 1e9 : 0);
     with_raw(&rows[n - 1], r);
   }
   {
@@ -228,10 +242,13 @@ static int targets(const gw_bench *b, target_row *rows) {
   const gw_result *r = find(b, "wrap", "wrap pageable warm");
   int ok = r && r->gw.n;
   snprintf(tg, sizeof tg, "<= %.0f ns", T_WARM_MAX_S * 1e9);
-  n = add_row(rows, n, "warm wrap + release of a gw_pin'ned range", tg, ok ? r->gw.med <= T_WARM_MAX_S : -1,
-              "%.0f ns", ok ? r->gw.med * 1e9 : 0);
+  n = add_row(rows, n, "warm wrap + release of a gw_pin'ned range", tg,
+              ok ? r->gw.med <= T_WARM_MAX_S : -1, "%.0f ns", ok ? r->gw.med * 1e9 : 0);
   n = threaded_wraps(b, rows, n);
-  static const struct { const char *path, *what; double min; } cp[] = {
+  static const struct {
+    const char *path, *what;
+    double min;
+  } cp[] = {
       {"device->pinned", "copy device->pinned (largest size)", T_PINNED_MIN},
       {"pinned->device", "copy pinned->device (largest size)", T_PINNED_MIN},
       {"device->device", "copy device->device (largest size)", T_D2D_MIN},
@@ -244,7 +261,9 @@ static int targets(const gw_bench *b, target_row *rows) {
   }
   /* Pageable copies: against the pinned link from 64 MiB, against the raw pageable copy
    * from 1 MiB; each line reports its worst size. */
-  static const struct { const char *path, *link, *dir; } pg[] = {
+  static const struct {
+    const char *path, *link, *dir;
+  } pg[] = {
       {"host->device", "pinned->device", "pageable host->device"},
       {"device->host", "device->pinned", "device->pageable host"},
   };
@@ -278,8 +297,9 @@ static int targets(const gw_bench *b, target_row *rows) {
     }
     snprintf(tg, sizeof tg, ">= %.2fx raw fill", T_FILL_MIN);
     if (q >= 0) at_size(m, sizeof m, q, "x", at);
-    n = add_row(rows, n, "gw_fill of device memory (f32 and f64) vs raw fill kernel, every size >= 4 MiB", tg,
-                q < 0 ? -1 : q >= T_FILL_MIN, "%.2f", q);
+    n = add_row(rows, n,
+                "gw_fill of device memory (f32 and f64) vs raw fill kernel, every size >= 4 MiB",
+                tg, q < 0 ? -1 : q >= T_FILL_MIN, "%.2f", q);
     snprintf(rows[n - 1].measured, sizeof rows[n - 1].measured, "%s", m);
   }
   {
@@ -289,8 +309,9 @@ static int targets(const gw_bench *b, target_row *rows) {
     size_t at = 0;
     double q = min_ratio_from(b, "fill", "fill device vs memset", T_FILL_FROM, &at);
     if (q >= 0) at_size(m, sizeof m, q, "x", at);
-    n = add_info(rows, n, "gw_fill of device memory (f32) vs the runtime's memset, every size >= 4 MiB", "(informational)",
-                 q >= 0, -1, "%.2f", q);
+    n = add_info(rows, n,
+                 "gw_fill of device memory (f32) vs the runtime's memset, every size >= 4 MiB",
+                 "(informational)", q >= 0, -1, "%.2f", q);
     snprintf(rows[n - 1].measured, sizeof rows[n - 1].measured, "%s", m);
   }
   /* Link bandwidth: the raw pinned copy in the kernel's direction (device writes host). */
@@ -299,10 +320,12 @@ static int targets(const gw_bench *b, target_row *rows) {
   double lbw = link ? gw_result_gbps(link, &link->raw) : 0, zbw = r ? gw_result_gbps(r, &r->gw) : 0;
   snprintf(tg, sizeof tg, ">= %.2fx link", T_ZEROCOPY_MIN);
   n = add_row(rows, n, "gw_fill of wrapped pinned memory vs link (raw device->pinned copy)", tg,
-              lbw > 0 && zbw > 0 ? zbw / lbw >= T_ZEROCOPY_MIN : -1, "%.2fx", lbw > 0 ? zbw / lbw : 0);
+              lbw > 0 && zbw > 0 ? zbw / lbw >= T_ZEROCOPY_MIN : -1, "%.2fx",
+              lbw > 0 ? zbw / lbw : 0);
   /* The halo's targets (DESIGN.md: <= 0.02 ms one-rank periodic, <= 0.8x the raw stages
    * on two ranks) need MPI ranks: diffusion3d --halo-bench measures them (docs/HALO.md). */
-  n = add_info(rows, n, "halo update (diffusion3d --halo-bench measures it)", "(docs/HALO.md)", 0, -1, "%g", 0);
+  n = add_info(rows, n, "halo update (diffusion3d --halo-bench measures it)", "(docs/HALO.md)", 0,
+               -1, "%g", 0);
   return n;
 }
 
@@ -315,20 +338,28 @@ int gw_bench_print_targets(const gw_bench *b, FILE *f) {
   if (judged)
     fprintf(f, "\nperformance targets (docs/BENCHMARKS.md; set for an H200)\n");
   else
-    fprintf(f, "\nperformance targets (docs/BENCHMARKS.md): set for an H200, so not judged on the CPU backend\n"
+    fprintf(f, "\nperformance targets (docs/BENCHMARKS.md): set for an H200, so not judged on the "
+               "CPU backend\n"
                "(met: n/a; run `gpuwrap bench --backend cuda` on an H200 for verdicts)\n");
   fprintf(f, "%-66s %-22s %-24s %s\n", "what", "target", "measured", "met");
   for (int i = 0; i < n; i++) {
     fprintf(f, "%-66s %-22s %-24s %s\n", rows[i].what, rows[i].target, rows[i].measured,
-            !judged ? "n/a" : rows[i].met < 0 ? "-" : rows[i].met ? "yes" : rows[i].info ? "no" : "NO");
+            !judged           ? "n/a"
+            : rows[i].met < 0 ? "-"
+            : rows[i].met     ? "yes"
+            : rows[i].info    ? "no"
+                              : "NO");
     if (judged && rows[i].met == 0 && !rows[i].info) missed++;
   }
   /* More threads than CPUs time the scheduler too: a preempted lock holder stalls the rest. */
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && b->threads > cpus)
-    fprintf(f, "(%d threads on %ld CPUs: the threaded rows include time slicing, read them with care)\n", b->threads,
-            cpus);
-  fprintf(f, "(the halo update is measured by the halo exchange's own benchmark, diffusion3d --halo-bench, not here)\n");
+    fprintf(
+        f,
+        "(%d threads on %ld CPUs: the threaded rows include time slicing, read them with care)\n",
+        b->threads, cpus);
+  fprintf(f, "(the halo update is measured by the halo exchange's own benchmark, diffusion3d "
+             "--halo-bench, not here)\n");
   return missed;
 }
 
@@ -350,17 +381,20 @@ static void json_stat(FILE *f, const gw_stat *s) {
     fprintf(f, "null");
     return;
   }
-  fprintf(f, "{\"n\": %d, \"median_s\": %.6e, \"min_s\": %.6e, \"max_s\": %.6e, \"q1_s\": %.6e, \"q3_s\": %.6e}", s->n,
-          s->med, s->min, s->max, s->q1, s->q3);
+  fprintf(f,
+          "{\"n\": %d, \"median_s\": %.6e, \"min_s\": %.6e, \"max_s\": %.6e, \"q1_s\": %.6e, "
+          "\"q3_s\": %.6e}",
+          s->n, s->med, s->min, s->max, s->q1, s->q3);
 }
 
 int gw_bench_write_json(const gw_bench *b, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
-  fprintf(f, "{\n  \"tool\": \"gpuwrap bench\",\n  \"version\": \"%d.%d.%d\",\n  \"backend\": ", GW_VERSION_MAJOR,
-          GW_VERSION_MINOR, GW_VERSION_PATCH);
+  fprintf(f, "{\n  \"tool\": \"gpuwrap bench\",\n  \"version\": \"%d.%d.%d\",\n  \"backend\": ",
+          GW_VERSION_MAJOR, GW_VERSION_MINOR, GW_VERSION_PATCH);
   json_str(f, gw_backend_name(b->backend));
-  fprintf(f, ",\n  \"device\": %d,\n  \"quick\": %s,\n  \"raw\": ", b->device, b->quick ? "true" : "false");
+  fprintf(f, ",\n  \"device\": %d,\n  \"quick\": %s,\n  \"raw\": ", b->device,
+          b->quick ? "true" : "false");
   json_str(f, b->raw.name);
   fprintf(f, ",\n  \"timer\": ");
   json_str(f, b->raw.timer_what);
@@ -371,8 +405,8 @@ int gw_bench_write_json(const gw_bench *b, const char *path) {
     json_str(f, r->section);
     fprintf(f, ", \"path\": ");
     json_str(f, r->path);
-    fprintf(f, ", \"bytes\": %zu, \"threads\": %d, \"unit\": \"%s\", \"raw\": ", r->bytes, r->threads,
-            r->unit == GW_UNIT_BANDWIDTH ? "bandwidth" : "latency");
+    fprintf(f, ", \"bytes\": %zu, \"threads\": %d, \"unit\": \"%s\", \"raw\": ", r->bytes,
+            r->threads, r->unit == GW_UNIT_BANDWIDTH ? "bandwidth" : "latency");
     json_stat(f, &r->raw);
     fprintf(f, ", \"gpuwrap\": ");
     json_stat(f, &r->gw);
@@ -398,7 +432,10 @@ int gw_bench_write_json(const gw_bench *b, const char *path) {
     json_str(f, rows[i].measured);
     /* null on the CPU backend, as in the table: the bounds are an H200's */
     int met = b->backend == GW_BACKEND_CPU ? -1 : rows[i].met;
-    fprintf(f, ", \"met\": %s, \"informational\": %s}%s\n", met < 0 ? "null" : met ? "true" : "false",
+    fprintf(f, ", \"met\": %s, \"informational\": %s}%s\n",
+            met < 0 ? "null"
+            : met   ? "true"
+                    : "false",
             rows[i].info ? "true" : "false", i + 1 < n ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
@@ -417,7 +454,8 @@ int gw_bench_write_csv(const gw_bench *b, const char *path) {
     const gw_stat *ss[2] = {&r->raw, &r->gw};
     for (int k = 0; k < 2; k++) {
       if (ss[k]->n)
-        fprintf(f, ",%.6e,%.6e,%.6e,%.6e,%.6e", ss[k]->med, ss[k]->min, ss[k]->max, ss[k]->q1, ss[k]->q3);
+        fprintf(f, ",%.6e,%.6e,%.6e,%.6e,%.6e", ss[k]->med, ss[k]->min, ss[k]->max, ss[k]->q1,
+                ss[k]->q3);
       else
         fprintf(f, ",,,,,");
     }

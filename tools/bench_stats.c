@@ -34,7 +34,8 @@ gw_stat gw_stat_of(double *samples, int n) {
   return s;
 }
 
-gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes, gw_unit unit) {
+gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes,
+                        gw_unit unit) {
   if (b->nres == b->cap) {
     int cap = b->cap ? 2 * b->cap : 256;
     gw_result *r = realloc(b->res, (size_t)cap * sizeof *r);
@@ -86,7 +87,8 @@ void gw_bench_progress(const char *fmt, ...) {
   progress_n++;
   /* a miscounted plan still numbers every line, and never shows N above M */
   if (progress_n > progress_total) progress_total = progress_n;
-  fprintf(stderr, "%s[bench %s %d/%d] ", tty ? "\r\033[K" : "", progress_section, progress_n, progress_total);
+  fprintf(stderr, "%s[bench %s %d/%d] ", tty ? "\r\033[K" : "", progress_section, progress_n,
+          progress_total);
   vfprintf(stderr, fmt, ap);
   if (!tty) fputc('\n', stderr);
   fflush(stderr);

@@ -60,8 +60,8 @@ static void *tworker(void *arg) {
   return NULL;
 }
 
-gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches, int batch, gw_batch_fn fn, void *arg,
-                         double *allocs_per_call) {
+gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches, int batch,
+                         gw_batch_fn fn, void *arg, double *allocs_per_call) {
   tjob *jobs = calloc((size_t)threads, sizeof *jobs);
   double *all = calloc((size_t)threads * (size_t)batches, sizeof *all);
   pthread_t *tid = calloc((size_t)threads, sizeof *tid);
@@ -77,10 +77,19 @@ gw_stat gw_bench_threads(gw_bench *b, const char *what, int threads, int batches
   int go = 0;
   pthread_barrier_init(&bar, NULL, (unsigned)threads);
   for (int t = 0; t < threads; t++)
-    jobs[t] = (tjob){.fn = fn, .arg = arg, .thread = t, .batches = batches, .batch = batch,
-                     .samples = all + (size_t)t * (size_t)batches, .mu = &mu, .cv = &cv, .go = &go, .bar = &bar};
+    jobs[t] = (tjob){.fn = fn,
+                     .arg = arg,
+                     .thread = t,
+                     .batches = batches,
+                     .batch = batch,
+                     .samples = all + (size_t)t * (size_t)batches,
+                     .mu = &mu,
+                     .cv = &cv,
+                     .go = &go,
+                     .bar = &bar};
   int started = 1; /* thread 0 is this one */
-  while (started < threads && pthread_create(&tid[started], NULL, tworker, &jobs[started]) == 0) started++;
+  while (started < threads && pthread_create(&tid[started], NULL, tworker, &jobs[started]) == 0)
+    started++;
   open_gate(&jobs[0], started == threads ? 1 : -1);
   if (started == threads) tworker(&jobs[0]);
   for (int t = 1; t < started; t++) pthread_join(tid[t], NULL);

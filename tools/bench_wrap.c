@@ -15,7 +15,8 @@ static int wrap_release(gw_bench *b, void *p, size_t bytes) {
 }
 
 /* Time `batch` gw wraps (use_gw) or raw ops per sample; per-op seconds. */
-static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_register, int samples, int batch) {
+static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_register,
+                        int samples, int batch) {
   double *v = calloc((size_t)samples, sizeof *v);
   gw_stat st = {0};
   if (!v) return st;
@@ -41,7 +42,8 @@ static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_
     v[r] = (gw_tool_now() - t0) / batch;
   }
   if (failed)
-    gw_bench_error(b, "wrap: %s failed: %s", use_gw ? "gw_wrap" : "raw call", use_gw ? gw_last_error() : b->raw.last_error());
+    gw_bench_error(b, "wrap: %s failed: %s", use_gw ? "gw_wrap" : "raw call",
+                   use_gw ? gw_last_error() : b->raw.last_error());
   else
     st = gw_stat_of(v, samples);
   free(v);
@@ -56,8 +58,8 @@ static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_
  * ran second: measured as two blocks, one start read raw 114 ns against wrap + release
  * 302 ns, another 55 against 114.
  */
-static void time_interleaved(gw_bench *b, void *p, size_t bytes, int samples, int batch, gw_stat *raw,
-                             gw_stat *gw) {
+static void time_interleaved(gw_bench *b, void *p, size_t bytes, int samples, int batch,
+                             gw_stat *raw, gw_stat *gw) {
   double *vr = calloc((size_t)samples, sizeof *vr), *vg = calloc((size_t)samples, sizeof *vg);
   int failed = !vr || !vg, failed_gw = 0;
   for (int w = 0; w < 2 && !failed; w++) /* warm-up */
@@ -130,9 +132,11 @@ static int query_slice(void *arg, int thread, int n, char *err, size_t errn) {
  * is the least a wrap must ask, and the runtime serialises it, so the ratio is gpuwrap's own
  * overhead under contention rather than the runtime's lock.
  */
-static void wrap_threads(gw_bench *b, const char *path, const char *of, char *p, size_t bytes, int samples, int batch) {
+static void wrap_threads(gw_bench *b, const char *path, const char *of, char *p, size_t bytes,
+                         int samples, int batch) {
   if (b->threads <= 1) return;
-  size_t slice = bytes / (size_t)b->threads / 256 * 256; /* keep every slice float- and line-aligned */
+  size_t slice =
+      bytes / (size_t)b->threads / 256 * 256; /* keep every slice float- and line-aligned */
   if (!slice) return;
   gw_bench_progress("%s, %d threads", path, b->threads);
   gw_result *r = gw_bench_add(b, "wrap", path, 0, GW_UNIT_LATENCY);
@@ -141,19 +145,24 @@ static void wrap_threads(gw_bench *b, const char *path, const char *of, char *p,
   snprintf(r->note, sizeof r->note, "own %s slice of %s per thread; raw: its pointer query%s",
            gw_tool_fmt_size(slice, sz, sizeof sz), of, b->raw.query ? "" : " - none here");
   slices w = {.b = b, .base = p, .slice = slice};
-  if (b->raw.query) r->raw = gw_bench_threads(b, "wrap: raw query", b->threads, samples, batch, query_slice, &w, NULL);
-  r->gw = gw_bench_threads(b, "wrap: gw_wrap + gw_release", b->threads, samples, batch, wrap_slice, &w, &r->allocs_per_op);
+  if (b->raw.query)
+    r->raw =
+        gw_bench_threads(b, "wrap: raw query", b->threads, samples, batch, query_slice, &w, NULL);
+  r->gw = gw_bench_threads(b, "wrap: gw_wrap + gw_release", b->threads, samples, batch, wrap_slice,
+                           &w, &r->allocs_per_op);
 }
 
 void gw_bench_wrap(gw_bench *b) {
   size_t bytes = 1 << 20;
   int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
-  gw_bench_progress_plan("wrap", (int)(sizeof kinds / sizeof kinds[0]) + 3); /* + threads, cold, warm */
+  gw_bench_progress_plan("wrap",
+                         (int)(sizeof kinds / sizeof kinds[0]) + 3); /* + threads, cold, warm */
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     void *p = NULL;
     if (b->raw.alloc(kinds[i], bytes, &p) != 0) {
-      gw_bench_error(b, "wrap: no %s memory (%s): not measured", gw_memkind_name(kinds[i]), b->raw.last_error());
+      gw_bench_error(b, "wrap: no %s memory (%s): not measured", gw_memkind_name(kinds[i]),
+                     b->raw.last_error());
       continue;
     }
     gw_bench_progress("wrap+release %s", gw_memkind_name(kinds[i]));
@@ -197,7 +206,8 @@ void gw_bench_wrap(gw_bench *b) {
   } else {
     r = gw_bench_add(b, "wrap", "wrap pageable warm", 0, GW_UNIT_LATENCY);
     int warm = b->nres - 1; /* r does not survive the next gw_bench_add (realloc) */
-    snprintf(r->note, sizeof r->note, "1 MiB after gw_pin; raw: cold register + unregister (what gw_pin saves)");
+    snprintf(r->note, sizeof r->note,
+             "1 MiB after gw_pin; raw: cold register + unregister (what gw_pin saves)");
     r->gw = time_ops(b, h, bytes, 1, 0, samples, batch / 4);
     r->allocs_per_op = allocs_per_wrap(b, h, bytes);
     /* Still pinned: every thread's wrap takes and drops a registry reference under the
@@ -221,11 +231,13 @@ static gw_stat reg_cost(gw_bench *b, size_t bytes, int touched, int use_gw, int 
     void *p = touched ? keep : gw_bench_host_alloc(bytes, 0);
     if (!p) break;
     double t0 = gw_tool_now();
-    int failed = use_gw ? wrap_release(b, p, bytes) : (b->raw.host_register(p, bytes) || b->raw.host_unregister(p));
+    int failed = use_gw ? wrap_release(b, p, bytes)
+                        : (b->raw.host_register(p, bytes) || b->raw.host_unregister(p));
     double t = gw_tool_now() - t0;
     if (!touched) gw_bench_host_free(p, bytes);
     if (failed) {
-      gw_bench_error(b, "register %zu bytes: %s", bytes, use_gw ? gw_last_error() : b->raw.last_error());
+      gw_bench_error(b, "register %zu bytes: %s", bytes,
+                     use_gw ? gw_last_error() : b->raw.last_error());
       break;
     }
     if (r >= 0) v[n++] = t;
@@ -244,9 +256,12 @@ void gw_bench_register(gw_bench *b) {
   for (int touched = 1; touched >= 0; touched--) {
     for (size_t s = 4096; s <= maxs; s *= 4) {
       char sz[32];
-      gw_bench_progress("register %s %s", gw_tool_fmt_size(s, sz, sizeof sz), touched ? "touched" : "untouched");
-      gw_result *r = gw_bench_add(b, "register", touched ? "register touched" : "register untouched", s, GW_UNIT_LATENCY);
-      snprintf(r->note, sizeof r->note, "raw: register + unregister; gpuwrap: wrap + release of pageable memory");
+      gw_bench_progress("register %s %s", gw_tool_fmt_size(s, sz, sizeof sz),
+                        touched ? "touched" : "untouched");
+      gw_result *r = gw_bench_add(
+          b, "register", touched ? "register touched" : "register untouched", s, GW_UNIT_LATENCY);
+      snprintf(r->note, sizeof r->note,
+               "raw: register + unregister; gpuwrap: wrap + release of pageable memory");
       int reps = gw_bench_reps(b, s * 16, 3, b->quick ? 9 : 31);
       r->raw = reg_cost(b, s, touched, 0, reps);
       r->gw = reg_cost(b, s, touched, 1, reps);

@@ -23,7 +23,8 @@ static void usage(FILE *f) { /* the help: stdout, asked for */
           "typed N-d GPU array without copying.\n"
           "\ncommands:\n",
           GW_VERSION_MAJOR, GW_VERSION_MINOR, GW_VERSION_PATCH);
-  for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].what);
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].what);
   fprintf(f, "\n`gpuwrap <command> --help` describes a command's options.\n"
              "Environment: GPUWRAP_BACKEND=cpu|cuda|hip overrides --backend auto.\n");
 }

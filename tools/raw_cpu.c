@@ -25,8 +25,12 @@ static void cpu_free(gw_memkind kind, void *p) {
   (void)kind;
   gw_cpu_runtime_free(p);
 }
-static int cpu_register(void *p, size_t bytes) { return status(gw_cpu_runtime_register(p, bytes), "gw_cpu_runtime_register"); }
-static int cpu_unregister(void *p) { return status(gw_cpu_runtime_unregister(p), "gw_cpu_runtime_unregister"); }
+static int cpu_register(void *p, size_t bytes) {
+  return status(gw_cpu_runtime_register(p, bytes), "gw_cpu_runtime_register");
+}
+static int cpu_unregister(void *p) {
+  return status(gw_cpu_runtime_unregister(p), "gw_cpu_runtime_unregister");
+}
 static int cpu_device_ptr(void *host, void **dev) {
   *dev = host; /* one address space */
   return 0;
@@ -35,8 +39,10 @@ static int cpu_copy(void *dst, const void *src, size_t bytes) {
   memcpy(dst, src, bytes);
   return 0;
 }
-static int cpu_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
-  for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+static int cpu_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                      size_t height) {
+  for (size_t r = 0; r < height; r++)
+    memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
   return 0;
 }
 static int cpu_fill32(void *dev, size_t bytes, uint32_t word) {

@@ -56,41 +56,41 @@ typedef struct {
 } CUDA_MEMCPY2D;
 
 /* name, return, parameters; optional entries may be missing (NULL). */
-#define CU_FUNCS(X)                                                                                  \
-  X(cuInit, (unsigned))                                                                             \
-  X(cuGetErrorName, (CUresult, const char **))                                                      \
-  X(cuDeviceGet, (CUdevice *, int))                                                                 \
-  X(cuDeviceGetCount, (int *))                                                                      \
-  X(cuDeviceGetName, (char *, int, CUdevice))                                                       \
-  X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                              \
-  X(cuDevicePrimaryCtxRelease_v2, (CUdevice))                                                       \
-  X(cuCtxSetCurrent, (CUcontext))                                                                   \
-  X(cuCtxSynchronize, (void))                                                                       \
-  X(cuPointerGetAttributes, (unsigned, int *, void **, CUdeviceptr))                                \
-  X(cuMemGetInfo_v2, (size_t *, size_t *))                                                          \
-  X(cuMemAlloc_v2, (CUdeviceptr *, size_t))                                                         \
-  X(cuMemFree_v2, (CUdeviceptr))                                                                    \
-  X(cuMemAllocHost_v2, (void **, size_t))                                                           \
-  X(cuMemFreeHost, (void *))                                                                        \
-  X(cuMemAllocManaged, (CUdeviceptr *, size_t, unsigned))                                           \
-  X(cuMemHostRegister_v2, (void *, size_t, unsigned))                                               \
-  X(cuMemHostUnregister, (void *))                                                                  \
-  X(cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned))                                \
-  X(cuMemcpy, (CUdeviceptr, CUdeviceptr, size_t))                                                   \
-  X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))                                           \
-  X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))                                                 \
-  X(cuMemcpyDtoD_v2, (CUdeviceptr, CUdeviceptr, size_t))                                            \
-  X(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *))                                                         \
-  X(cuMemsetD32_v2, (CUdeviceptr, unsigned, size_t))                                                \
-  X(cuEventCreate, (CUevent *, unsigned))                                                           \
-  X(cuEventRecord, (CUevent, CUstream))                                                             \
-  X(cuEventSynchronize, (CUevent))                                                                  \
-  X(cuEventElapsedTime, (float *, CUevent, CUevent))                                                \
-  X(cuStreamSynchronize, (CUstream))                                                                \
-  X(cuModuleLoadData, (CUmodule *, const void *))                                                   \
-  X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                    \
-  X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
-                     CUstream, void **, void **))
+#define CU_FUNCS(X)                                                                          \
+  X(cuInit, (unsigned))                                                                      \
+  X(cuGetErrorName, (CUresult, const char **))                                               \
+  X(cuDeviceGet, (CUdevice *, int))                                                          \
+  X(cuDeviceGetCount, (int *))                                                               \
+  X(cuDeviceGetName, (char *, int, CUdevice))                                                \
+  X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                       \
+  X(cuDevicePrimaryCtxRelease_v2, (CUdevice))                                                \
+  X(cuCtxSetCurrent, (CUcontext))                                                            \
+  X(cuCtxSynchronize, (void))                                                                \
+  X(cuPointerGetAttributes, (unsigned, int *, void **, CUdeviceptr))                         \
+  X(cuMemGetInfo_v2, (size_t *, size_t *))                                                   \
+  X(cuMemAlloc_v2, (CUdeviceptr *, size_t))                                                  \
+  X(cuMemFree_v2, (CUdeviceptr))                                                             \
+  X(cuMemAllocHost_v2, (void **, size_t))                                                    \
+  X(cuMemFreeHost, (void *))                                                                 \
+  X(cuMemAllocManaged, (CUdeviceptr *, size_t, unsigned))                                    \
+  X(cuMemHostRegister_v2, (void *, size_t, unsigned))                                        \
+  X(cuMemHostUnregister, (void *))                                                           \
+  X(cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned))                         \
+  X(cuMemcpy, (CUdeviceptr, CUdeviceptr, size_t))                                            \
+  X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t))                                    \
+  X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t))                                          \
+  X(cuMemcpyDtoD_v2, (CUdeviceptr, CUdeviceptr, size_t))                                     \
+  X(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *))                                                  \
+  X(cuMemsetD32_v2, (CUdeviceptr, unsigned, size_t))                                         \
+  X(cuEventCreate, (CUevent *, unsigned))                                                    \
+  X(cuEventRecord, (CUevent, CUstream))                                                      \
+  X(cuEventSynchronize, (CUevent))                                                           \
+  X(cuEventElapsedTime, (float *, CUevent, CUevent))                                         \
+  X(cuStreamSynchronize, (CUstream))                                                         \
+  X(cuModuleLoadData, (CUmodule *, const void *))                                            \
+  X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                             \
+  X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                     unsigned, CUstream, void **, void **))
 
 static struct {
 #define CU_FIELD(name, params) CUresult(*name) params;
@@ -117,8 +117,8 @@ static int cuda_query(const void *p) {
   /* The same seven attributes gpuwrap's backend asks for, in one call (gwv_query in
    * src/backends/gpu/vendor_cuda.h), so the ratio is gpuwrap's overhead over the runtime
    * answering the same question. */
-  int attrs[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT,
+  int attrs[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_CONTEXT,
                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
   unsigned mt = 0, managed = 0;
@@ -128,7 +128,8 @@ static int cuda_query(const void *p) {
   size_t size = 0;
   unsigned long long bufid = 0;
   void *vals[7] = {&mt, &managed, &ord, &c, &base, &size, &bufid};
-  return check(cu.cuPointerGetAttributes(7, attrs, vals, (CUdeviceptr)(uintptr_t)p), "cuPointerGetAttributes");
+  return check(cu.cuPointerGetAttributes(7, attrs, vals, (CUdeviceptr)(uintptr_t)p),
+               "cuPointerGetAttributes");
 }
 
 static int cuda_alloc(gw_memkind kind, size_t bytes, void **out) {
@@ -138,10 +139,10 @@ static int cuda_alloc(gw_memkind kind, size_t bytes, void **out) {
     if (check(cu.cuMemAlloc_v2(&d, bytes), "cuMemAlloc")) return -1;
     *out = (void *)(uintptr_t)d;
     return 0;
-  case GW_MEM_PINNED:
-    return check(cu.cuMemAllocHost_v2(out, bytes), "cuMemAllocHost");
+  case GW_MEM_PINNED: return check(cu.cuMemAllocHost_v2(out, bytes), "cuMemAllocHost");
   case GW_MEM_MANAGED:
-    if (check(cu.cuMemAllocManaged(&d, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged")) return -1;
+    if (check(cu.cuMemAllocManaged(&d, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged"))
+      return -1;
     *out = (void *)(uintptr_t)d;
     return 0;
   default:
@@ -159,10 +160,13 @@ static void cuda_free(gw_memkind kind, void *p) {
 }
 
 static int cuda_register(void *p, size_t bytes) {
-  return check(cu.cuMemHostRegister_v2(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
-               "cuMemHostRegister");
+  return check(
+      cu.cuMemHostRegister_v2(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+      "cuMemHostRegister");
 }
-static int cuda_unregister(void *p) { return check(cu.cuMemHostUnregister(p), "cuMemHostUnregister"); }
+static int cuda_unregister(void *p) {
+  return check(cu.cuMemHostUnregister(p), "cuMemHostUnregister");
+}
 
 static int cuda_device_ptr(void *host, void **out) {
   CUdeviceptr d = 0;
@@ -200,7 +204,8 @@ static int cuda_copy(void *dst, const void *src, size_t bytes) {
   return check(cu.cuStreamSynchronize(NULL), "cuStreamSynchronize");
 }
 
-static int cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height) {
+static int cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                       size_t height) {
   CUDA_MEMCPY2D c;
   memset(&c, 0, sizeof c);
   c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
@@ -224,7 +229,9 @@ static int cuda_fill32(void *p, size_t bytes, uint32_t word) {
     unsigned blocks = (unsigned)((n16 + 255) / 256);
     if (blocks > 132 * 8) blocks = 132 * 8;
     if (blocks == 0) blocks = 1;
-    if (check(cu.cuLaunchKernel(fill_fn, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel")) return -1;
+    if (check(cu.cuLaunchKernel(fill_fn, blocks, 1, 1, 256, 1, 1, 0, NULL, args, NULL),
+              "cuLaunchKernel"))
+      return -1;
   } else if (check(cu.cuMemsetD32_v2((CUdeviceptr)(uintptr_t)p, word, bytes / 4), "cuMemsetD32")) {
     return -1;
   }
@@ -232,7 +239,8 @@ static int cuda_fill32(void *p, size_t bytes, uint32_t word) {
 }
 
 static int cuda_memset32(void *p, size_t bytes, uint32_t word) {
-  if (check(cu.cuMemsetD32_v2((CUdeviceptr)(uintptr_t)p, word, bytes / 4), "cuMemsetD32")) return -1;
+  if (check(cu.cuMemsetD32_v2((CUdeviceptr)(uintptr_t)p, word, bytes / 4), "cuMemsetD32"))
+    return -1;
   return check(cu.cuStreamSynchronize(NULL), "cuStreamSynchronize");
 }
 
@@ -268,17 +276,16 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
     snprintf(err, n, "dlopen(libcuda.so.1): %s", dlerror());
     return -1;
   }
-#define CU_LOAD(name, params)                                                                        \
-  *(void **)&cu.name = dlsym(lib, #name);
+#define CU_LOAD(name, params) *(void **)&cu.name = dlsym(lib, #name);
   CU_FUNCS(CU_LOAD)
 #undef CU_LOAD
   /* CUDA 12.8+ renamed the ABI of cuEventElapsedTime; take the new one where present. */
   void *v2 = dlsym(lib, "cuEventElapsedTime_v2");
   if (v2) *(void **)&cu.cuEventElapsedTime = v2;
-#define CU_NEED(name, params)                                                                        \
-  if (!cu.name && strcmp(#name, "cuDevicePrimaryCtxRelease_v2") != 0) {                              \
-    snprintf(err, n, "libcuda.so.1 lacks %s", #name);                                                \
-    return -1;                                                                                        \
+#define CU_NEED(name, params)                                           \
+  if (!cu.name && strcmp(#name, "cuDevicePrimaryCtxRelease_v2") != 0) { \
+    snprintf(err, n, "libcuda.so.1 lacks %s", #name);                   \
+    return -1;                                                          \
   }
   CU_FUNCS(CU_NEED)
 #undef CU_NEED
@@ -291,15 +298,18 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
     snprintf(err, n, "CUDA device %d: only %d present", device, count);
     return -1;
   }
-  if (check(cu.cuDeviceGet(&dev, device), "cuDeviceGet") || check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-      check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent") || check(cu.cuEventCreate(&ev0, 0), "cuEventCreate") ||
+  if (check(cu.cuDeviceGet(&dev, device), "cuDeviceGet") ||
+      check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+      check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
+      check(cu.cuEventCreate(&ev0, 0), "cuEventCreate") ||
       check(cu.cuEventCreate(&ev1, 0), "cuEventCreate")) {
     snprintf(err, n, "%s", err_text);
     return -1;
   }
   CUmodule mod = NULL;
   fill_fn = NULL;
-  if (cu.cuModuleLoadData(&mod, fill_ptx) != 0 || cu.cuModuleGetFunction(&fill_fn, mod, "gw_raw_fill16") != 0) {
+  if (cu.cuModuleLoadData(&mod, fill_ptx) != 0 ||
+      cu.cuModuleGetFunction(&fill_fn, mod, "gw_raw_fill16") != 0) {
     fill_fn = NULL;
     raw_fill_what = "cuMemsetD32 (proxy: the PTX kernel failed to load)";
   }

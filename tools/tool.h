@@ -19,7 +19,8 @@ int gw_tool_bench(int argc, char **argv);
 /* A usage error: "gpuwrap CMD: <message>" and one line pointing at `gpuwrap CMD --help`
  * on stderr (the help itself would bury the message); returns GW_TOOL_EXIT_USAGE. cmd is
  * "" for the top level. */
-int gw_tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int gw_tool_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Why gw_context_create(requested, device) failed, on stderr as "gpuwrap CMD: ...", naming
  * the backend it tried (GW_BACKEND_AUTO resolved through GPUWRAP_BACKEND) and the
  * library's reason (gw_last_error()). Call it right after the failed create. */

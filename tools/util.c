@@ -11,8 +11,13 @@
 #include <time.h>
 
 int gw_tool_parse_backend(const char *s, gw_backend *out) {
-  static const struct { const char *name; gw_backend b; } names[] = {
-      {"auto", GW_BACKEND_AUTO}, {"cpu", GW_BACKEND_CPU}, {"cuda", GW_BACKEND_CUDA}, {"hip", GW_BACKEND_HIP}};
+  static const struct {
+    const char *name;
+    gw_backend b;
+  } names[] = {{"auto", GW_BACKEND_AUTO},
+               {"cpu", GW_BACKEND_CPU},
+               {"cuda", GW_BACKEND_CUDA},
+               {"hip", GW_BACKEND_HIP}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strcasecmp(s, names[i].name) == 0) {
       *out = names[i].b;
@@ -32,9 +37,21 @@ size_t gw_tool_parse_size(const char *s) {
   unsigned shift = 0;
   switch (*end) {
   case '\0': break;
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
+  case 'k':
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    end++;
+    break;
   default: return 0;
   }
   if (*end == 'i') end++;
@@ -111,10 +128,12 @@ void gw_tool_context_error(const char *cmd, gw_backend requested, int device, gw
   const char *env = getenv("GPUWRAP_BACKEND");
   if (requested == GW_BACKEND_AUTO && env && *env && strcasecmp(env, "auto") != 0) {
     /* AUTO was overridden: say which backend that made it, not "auto" */
-    fprintf(stderr, "gpuwrap %s: cannot use the %s backend (GPUWRAP_BACKEND=%s), device %d: %s: %s\n", cmd, env,
-            env, device, gw_err_name(s), whybuf);
+    fprintf(stderr,
+            "gpuwrap %s: cannot use the %s backend (GPUWRAP_BACKEND=%s), device %d: %s: %s\n", cmd,
+            env, env, device, gw_err_name(s), whybuf);
   } else {
     fprintf(stderr, "gpuwrap %s: cannot use the %s backend, device %d: %s: %s\n", cmd,
-            requested == GW_BACKEND_AUTO ? "auto-chosen" : gw_backend_name(requested), device, gw_err_name(s), whybuf);
+            requested == GW_BACKEND_AUTO ? "auto-chosen" : gw_backend_name(requested), device,
+            gw_err_name(s), whybuf);
   }
 }

@@ -240,7 +240,8 @@ typedef int (*DLPackManagedTensorAllocator)(DLTensor *prototype, DLManagedTensor
                                             void (*SetError)(void *error_ctx, const char *kind,
                                                              const char *message));
 /** The owning tensor of `py_object` (an object of the type the API was found on). */
-typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void *py_object, DLManagedTensorVersioned **out);
+typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void *py_object,
+                                                     DLManagedTensorVersioned **out);
 /** A non-owning view of `py_object`, valid until control returns to the producer; shape
  *  and strides point into the producer's object. */
 typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object, DLTensor *out);

@@ -327,7 +327,8 @@ GW_API gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out);
  * IPC plan says IPC for its neighbours on this node and HOST for the others. GW_EINVAL
  * for a NULL plan or output, a dim outside the plan's or a side other than 0 or 1.
  */
-GW_API gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank, gw_halo_path *path);
+GW_API gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank,
+                                   gw_halo_path *path);
 
 /**
  * Destroy a plan (collective over its communicator: frees the duplicate). Completes a
@@ -369,13 +370,13 @@ typedef struct gw_grid gw_grid;
  *         than comm has, a global box whose cell count overflows int64_t); GW_EBACKEND
  *         (MPI); GW_ENOMEM. The same status on every rank (only a NULL comm is local).
  */
-GW_API gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[], const int periods[],
-                                const int dims[], gw_grid **out);
+GW_API gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[],
+                                const int periods[], const int dims[], gw_grid **out);
 /** As gw_grid_create, from every rank's `local` cell counts (the same on every rank):
  *  global[d] = dims[d] * local[d]; GW_EINVAL where that, or the global box's cell count,
  *  overflows int64_t. */
-GW_API gw_status gw_grid_create_local(MPI_Comm comm, int ndims, const int64_t local[], const int periods[],
-                                      const int dims[], gw_grid **out);
+GW_API gw_status gw_grid_create_local(MPI_Comm comm, int ndims, const int64_t local[],
+                                      const int periods[], const int dims[], gw_grid **out);
 /** Free the grid (collective: frees its communicators). NULL is ok. */
 GW_API void gw_grid_destroy(gw_grid *g);
 /** The grid's Cartesian communicator (borrowed: valid until gw_grid_destroy); for
@@ -385,15 +386,15 @@ GW_API MPI_Comm gw_grid_comm(const gw_grid *g);
 /** This rank's view of a grid. Entries past ndims are 1 (counts, dims) or 0. */
 typedef struct {
   int ndims;
-  int dims[3];        /**< ranks per dim */
+  int dims[3]; /**< ranks per dim */
   int periods[3];
-  int coords[3];      /**< this rank's coordinates in the rank grid */
-  int rank, size;     /**< in gw_grid_comm() (reordered: may differ from comm's rank) */
-  int node_rank;      /**< rank among the ranks of this node (MPI_COMM_TYPE_SHARED) */
+  int coords[3];  /**< this rank's coordinates in the rank grid */
+  int rank, size; /**< in gw_grid_comm() (reordered: may differ from comm's rank) */
+  int node_rank;  /**< rank among the ranks of this node (MPI_COMM_TYPE_SHARED) */
   int node_size;
-  int64_t global[3];  /**< global cells per dim */
-  int64_t local[3];   /**< this rank's cells per dim (halo excluded) */
-  int64_t offset[3];  /**< global index of this rank's first cell per dim */
+  int64_t global[3]; /**< global cells per dim */
+  int64_t local[3];  /**< this rank's cells per dim (halo excluded) */
+  int64_t offset[3]; /**< global index of this rank's first cell per dim */
 } gw_grid_info;
 
 /** Fill *out. GW_EINVAL for NULL arguments. */
@@ -426,7 +427,8 @@ GW_API gw_status gw_grid_context_create(const gw_grid *g, gw_backend backend, gw
  *         where the error is an argument checked on every rank (shapes, dtypes, root);
  *         root's checks of `global` are shared with every rank before any data moves.
  */
-GW_API gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], gw_array *global, int root);
+GW_API gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[],
+                                gw_array *global, int root);
 
 /** Detail of this thread's last gw_halo_* or gw_grid_* failure ("" if none). Valid until this
  *  thread's next gw_halo_* call. */

@@ -117,7 +117,7 @@ static PyObject *Array_new(PyTypeObject *t, PyObject *args, PyObject *kw) {
 
 static PyObject *Array_release(ArrayObject *a, PyObject *unused) {
   gw_array *h = a->h;
-  a->h = NULL; /* taken out before anything can run (a deleter): exactly once */
+  a->h = NULL;                    /* taken out before anything can run (a deleter): exactly once */
   if (!a->kept) a->keeper = NULL; /* kept (NumPy's views) holds the root, and so the Keeper */
   if (h) gw_release(h);
   Py_RETURN_NONE;
@@ -139,7 +139,9 @@ static PyObject *Array_get_handle(ArrayObject *a, void *u) {
   ARR_OR_NULL(a, h);
   return PyLong_FromVoidPtr(h);
 }
-static PyObject *Array_get_released(ArrayObject *a, void *u) { return PyBool_FromLong(a->h == NULL); }
+static PyObject *Array_get_released(ArrayObject *a, void *u) {
+  return PyBool_FromLong(a->h == NULL);
+}
 static PyObject *Array_get_kind(ArrayObject *a, void *u) {
   ARR_OR_NULL(a, h);
   unsigned k = (unsigned)gw_kind(h);
@@ -228,16 +230,19 @@ static PyObject *Array_repr(ArrayObject *a) {
 static PyObject *Array_view(ArrayObject *a, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"start", "shape", "step", NULL};
   PyObject *start_o, *shape_o, *step_o = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:view", kwlist, &start_o, &shape_o, &step_o)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:view", kwlist, &start_o, &shape_o, &step_o))
+    return NULL;
   int64_t start[GW_MAX_DIMS], shape[GW_MAX_DIMS], step[GW_MAX_DIMS];
-  int n0 = int64_seq(start_o, start, "start"), n1 = n0 < 0 ? -1 : int64_seq(shape_o, shape, "shape");
+  int n0 = int64_seq(start_o, start, "start"),
+      n1 = n0 < 0 ? -1 : int64_seq(shape_o, shape, "shape");
   if (n1 < 0) return NULL;
   int n2 = step_o == Py_None ? n1 : int64_seq(step_o, step, "step");
   if (n2 < 0) return NULL;
   ARR_OR_NULL(a, h);
   if (n0 != gw_ndim(h) || n1 != gw_ndim(h) || n2 != gw_ndim(h)) {
-    PyErr_Format(PyExc_ValueError, "view: start, shape and step need %d values each (got %d, %d, %d)",
-                 gw_ndim(h), n0, n1, n2);
+    PyErr_Format(PyExc_ValueError,
+                 "view: start, shape and step need %d values each (got %d, %d, %d)", gw_ndim(h), n0,
+                 n1, n2);
     return NULL;
   }
   gw_array *out = NULL;
@@ -263,20 +268,35 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
     buf[0] = (unsigned char)t;
     return 0;
   }
-  case GW_INT8: case GW_INT16: case GW_INT32: case GW_INT64: {
+  case GW_INT8:
+  case GW_INT16:
+  case GW_INT32:
+  case GW_INT64: {
     PyObject *i = PyNumber_Index(v);
     if (!i) return -1;
     long long x = PyLong_AsLongLong(i);
     Py_DECREF(i);
     if (x == -1 && PyErr_Occurred()) return -1;
     size_t n = gw_dtype_size((gw_dtype)dt);
-    long long lo = n == 8 ? INT64_MIN : -(1LL << (8 * n - 1)), hi = n == 8 ? INT64_MAX : (1LL << (8 * n - 1)) - 1;
+    long long lo = n == 8 ? INT64_MIN : -(1LL << (8 * n - 1)),
+              hi = n == 8 ? INT64_MAX : (1LL << (8 * n - 1)) - 1;
     if (x < lo || x > hi) goto range;
-    int8_t a8 = (int8_t)x; int16_t a16 = (int16_t)x; int32_t a32 = (int32_t)x; int64_t a64 = x;
-    memcpy(buf, n == 1 ? (void *)&a8 : n == 2 ? (void *)&a16 : n == 4 ? (void *)&a32 : (void *)&a64, n);
+    int8_t a8 = (int8_t)x;
+    int16_t a16 = (int16_t)x;
+    int32_t a32 = (int32_t)x;
+    int64_t a64 = x;
+    memcpy(buf,
+           n == 1   ? (void *)&a8
+           : n == 2 ? (void *)&a16
+           : n == 4 ? (void *)&a32
+                    : (void *)&a64,
+           n);
     return 0;
   }
-  case GW_UINT8: case GW_UINT16: case GW_UINT32: case GW_UINT64: {
+  case GW_UINT8:
+  case GW_UINT16:
+  case GW_UINT32:
+  case GW_UINT64: {
     PyObject *i = PyNumber_Index(v);
     if (!i) return -1;
     unsigned long long x = PyLong_AsUnsignedLongLong(i);
@@ -284,11 +304,22 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
     if (x == (unsigned long long)-1 && PyErr_Occurred()) goto range;
     size_t n = gw_dtype_size((gw_dtype)dt);
     if (n < 8 && x >> (8 * n)) goto range;
-    uint8_t a8 = (uint8_t)x; uint16_t a16 = (uint16_t)x; uint32_t a32 = (uint32_t)x; uint64_t a64 = x;
-    memcpy(buf, n == 1 ? (void *)&a8 : n == 2 ? (void *)&a16 : n == 4 ? (void *)&a32 : (void *)&a64, n);
+    uint8_t a8 = (uint8_t)x;
+    uint16_t a16 = (uint16_t)x;
+    uint32_t a32 = (uint32_t)x;
+    uint64_t a64 = x;
+    memcpy(buf,
+           n == 1   ? (void *)&a8
+           : n == 2 ? (void *)&a16
+           : n == 4 ? (void *)&a32
+                    : (void *)&a64,
+           n);
     return 0;
   }
-  case GW_FLOAT16: case GW_BFLOAT16: case GW_FLOAT32: case GW_FLOAT64: {
+  case GW_FLOAT16:
+  case GW_BFLOAT16:
+  case GW_FLOAT32:
+  case GW_FLOAT64: {
     double d = PyFloat_AsDouble(v);
     if (d == -1.0 && PyErr_Occurred()) return -1;
     if (dt == GW_FLOAT64) {
@@ -304,7 +335,8 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
     }
     return 0;
   }
-  case GW_COMPLEX64: case GW_COMPLEX128: {
+  case GW_COMPLEX64:
+  case GW_COMPLEX128: {
     Py_complex c = PyComplex_AsCComplex(v);
     if (c.real == -1.0 && PyErr_Occurred()) return -1;
     if (dt == GW_COMPLEX128) {
@@ -328,8 +360,10 @@ range:
 
 static StreamObject *stream_arg(PyObject *stream) {
   if (!PyObject_TypeCheck(stream, &StreamType)) {
-    PyErr_Format(PyExc_TypeError, "stream must be a gpuwrap.Stream (Context.stream(), ExternalStream) "
-                                  "or None, not %s", Py_TYPE(stream)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "stream must be a gpuwrap.Stream (Context.stream(), ExternalStream) "
+                 "or None, not %s",
+                 Py_TYPE(stream)->tp_name);
     return NULL;
   }
   return (StreamObject *)stream;
@@ -350,10 +384,8 @@ static PyObject *Array_fill(ArrayObject *a, PyObject *args, PyObject *kw) {
   if (so && !(sh = stream_hold(so))) return NULL;
   gw_retain(h); /* pinned while the GIL is dropped: a release() elsewhere cannot free it */
   gw_status s;
-  Py_BEGIN_ALLOW_THREADS
-  s = sh ? gw_fill_async(h, buf, sh) : gw_fill(h, buf);
-  Py_END_ALLOW_THREADS
-  gw_release(h);
+  Py_BEGIN_ALLOW_THREADS s = sh ? gw_fill_async(h, buf, sh) : gw_fill(h, buf);
+  Py_END_ALLOW_THREADS gw_release(h);
   if (so) stream_unhold(so);
   if (s != GW_OK) return RAISE(sh ? "gw_fill_async" : "gw_fill", s);
   Py_RETURN_NONE;
@@ -364,7 +396,8 @@ static PyObject *Array_copy_from(ArrayObject *a, PyObject *args, PyObject *kw) {
   PyObject *src, *stream = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:copy_from", kwlist, &src, &stream)) return NULL;
   if (!PyObject_TypeCheck(src, &ArrayType)) {
-    PyErr_Format(PyExc_TypeError, "copy_from: src must be a gpuwrap.Array, not %s", Py_TYPE(src)->tp_name);
+    PyErr_Format(PyExc_TypeError, "copy_from: src must be a gpuwrap.Array, not %s",
+                 Py_TYPE(src)->tp_name);
     return NULL;
   }
   StreamObject *so = NULL;
@@ -377,10 +410,8 @@ static PyObject *Array_copy_from(ArrayObject *a, PyObject *args, PyObject *kw) {
   gw_retain(h);
   gw_retain(sh_a);
   gw_status s;
-  Py_BEGIN_ALLOW_THREADS
-  s = sh ? gw_copy_async(h, sh_a, sh) : gw_copy(h, sh_a);
-  Py_END_ALLOW_THREADS
-  gw_release(sh_a);
+  Py_BEGIN_ALLOW_THREADS s = sh ? gw_copy_async(h, sh_a, sh) : gw_copy(h, sh_a);
+  Py_END_ALLOW_THREADS gw_release(sh_a);
   gw_release(h);
   if (so) stream_unhold(so);
   if (s != GW_OK) return RAISE(sh ? "gw_copy_async" : "gw_copy", s);
@@ -408,7 +439,8 @@ static PyMethodDef Array_methods[] = {
     {"fill", (PyCFunction)(void (*)(void))Array_fill, METH_VARARGS | METH_KEYWORDS,
      "fill(value, stream=None): set every element; with a Stream, queued on it."},
     {"copy_from", (PyCFunction)(void (*)(void))Array_copy_from, METH_VARARGS | METH_KEYWORDS,
-     "copy_from(src, stream=None): copy a gpuwrap Array of the same dtype and shape into this one."},
+     "copy_from(src, stream=None): copy a gpuwrap Array of the same dtype and shape into this "
+     "one."},
     {"offer", (PyCFunction)(void (*)(void))Array_offer, METH_VARARGS | METH_KEYWORDS,
      "offer(device_type, device_id=0): an object whose DLPack protocol offers this array as "
      "device_type ('cpu', 'cuda', 'rocm', ...); BufferError if impossible without a copy."},
@@ -418,7 +450,8 @@ static PyMethodDef Array_methods[] = {
     {"pending", (PyCFunction)Array_pending, METH_NOARGS,
      "Whether asynchronous gpuwrap work on the memory may not have completed (gw_array_pending)."},
     {"dlpack_device", (PyCFunction)Array_dlpack_device, METH_NOARGS, NULL},
-    {"__dlpack_device__", (PyCFunction)Array_dlpack_device, METH_NOARGS, "(device_type, device_id)"},
+    {"__dlpack_device__", (PyCFunction)Array_dlpack_device, METH_NOARGS,
+     "(device_type, device_id)"},
     {"__dlpack__", (PyCFunction)(void (*)(void))Array_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None): a DLPack capsule "
      "over this array's memory, never a copy."},
@@ -429,11 +462,14 @@ static PyMethodDef Array_methods[] = {
     {NULL}};
 
 static PyGetSetDef Array_getset[] = {
-    {"data_ptr", (getter)Array_get_data_ptr, NULL, "device-usable address of element 0 (None if none)", NULL},
-    {"host_ptr", (getter)Array_get_host_ptr, NULL, "host-usable address of element 0 (None if none)", NULL},
+    {"data_ptr", (getter)Array_get_data_ptr, NULL,
+     "device-usable address of element 0 (None if none)", NULL},
+    {"host_ptr", (getter)Array_get_host_ptr, NULL,
+     "host-usable address of element 0 (None if none)", NULL},
     {"handle", (getter)Array_get_handle, NULL, "the gw_array address", NULL},
     {"released", (getter)Array_get_released, NULL, NULL, NULL},
-    {"kind", (getter)Array_get_kind, NULL, "'host', 'pinned', 'device', 'managed' or 'unknown'", NULL},
+    {"kind", (getter)Array_get_kind, NULL, "'host', 'pinned', 'device', 'managed' or 'unknown'",
+     NULL},
     {"device", (getter)Array_get_device, NULL, "owning device (-1: host memory)", NULL},
     {"dtype", (getter)Array_get_dtype, NULL, "dtype name ('float32')", NULL},
     {"itemsize", (getter)Array_get_itemsize, NULL, NULL, NULL},
@@ -444,7 +480,8 @@ static PyGetSetDef Array_getset[] = {
     {"strides", (getter)Array_get_strides, NULL, "strides in elements", NULL},
     {"readonly", (getter)Array_get_readonly, NULL, NULL, NULL},
     {"__cuda_array_interface__", (getter)Array_get_cai, NULL, "CUDA Array Interface v3", NULL},
-    {"__array_interface__", (getter)Array_get_ai, NULL, "NumPy array interface v3 (host memory)", NULL},
+    {"__array_interface__", (getter)Array_get_ai, NULL, "NumPy array interface v3 (host memory)",
+     NULL},
     {NULL}};
 
 PyTypeObject ArrayType = {

@@ -25,18 +25,19 @@ static PyObject *interface_dict(gw_array *h, void *data, int with_stream, PyObje
   int dt = gw_array_dtype(h), nd = gw_ndim(h);
   const int64_t *sp = gw_shape(h), *tp = gw_strides(h);
   PyObject *shape = int64_tuple(sp, nd, 1);
-  PyObject *strides = c_contiguous(sp, tp, nd) ? Py_NewRef(Py_None)
-                                               : int64_tuple(tp, nd, (int64_t)gw_dtype_size((gw_dtype)dt));
+  PyObject *strides = c_contiguous(sp, tp, nd)
+                          ? Py_NewRef(Py_None)
+                          : int64_tuple(tp, nd, (int64_t)gw_dtype_size((gw_dtype)dt));
   PyObject *d = NULL;
   if (shape && strides) {
     if (with_stream)
-      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", TYPESTR[dt], "data",
-                        PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False, "strides", strides,
-                        "version", 3, "stream", stream);
+      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", TYPESTR[dt],
+                        "data", PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False,
+                        "strides", strides, "version", 3, "stream", stream);
     else
       d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", TYPESTR[dt], "data",
-                        PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False, "strides", strides,
-                        "version", 3);
+                        PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False, "strides",
+                        strides, "version", 3);
   }
   Py_XDECREF(shape);
   Py_XDECREF(strides);
@@ -48,18 +49,21 @@ PyObject *Array_get_cai(ArrayObject *a, void *u) {
    * DLPack or __array_interface__: host-only memory, other backends than CUDA. */
   ARR_OR_NULL(a, h);
   if (gw_context_backend(gw_array_context(h)) != GW_BACKEND_CUDA) {
-    PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__: only arrays of a CUDA context have it");
+    PyErr_SetString(PyExc_AttributeError,
+                    "__cuda_array_interface__: only arrays of a CUDA context have it");
     return NULL;
   }
   void *data = gw_data(h);
   if (gw_kind(h) == GW_MEM_HOST || (!data && gw_numel(h))) {
-    PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__: the memory is not device-accessible "
-                                          "(host-only array)");
+    PyErr_SetString(PyExc_AttributeError,
+                    "__cuda_array_interface__: the memory is not device-accessible "
+                    "(host-only array)");
     return NULL;
   }
   int dt = gw_array_dtype(h);
   if (!TYPESTR[dt]) {
-    PyErr_Format(PyExc_AttributeError, "__cuda_array_interface__: %s has no typestr", DTYPE_STR[dt]);
+    PyErr_Format(PyExc_AttributeError, "__cuda_array_interface__: %s has no typestr",
+                 DTYPE_STR[dt]);
     return NULL;
   }
   /* stream: None when no gpuwrap work is pending, else the kept stream made to wait for it

@@ -96,9 +96,8 @@ static PyObject *Context_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   gw_context *h = NULL;
   gw_status s;
   Py_BEGIN_ALLOW_THREADS /* loading a plugin, initialising a runtime: slow, touches no object */
-  s = gw_context_create((gw_backend)b, device, &h);
-  Py_END_ALLOW_THREADS
-  if (s != GW_OK) {
+      s = gw_context_create((gw_backend)b, device, &h);
+  Py_END_ALLOW_THREADS if (s != GW_OK) {
     char call[96];
     snprintf(call, sizeof call, "gw_context_create(%s, %d)",
              b >= 0 && b < 4 ? PyUnicode_AsUTF8(BackendNames[b]) : "?", device);
@@ -134,16 +133,16 @@ static PyObject *Context_get_handle(ContextObject *c, void *u) {
   gw_context *h = ctx_get(c);
   return h ? PyLong_FromVoidPtr(h) : NULL;
 }
-static PyObject *Context_get_closed(ContextObject *c, void *u) { return PyBool_FromLong(c->h == NULL); }
+static PyObject *Context_get_closed(ContextObject *c, void *u) {
+  return PyBool_FromLong(c->h == NULL);
+}
 
 static PyObject *Context_synchronize(ContextObject *c, PyObject *unused) {
   gw_context *h = ctx_hold(c);
   if (!h) return NULL;
   gw_status s;
-  Py_BEGIN_ALLOW_THREADS
-  s = gw_synchronize(h);
-  Py_END_ALLOW_THREADS
-  ctx_unhold(c);
+  Py_BEGIN_ALLOW_THREADS s = gw_synchronize(h);
+  Py_END_ALLOW_THREADS ctx_unhold(c);
   if (s != GW_OK) return RAISE("gw_synchronize", s);
   Py_RETURN_NONE;
 }
@@ -156,7 +155,8 @@ static int parse_kind(PyObject *o, int *out) {
         return 0;
       }
     if (PyErr_Occurred()) return -1;
-    PyErr_Format(PyExc_ValueError, "kind %R: expected one of 'host', 'pinned', 'device', 'managed'", o);
+    PyErr_Format(PyExc_ValueError, "kind %R: expected one of 'host', 'pinned', 'device', 'managed'",
+                 o);
     return -1;
   }
   long long v;
@@ -178,12 +178,12 @@ static PyObject *Context_alloc(ContextObject *c, PyObject *args) {
   gw_array *out = NULL;
   gw_status s;
   Py_BEGIN_ALLOW_THREADS /* cudaMalloc / cudaMallocHost: slow; the context is held */
-  s = gw_alloc(h, (gw_memkind)kind, (gw_dtype)dt, nd, shape, &out);
-  Py_END_ALLOW_THREADS
-  ctx_unhold(c);
+      s = gw_alloc(h, (gw_memkind)kind, (gw_dtype)dt, nd, shape, &out);
+  Py_END_ALLOW_THREADS ctx_unhold(c);
   if (s != GW_OK) {
     char call[64];
-    snprintf(call, sizeof call, "gw_alloc('%s')", kind >= 0 && kind < 5 ? PyUnicode_AsUTF8(KindNames[kind]) : "?");
+    snprintf(call, sizeof call, "gw_alloc('%s')",
+             kind >= 0 && kind < 5 ? PyUnicode_AsUTF8(KindNames[kind]) : "?");
     return RAISE(call, s);
   }
   return array_new(out);
@@ -192,17 +192,21 @@ static PyObject *Context_alloc(ContextObject *c, PyObject *args) {
 static PyMethodDef Context_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))Context_wrap, METH_FASTCALL | METH_KEYWORDS,
      "wrap(obj, dtype, shape, strides=None, *, readonly=False, no_register=False, deleter=None), "
-     "wrap(ptr, ..., own=False, ...): wrap an object's memory (buffer protocol, __array_interface__, "
-     "__cuda_array_interface__; kept alive, the span checked: GW_ERANGE outside it) or the memory at "
+     "wrap(ptr, ..., own=False, ...): wrap an object's memory (buffer protocol, "
+     "__array_interface__, "
+     "__cuda_array_interface__; kept alive, the span checked: GW_ERANGE outside it) or the memory "
+     "at "
      "int address ptr (unchecked), without copying. Strides in elements, not bytes. deleter(ptr) "
      "runs exactly once when the last reference goes."},
     {"alloc", (PyCFunction)Context_alloc, METH_VARARGS,
-     "alloc(kind, dtype, shape): a C-contiguous array of 'host', 'pinned', 'device' or 'managed' memory."},
+     "alloc(kind, dtype, shape): a C-contiguous array of 'host', 'pinned', 'device' or 'managed' "
+     "memory."},
     {"ipc_open", (PyCFunction)Context_ipc_open, METH_O,
      "ipc_open(handle): an Array over the memory an IpcHandle (or its bytes) of Array.ipc_handle() "
      "describes, from this or another process of the node; the mapping is closed when its last "
      "array goes."},
-    {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS, "Wait for all work of the device."},
+    {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS,
+     "Wait for all work of the device."},
     {"close", (PyCFunction)Context_close, METH_NOARGS,
      "Drop this reference (arrays keep the C context alive); later uses raise ValueError."},
     {"__enter__", enter_self, METH_NOARGS, NULL},

@@ -50,7 +50,9 @@ typedef struct {
   PyObject *o;
 } stream_arg_t;
 
-static int stream_is(const stream_arg_t *st, long long v) { return st->has && !st->big && st->v == v; }
+static int stream_is(const stream_arg_t *st, long long v) {
+  return st->has && !st->big && st->v == v;
+}
 
 /* The consumer's stream for an export as `type`, checked as the array API defines it.
  * `model`: a CPU-backend array, whose streams are handles > 2. */
@@ -59,21 +61,27 @@ static int check_stream(const stream_arg_t *st, int type, int model) {
   int neg = !st->big && st->v < 0;
   if (is_cuda_type(type)) {
     if (stream_is(st, 0) || neg) {
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not valid on CUDA: use 1 (legacy "
-                   "default stream), 2 (per-thread default stream) or a stream handle", st->o);
+      PyErr_Format(PyExc_BufferError,
+                   "__dlpack__: stream %R is not valid on CUDA: use 1 (legacy "
+                   "default stream), 2 (per-thread default stream) or a stream handle",
+                   st->o);
       return -1;
     }
   } else if (is_rocm_type(type)) {
     if (stream_is(st, 1) || stream_is(st, 2) || neg) {
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not valid on ROCm: use 0 (default "
-                   "stream) or a stream handle", st->o);
+      PyErr_Format(PyExc_BufferError,
+                   "__dlpack__: stream %R is not valid on ROCm: use 0 (default "
+                   "stream) or a stream handle",
+                   st->o);
       return -1;
     }
   } else if (!(model && (st->big || st->v > 2))) {
     /* The CPU model's streams are handles > 2 (gw_stream_native), never 0, 1 or 2: a test
      * passes one as a GPU consumer passes its stream; gw_stream_wrap checks it. */
-    PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R given for device type %d, which has "
-                 "no streams: pass None", st->o, type);
+    PyErr_Format(PyExc_BufferError,
+                 "__dlpack__: stream %R given for device type %d, which has "
+                 "no streams: pass None",
+                 st->o, type);
     return -1;
   }
   return 0;
@@ -83,15 +91,17 @@ static int parse_stream_arg(PyObject *o, stream_arg_t *st) {
   *st = (stream_arg_t){.o = o};
   if (o == NULL || o == Py_None) return 0;
   if (PyBool_Check(o) || !PyIndex_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, not %s", Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, not %s",
+                 Py_TYPE(o)->tp_name);
     return -1;
   }
   /* A handle is a pointer value (up to UINT64_MAX); negative ones are classed below. */
   if (int_arg(o, "__dlpack__: stream", -1, INT64_MIN, UINT64_MAX, &st->v, &st->big) < 0) {
     if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
     PyErr_Clear();
-    PyErr_Format(PyExc_BufferError, "__dlpack__: stream %R is not a stream handle (not in %lld .. %llu)",
-                 o, (long long)INT64_MIN, (unsigned long long)UINT64_MAX);
+    PyErr_Format(PyExc_BufferError,
+                 "__dlpack__: stream %R is not a stream handle (not in %lld .. %llu)", o,
+                 (long long)INT64_MIN, (unsigned long long)UINT64_MAX);
     return -1;
   }
   st->has = 1;
@@ -120,7 +130,8 @@ static int consumer_wait(gw_array *h, const stream_arg_t *st, int type) {
     native = NULL; /* the array API: None means the legacy default stream on CUDA / ROCm */
   } else if (is_cuda_type(type)) {
     /* 1: the legacy default stream (handle NULL); 2: cudaStreamPerThread's own value. */
-    if (!pending && (stream_is(st, 1) || stream_is(st, 2))) return 0; /* valid, nothing to wait for */
+    if (!pending && (stream_is(st, 1) || stream_is(st, 2)))
+      return 0; /* valid, nothing to wait for */
     if (stream_is(st, 1)) native = NULL;
   } else {
     if (!pending && stream_is(st, 0) && is_rocm_type(type)) return 0;
@@ -167,10 +178,14 @@ PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t nargs, 
   Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nk; i++) {
     PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[i];
-    if (k == S_stream || PyUnicode_Compare(k, S_stream) == 0) stream_o = v;
-    else if (k == S_max_version || PyUnicode_Compare(k, S_max_version) == 0) maxv = v;
-    else if (k == S_dl_device || PyUnicode_Compare(k, S_dl_device) == 0) dl_device = v;
-    else if (k == S_copy || PyUnicode_Compare(k, S_copy) == 0) copy = v;
+    if (k == S_stream || PyUnicode_Compare(k, S_stream) == 0)
+      stream_o = v;
+    else if (k == S_max_version || PyUnicode_Compare(k, S_max_version) == 0)
+      maxv = v;
+    else if (k == S_dl_device || PyUnicode_Compare(k, S_dl_device) == 0)
+      dl_device = v;
+    else if (k == S_copy || PyUnicode_Compare(k, S_copy) == 0)
+      copy = v;
     else {
       PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument %R", k);
       return NULL;
@@ -182,7 +197,8 @@ PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t nargs, 
       return NULL;
     }
     if (copy == Py_True) {
-      PyErr_SetString(PyExc_BufferError, "__dlpack__: gpuwrap never copies (copy=True asked for a copy)");
+      PyErr_SetString(PyExc_BufferError,
+                      "__dlpack__: gpuwrap never copies (copy=True asked for a copy)");
       return NULL;
     }
   }
@@ -190,14 +206,17 @@ PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t nargs, 
   if (maxv && maxv != Py_None) {
     /* The consumer's highest DLPack (major, minor): >= 1.0 gets a versioned capsule (ours
      * is 1.x, which any 1.y consumer reads), 0.x a legacy one. */
-    if (!PyTuple_Check(maxv) || PyTuple_GET_SIZE(maxv) != 2 || !PyLong_Check(PyTuple_GET_ITEM(maxv, 0)) ||
-        !PyLong_Check(PyTuple_GET_ITEM(maxv, 1))) {
-      PyErr_Format(PyExc_TypeError, "__dlpack__: max_version must be a (major, minor) tuple of ints, not %R", maxv);
+    if (!PyTuple_Check(maxv) || PyTuple_GET_SIZE(maxv) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(maxv, 0)) || !PyLong_Check(PyTuple_GET_ITEM(maxv, 1))) {
+      PyErr_Format(PyExc_TypeError,
+                   "__dlpack__: max_version must be a (major, minor) tuple of ints, not %R", maxv);
       return NULL;
     }
     long long major, minor; /* DLPackVersion's fields are uint32 */
-    if (int_arg(PyTuple_GET_ITEM(maxv, 0), "__dlpack__: max_version", 0, LLONG_MIN, UINT32_MAX, &major, NULL) < 0 ||
-        int_arg(PyTuple_GET_ITEM(maxv, 1), "__dlpack__: max_version", 1, LLONG_MIN, UINT32_MAX, &minor, NULL) < 0)
+    if (int_arg(PyTuple_GET_ITEM(maxv, 0), "__dlpack__: max_version", 0, LLONG_MIN, UINT32_MAX,
+                &major, NULL) < 0 ||
+        int_arg(PyTuple_GET_ITEM(maxv, 1), "__dlpack__: max_version", 1, LLONG_MIN, UINT32_MAX,
+                &minor, NULL) < 0)
       return NULL;
     if (major < 0 || minor < 0) {
       PyErr_Format(PyExc_ValueError, "__dlpack__: max_version %R is not a version", maxv);
@@ -206,7 +225,8 @@ PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t nargs, 
     versioned = major >= 1;
   }
   DLDevice want;
-  if (dl_device && dl_device != Py_None && parse_device_pair(dl_device, &want, "__dlpack__: dl_device") < 0)
+  if (dl_device && dl_device != Py_None &&
+      parse_device_pair(dl_device, &want, "__dlpack__: dl_device") < 0)
     return NULL;
   stream_arg_t st;
   if (parse_stream_arg(stream_o, &st) < 0) return NULL;
@@ -233,9 +253,11 @@ PyObject *Array_dlpack(ArrayObject *a, PyObject *const *args, Py_ssize_t nargs, 
   gw_status s;
   int as = dl_device && dl_device != Py_None;
   if (versioned)
-    s = as ? gw_to_dlpack_as(h, want, (DLManagedTensorVersioned **)&t) : gw_to_dlpack(h, (DLManagedTensorVersioned **)&t);
+    s = as ? gw_to_dlpack_as(h, want, (DLManagedTensorVersioned **)&t)
+           : gw_to_dlpack(h, (DLManagedTensorVersioned **)&t);
   else
-    s = as ? gw_to_dlpack_legacy_as(h, want, (DLManagedTensor **)&t) : gw_to_dlpack_legacy(h, (DLManagedTensor **)&t);
+    s = as ? gw_to_dlpack_legacy_as(h, want, (DLManagedTensor **)&t)
+           : gw_to_dlpack_legacy(h, (DLManagedTensor **)&t);
   if (s == GW_EREADONLY && !versioned) { /* the library's message names its C calls */
     PyObject *e = PyObject_CallFunction(
         BufErrorType, "sis", "__dlpack__", (int)s,
@@ -290,7 +312,8 @@ PyObject *mod_import_capsule(PyObject *m, PyObject *args) {
   else if (name && strcmp(name, NAME_L) == 0)
     versioned = 0;
   else {
-    PyErr_Format(PyExc_ValueError, "not a DLPack capsule, or one already consumed: %s", name ? name : "NULL");
+    PyErr_Format(PyExc_ValueError, "not a DLPack capsule, or one already consumed: %s",
+                 name ? name : "NULL");
     return NULL;
   }
   void *t = PyCapsule_GetPointer(cap, name);

@@ -35,10 +35,10 @@
 
 static const char API_NAME[] = "dlpack_exchange_api";
 
-static PyObject *ApiCache;      /* {type: capsule of a usable table, or None} */
-static PyObject *S_attr;        /* "__dlpack_c_exchange_api__" */
-static PyObject *DefaultCtx;    /* gpuwrap._default_context, fetched on first need */
-static PyObject *DeviceCtx;     /* {(backend, device): Context} for tensors handed to gpuwrap */
+static PyObject *ApiCache;   /* {type: capsule of a usable table, or None} */
+static PyObject *S_attr;     /* "__dlpack_c_exchange_api__" */
+static PyObject *DefaultCtx; /* gpuwrap._default_context, fetched on first need */
+static PyObject *DeviceCtx;  /* {(backend, device): Context} for tensors handed to gpuwrap */
 static atomic_long n_fast, n_fallback;
 
 /* ---- consumer ----------------------------------------------------------------------- */
@@ -95,12 +95,14 @@ static gw_context *context_of(PyObject *o) {
 }
 
 static int has_streams(int t) {
-  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged || t == kDLROCM || t == kDLROCMHost;
+  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged || t == kDLROCM ||
+         t == kDLROCMHost;
 }
 
 /* Order the producer's current work stream on the tensor's device before the stream the
  * caller uses (native; NULL: the legacy default stream). 0, or -1 with an exception. */
-static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice dev, void *native) {
+static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice dev,
+                          void *native) {
   /* The CPU model's device memory is kDLCPU: there, as on a GPU, the producer's work may be
    * queued on a stream. A GPU context's kDLCPU tensors are host memory: no stream. */
   if (!has_streams(dev.device_type) && gw_context_backend(ch) != GW_BACKEND_CPU) return 0;
@@ -110,8 +112,8 @@ static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice
       PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the producer's current_work_stream failed");
     return -1;
   }
-  if (ps == native) return 0;                             /* one stream: in order */
-  if (!ps && !has_streams(dev.device_type)) return 0;     /* no stream on the host */
+  if (ps == native) return 0;                         /* one stream: in order */
+  if (!ps && !has_streams(dev.device_type)) return 0; /* no stream on the host */
   gw_stream *first = NULL, *then = NULL;
   const char *call = "gw_stream_wrap (the producer's current work stream)";
   gw_status s = gw_stream_wrap(ch, ps, &first);
@@ -161,7 +163,8 @@ static PyObject *exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t 
      * does not convert): its Python protocol may still do. */
     if (!PyErr_Occurred()) {
       if (t && t->deleter) t->deleter(t);
-      PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the producer's conversion failed without an error");
+      PyErr_SetString(PyExc_RuntimeError,
+                      "from_dlpack: the producer's conversion failed without an error");
       return NULL;
     }
     if (PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
@@ -196,8 +199,10 @@ static atomic_long n_produced;
 static gw_array *producer_array(void *py_object) {
   PyObject *o = py_object;
   if (!PyObject_TypeCheck(o, &ArrayType)) {
-    PyErr_Format(PyExc_TypeError, "gpuwrap's __dlpack_c_exchange_api__: py_object is a %s, "
-                 "not a gpuwrap.Array", Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "gpuwrap's __dlpack_c_exchange_api__: py_object is a %s, "
+                 "not a gpuwrap.Array",
+                 Py_TYPE(o)->tp_name);
     return NULL;
   }
   return arr_get((ArrayObject *)o);
@@ -246,9 +251,9 @@ static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
     DLDevice d;
     (void)gw_dlpack_device(a, &d); /* succeeded in producer_ready */
     static const DLDataType dt[GW_DTYPE_COUNT] = {
-        {kDLBool, 8, 1},   {kDLInt, 8, 1},     {kDLInt, 16, 1},     {kDLInt, 32, 1},
-        {kDLInt, 64, 1},   {kDLUInt, 8, 1},    {kDLUInt, 16, 1},    {kDLUInt, 32, 1},
-        {kDLUInt, 64, 1},  {kDLFloat, 16, 1},  {kDLBfloat, 16, 1},  {kDLFloat, 32, 1},
+        {kDLBool, 8, 1},   {kDLInt, 8, 1},      {kDLInt, 16, 1},     {kDLInt, 32, 1},
+        {kDLInt, 64, 1},   {kDLUInt, 8, 1},     {kDLUInt, 16, 1},    {kDLUInt, 32, 1},
+        {kDLUInt, 64, 1},  {kDLFloat, 16, 1},   {kDLBfloat, 16, 1},  {kDLFloat, 32, 1},
         {kDLFloat, 64, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1}};
     *out = (DLTensor){.data = host ? gw_host_data(a) : gw_data(a),
                       .device = d,
@@ -309,7 +314,8 @@ static PyObject *context_for(DLDevice d) {
 
 static int api_to_py_object(DLManagedTensorVersioned *t, void **out) {
   if (!t) {
-    PyErr_SetString(PyExc_ValueError, "gpuwrap's managed_tensor_to_py_object_no_sync: tensor is NULL");
+    PyErr_SetString(PyExc_ValueError,
+                    "gpuwrap's managed_tensor_to_py_object_no_sync: tensor is NULL");
     return -1;
   }
   /* The device is read only from a layout gpuwrap knows; gw_from_dlpack refuses others. */
@@ -326,7 +332,8 @@ static int api_to_py_object(DLManagedTensorVersioned *t, void **out) {
   gw_array *a = NULL;
   gw_status s = gw_from_dlpack(ch, t, &a);
   if (s != GW_OK) {
-    raise_status((0) ? BufErrorType : ErrorType, "gpuwrap's managed_tensor_to_py_object_no_sync", s);
+    raise_status((0) ? BufErrorType : ErrorType, "gpuwrap's managed_tensor_to_py_object_no_sync",
+                 s);
     return -1;
   }
   PyObject *o = array_new(a);
@@ -344,30 +351,38 @@ static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *
   gw_memkind mk = GW_MEM_UNKNOWN;
   int dtype = -1;
   if (!proto || !out) {
-    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s is NULL", proto ? "out" : "prototype");
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s is NULL",
+             proto ? "out" : "prototype");
     goto done;
   }
   switch (proto->device.device_type) {
-    case kDLCPU: mk = GW_MEM_HOST; break;
-    case kDLCUDA: case kDLROCM: mk = GW_MEM_DEVICE; break;
-    case kDLCUDAHost: case kDLROCMHost: mk = GW_MEM_PINNED; break;
-    case kDLCUDAManaged: mk = GW_MEM_MANAGED; break;
-    default:
-      snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: prototype device type %d "
-               "is not one gpuwrap allocates", (int)proto->device.device_type);
-      goto done;
+  case kDLCPU: mk = GW_MEM_HOST; break;
+  case kDLCUDA:
+  case kDLROCM: mk = GW_MEM_DEVICE; break;
+  case kDLCUDAHost:
+  case kDLROCMHost: mk = GW_MEM_PINNED; break;
+  case kDLCUDAManaged: mk = GW_MEM_MANAGED; break;
+  default:
+    snprintf(msg, sizeof msg,
+             "gpuwrap's managed_tensor_allocator: prototype device type %d "
+             "is not one gpuwrap allocates",
+             (int)proto->device.device_type);
+    goto done;
   }
   for (int i = 0; i < GW_DTYPE_COUNT; i++) {
-    static const uint8_t code[GW_DTYPE_COUNT] = {kDLBool, kDLInt, kDLInt, kDLInt, kDLInt, kDLUInt,
-                                                 kDLUInt, kDLUInt, kDLUInt, kDLFloat, kDLBfloat,
-                                                 kDLFloat, kDLFloat, kDLComplex, kDLComplex};
-    static const uint8_t bits[GW_DTYPE_COUNT] = {8, 8, 16, 32, 64, 8, 16, 32, 64, 16, 16, 32, 64, 64, 128};
-    if (proto->dtype.code == code[i] && proto->dtype.bits == bits[i] && proto->dtype.lanes == 1) dtype = i;
+    static const uint8_t code[GW_DTYPE_COUNT] = {
+        kDLBool, kDLInt,   kDLInt,    kDLInt,   kDLInt,   kDLUInt,    kDLUInt,   kDLUInt,
+        kDLUInt, kDLFloat, kDLBfloat, kDLFloat, kDLFloat, kDLComplex, kDLComplex};
+    static const uint8_t bits[GW_DTYPE_COUNT] = {8,  8,  16, 32, 64, 8,  16, 32,
+                                                 64, 16, 16, 32, 64, 64, 128};
+    if (proto->dtype.code == code[i] && proto->dtype.bits == bits[i] && proto->dtype.lanes == 1)
+      dtype = i;
   }
   if (dtype < 0) {
-    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: prototype dtype (code %u, bits "
-             "%u, lanes %u) is not a type gpuwrap has", proto->dtype.code, proto->dtype.bits,
-             proto->dtype.lanes);
+    snprintf(msg, sizeof msg,
+             "gpuwrap's managed_tensor_allocator: prototype dtype (code %u, bits "
+             "%u, lanes %u) is not a type gpuwrap has",
+             proto->dtype.code, proto->dtype.bits, proto->dtype.lanes);
     goto done;
   }
   PyObject *c = context_for(proto->device);
@@ -389,7 +404,8 @@ static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *
     PyErr_Clear();
     kind = "RuntimeError";
   } else if (s != GW_OK) {
-    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s: %s", gw_err_name(s), gw_last_error());
+    snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s: %s", gw_err_name(s),
+             gw_last_error());
     kind = s == GW_ENOMEM ? "MemoryError" : "RuntimeError";
   } else {
     r = 0;
@@ -476,18 +492,17 @@ static int test_from_py_object(void *py_object, DLManagedTensorVersioned **out) 
     PyMem_RawFree(tt);
     return -1;
   }
-  tt->t = (DLManagedTensorVersioned){
-      .version = {1, 3},
-      .manager_ctx = tt,
-      .deleter = test_deleter,
-      .flags = ro ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
-      .dl_tensor = {.data = (void *)(uintptr_t)addr,
-                    .device = {(DLDeviceType)dtype_, did},
-                    .ndim = (int32_t)n,
-                    .dtype = {(uint8_t)code, (uint8_t)bits, 1},
-                    .shape = tt->dims,
-                    .strides = tt->dims + 32,
-                    .byte_offset = off}};
+  tt->t = (DLManagedTensorVersioned){.version = {1, 3},
+                                     .manager_ctx = tt,
+                                     .deleter = test_deleter,
+                                     .flags = ro ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+                                     .dl_tensor = {.data = (void *)(uintptr_t)addr,
+                                                   .device = {(DLDeviceType)dtype_, did},
+                                                   .ndim = (int32_t)n,
+                                                   .dtype = {(uint8_t)code, (uint8_t)bits, 1},
+                                                   .shape = tt->dims,
+                                                   .strides = tt->dims + 32,
+                                                   .byte_offset = off}};
   tt->keep = Py_NewRef((PyObject *)py_object);
   atomic_fetch_add(&t_converted, 1);
   *out = &tt->t;
@@ -555,7 +570,8 @@ static PyObject *exchange_test_set(PyObject *m, PyObject *args) {
     t_stream = s;
     t_fail = fail;
   }
-  return Py_BuildValue("(lll)", atomic_load(&t_converted), atomic_load(&t_deleted), atomic_load(&t_queried));
+  return Py_BuildValue("(lll)", atomic_load(&t_converted), atomic_load(&t_deleted),
+                       atomic_load(&t_queried));
 }
 
 /* _exchange_call(capsule, what, obj): call a table's function as a consumer in C would.
@@ -582,8 +598,9 @@ static PyObject *tensor_tuple(const DLTensor *t) {
     Py_XDECREF(strides);
     return NULL;
   }
-  return Py_BuildValue("(KNN(ii))", (unsigned long long)(uintptr_t)((char *)t->data + t->byte_offset),
-                       shape, strides, (int)t->device.device_type, (int)t->device.device_id);
+  return Py_BuildValue("(KNN(ii))",
+                       (unsigned long long)(uintptr_t)((char *)t->data + t->byte_offset), shape,
+                       strides, (int)t->device.device_type, (int)t->device.device_id);
 }
 
 static PyObject *exchange_call(PyObject *m, PyObject *args) {
@@ -601,9 +618,10 @@ static PyObject *exchange_call(PyObject *m, PyObject *args) {
       return o;
     }
     PyObject *r = tensor_tuple(&t->dl_tensor);
-    PyObject *res = r ? Py_BuildValue("(Ni(II))", r, (int)(t->flags & DLPACK_FLAG_BITMASK_READ_ONLY),
-                                      t->version.major, t->version.minor)
-                      : NULL;
+    PyObject *res =
+        r ? Py_BuildValue("(Ni(II))", r, (int)(t->flags & DLPACK_FLAG_BITMASK_READ_ONLY),
+                          t->version.major, t->version.minor)
+          : NULL;
     if (t->deleter) t->deleter(t);
     return res;
   }
@@ -629,12 +647,15 @@ static PyObject *exchange_call(PyObject *m, PyObject *args) {
     if (n < 0 || n > 32) return PyErr_Format(PyExc_ValueError, "shape");
     for (Py_ssize_t i = 0; i < n; i++) dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
     if (PyErr_Occurred()) return NULL;
-    DLTensor proto = {.device = {(DLDeviceType)type, id}, .ndim = (int32_t)n,
-                      .dtype = {(uint8_t)code, (uint8_t)bits, 1}, .shape = dims};
+    DLTensor proto = {.device = {(DLDeviceType)type, id},
+                      .ndim = (int32_t)n,
+                      .dtype = {(uint8_t)code, (uint8_t)bits, 1},
+                      .shape = dims};
     DLManagedTensorVersioned *t = NULL;
     int failed = 0;
     if (api->managed_tensor_allocator(&proto, &t, &failed, set_error_cb) != 0) {
-      if (!failed || !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "allocator failed without SetError");
+      if (!failed || !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "allocator failed without SetError");
       return NULL;
     }
     void *o = NULL;
@@ -646,7 +667,8 @@ static PyObject *exchange_call(PyObject *m, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"exchange_import", (PyCFunction)(void (*)(void))exchange_import, METH_FASTCALL, NULL},
-    {"exchange_counts", exchange_counts, METH_NOARGS, "(imports through the exchange API, fallbacks)"},
+    {"exchange_counts", exchange_counts, METH_NOARGS,
+     "(imports through the exchange API, fallbacks)"},
     {"exchange_produced", exchange_produced, METH_NOARGS, "tensors gpuwrap's exchange API made"},
     {"_exchange_test_api", exchange_test_api, METH_VARARGS, NULL},
     {"_exchange_test_set", exchange_test_set, METH_VARARGS, NULL},

@@ -48,14 +48,14 @@
 
 /* ---- module state (_module.c; one interpreter: the module is single-phase) ------------ */
 
-extern PyObject *ErrorType;       /* gpuwrap.GpuwrapError */
-extern PyObject *BufErrorType;    /* gpuwrap.DLPackBufferError (BufferError + GpuwrapError) */
-extern PyObject *DtypeCache;      /* dtype spelling -> gw_dtype (int): names, 'f4', np.float32, ... */
-extern PyObject *ResolveDtype;    /* Python fallback for a spelling not in the cache (fills it) */
-extern PyObject *OfferType;       /* gpuwrap._Offer */
-extern PyObject *ArrayHook;       /* gpuwrap._numpy_array(a, dtype, copy) for __array__ */
-extern PyObject *AuxStreams;      /* {context address: Stream}: kept for exports (see aux_wait) */
-extern PyObject *OpenContexts;    /* {context address}: the C contexts of open Python Contexts */
+extern PyObject *ErrorType;    /* gpuwrap.GpuwrapError */
+extern PyObject *BufErrorType; /* gpuwrap.DLPackBufferError (BufferError + GpuwrapError) */
+extern PyObject *DtypeCache;   /* dtype spelling -> gw_dtype (int): names, 'f4', np.float32, ... */
+extern PyObject *ResolveDtype; /* Python fallback for a spelling not in the cache (fills it) */
+extern PyObject *OfferType;    /* gpuwrap._Offer */
+extern PyObject *ArrayHook;    /* gpuwrap._numpy_array(a, dtype, copy) for __array__ */
+extern PyObject *AuxStreams;   /* {context address: Stream}: kept for exports (see aux_wait) */
+extern PyObject *OpenContexts; /* {context address}: the C contexts of open Python Contexts */
 extern PyObject *InterfaceMemory; /* gpuwrap._interface_memory(ctx, obj) for Context.wrap(obj) */
 extern PyObject *DtypeNames[GW_DTYPE_COUNT];
 extern PyObject *KindNames[5];
@@ -104,7 +104,8 @@ int ctx_is_open(gw_context *h);
 /* ---- Context.wrap (_wrap.c) ------------------------------------------------------------- */
 
 extern PyTypeObject KeeperType;
-PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames);
 
 /* ---- Array (_array.c) ------------------------------------------------------------------- */
 
@@ -121,17 +122,17 @@ typedef struct {
    * (self.arr = ctx.wrap(..., deleter=self._free)) is a cycle it can find and break
    * (Array_finalize, Array_clear); NULL for every other array, which it does not track. */
   PyObject *keeper;
-  PyObject *aux;          /* a Stream for exports after the context closed (aux_get) */
-  unsigned ai_given;      /* __array_interface__ dicts handed out */
-  unsigned ai_traversed;  /* ai_given when the collector last traversed this object */
+  PyObject *aux;         /* a Stream for exports after the context closed (aux_get) */
+  unsigned ai_given;     /* __array_interface__ dicts handed out */
+  unsigned ai_traversed; /* ai_given when the collector last traversed this object */
 } ArrayObject;
 
 extern PyTypeObject ArrayType;
 /* A new Array object adopting one reference to h (released on failure). */
 PyObject *array_new(gw_array *h);
 gw_array *arr_get(ArrayObject *a); /* ValueError once released */
-#define ARR_OR_NULL(a, h)                                                                  \
-  gw_array *h = arr_get(a);                                                                \
+#define ARR_OR_NULL(a, h)   \
+  gw_array *h = arr_get(a); \
   if (!h) return NULL
 
 /* ---- Stream (_stream.c) ----------------------------------------------------------------- */

@@ -28,8 +28,10 @@ static int handle_from_buffer(PyObject *o, const char *call, gw_ipc_handle *out)
   if (n == GW_IPC_HANDLE_BYTES) memcpy(out->bytes, v.buf, GW_IPC_HANDLE_BYTES);
   PyBuffer_Release(&v);
   if (n != GW_IPC_HANDLE_BYTES) {
-    raise_detail(call, GW_EINVAL, PyUnicode_FromFormat(
-        "handle: %zd bytes, a gw_ipc_handle is %d (truncated or not a handle)", n, GW_IPC_HANDLE_BYTES));
+    raise_detail(
+        call, GW_EINVAL,
+        PyUnicode_FromFormat("handle: %zd bytes, a gw_ipc_handle is %d (truncated or not a handle)",
+                             n, GW_IPC_HANDLE_BYTES));
     return -1;
   }
   return 0;
@@ -68,8 +70,10 @@ static PyObject *IpcHandle_reduce(IpcHandleObject *o, PyObject *unused) {
 }
 
 static PyObject *IpcHandle_richcompare(PyObject *a, PyObject *b, int op) {
-  if (!PyObject_TypeCheck(b, &IpcHandleType) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
-  int eq = memcmp(((IpcHandleObject *)a)->h.bytes, ((IpcHandleObject *)b)->h.bytes, GW_IPC_HANDLE_BYTES) == 0;
+  if (!PyObject_TypeCheck(b, &IpcHandleType) || (op != Py_EQ && op != Py_NE))
+    Py_RETURN_NOTIMPLEMENTED;
+  int eq = memcmp(((IpcHandleObject *)a)->h.bytes, ((IpcHandleObject *)b)->h.bytes,
+                  GW_IPC_HANDLE_BYTES) == 0;
   return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
@@ -108,11 +112,10 @@ PyObject *Array_ipc_handle(ArrayObject *a, PyObject *unused) {
   ARR_OR_NULL(a, h);
   gw_ipc_handle out;
   gw_status s;
-  gw_retain(h); /* pinned while the GIL is dropped: a release() elsewhere cannot free it */
+  gw_retain(h);          /* pinned while the GIL is dropped: a release() elsewhere cannot free it */
   Py_BEGIN_ALLOW_THREADS /* a pointer query and a runtime call */
-  s = gw_ipc_export(h, &out);
-  Py_END_ALLOW_THREADS
-  gw_release(h);
+      s = gw_ipc_export(h, &out);
+  Py_END_ALLOW_THREADS gw_release(h);
   if (s != GW_OK) return RAISE("gw_ipc_export", s);
   return ipc_handle_new(&IpcHandleType, &out);
 }
@@ -128,9 +131,8 @@ PyObject *Context_ipc_open(ContextObject *c, PyObject *handle) {
   gw_array *out = NULL;
   gw_status s;
   Py_BEGIN_ALLOW_THREADS /* the first open of an allocation maps it: a runtime call */
-  s = gw_ipc_open(ch, &h, &out);
-  Py_END_ALLOW_THREADS
-  ctx_unhold(c);
+      s = gw_ipc_open(ch, &h, &out);
+  Py_END_ALLOW_THREADS ctx_unhold(c);
   if (s != GW_OK) return RAISE("gw_ipc_open", s);
   return array_new(out);
 }

@@ -16,26 +16,26 @@
 /* ---- module state (one interpreter: the module is single-phase) ------------------------ */
 /* The Python objects come from gpuwrap/__init__.py through _init(), once, at import. */
 
-PyObject *ErrorType, *BufErrorType, *DtypeCache, *ResolveDtype, *OfferType, *ArrayHook,
-    *AuxStreams, *OpenContexts, *InterfaceMemory;
+PyObject *ErrorType, *BufErrorType, *DtypeCache, *ResolveDtype, *OfferType, *ArrayHook, *AuxStreams,
+    *OpenContexts, *InterfaceMemory;
 PyObject *DtypeNames[GW_DTYPE_COUNT];
 PyObject *KindNames[5];
 PyObject *BackendNames[4];
-PyObject *S_stream, *S_max_version, *S_dl_device, *S_copy, *S_readonly, *S_no_register,
-    *S_own, *S_deleter;
+PyObject *S_stream, *S_max_version, *S_dl_device, *S_copy, *S_readonly, *S_no_register, *S_own,
+    *S_deleter;
 
 const char *const DTYPE_STR[GW_DTYPE_COUNT] = {
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
+    "bool",   "int8",    "int16",    "int32",   "int64",   "uint8",     "uint16",    "uint32",
+    "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
 /* NumPy typestrs in this host's byte order (bfloat16 has none). */
 #if PY_LITTLE_ENDIAN
 #define BO "<"
 #else
 #define BO ">"
 #endif
-const char *const TYPESTR[GW_DTYPE_COUNT] = {
-    "|b1", "|i1", BO "i2", BO "i4", BO "i8", "|u1", BO "u2", BO "u4", BO "u8",
-    BO "f2", NULL, BO "f4", BO "f8", BO "c8", BO "c16"};
+const char *const TYPESTR[GW_DTYPE_COUNT] = {"|b1", "|i1",   BO "i2", BO "i4", BO "i8",
+                                             "|u1", BO "u2", BO "u4", BO "u8", BO "f2",
+                                             NULL,  BO "f4", BO "f8", BO "c8", BO "c16"};
 
 /* Raise exc(call, status, detail), detail read now: gw_last_error is this thread's. */
 PyObject *raise_status(PyObject *exc, const char *call, gw_status s) {
@@ -89,7 +89,7 @@ int dtype_index(PyObject *o) {
  * *out: the value, two's complement when it is above INT64_MAX (only max > INT64_MAX
  * allows that: `*big` is then set, where the caller passed it). */
 int int_arg(PyObject *o, const char *what, Py_ssize_t i, long long min, unsigned long long max,
-                   long long *out, int *big) {
+            long long *out, int *big) {
   char at[32] = "";
   if (i >= 0) snprintf(at, sizeof at, "[%zd]", i);
   if (big) *big = 0;
@@ -116,7 +116,8 @@ int int_arg(PyObject *o, const char *what, Py_ssize_t i, long long min, unsigned
   }
   Py_DECREF(n);
   if (!ok) {
-    PyErr_Format(PyExc_OverflowError, "%s%s: %R does not fit in %lld .. %llu", what, at, o, min, max);
+    PyErr_Format(PyExc_OverflowError, "%s%s: %R does not fit in %lld .. %llu", what, at, o, min,
+                 max);
     return -1;
   }
   *out = v;
@@ -135,7 +136,8 @@ static int int64_item(PyObject *o, int64_t *out, const char *what, Py_ssize_t i)
 int int64_seq(PyObject *o, int64_t *out, const char *what) {
   if (PyIndex_Check(o) || PyBool_Check(o)) return int64_item(o, out, what, -1) ? -1 : 1;
   if (!PyTuple_Check(o) && !PyList_Check(o) && !PySequence_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "%s: %s is not a sequence of ints (nor an int)", what, Py_TYPE(o)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: %s is not a sequence of ints (nor an int)", what,
+                 Py_TYPE(o)->tp_name);
     return -1;
   }
   PyObject *seq = PySequence_Fast(o, what);
@@ -201,20 +203,23 @@ static PyObject *mod_info(PyObject *m, PyObject *arg) {
   if (int_arg(arg, "info: flags", -1, 0, UINT_MAX, &flags, NULL) < 0) return NULL;
   gw_status s;
   Py_BEGIN_ALLOW_THREADS /* creates a context per device: slow */
-  s = gw_info_report(stdout, (unsigned)flags);
+      s = gw_info_report(stdout, (unsigned)flags);
   fflush(stdout);
-  Py_END_ALLOW_THREADS
-  if (s != GW_OK) return RAISE("gw_info_report", s);
+  Py_END_ALLOW_THREADS if (s != GW_OK) return RAISE("gw_info_report", s);
   Py_RETURN_NONE;
 }
 
 static PyObject *mod_init(PyObject *m, PyObject *args) {
-  if (!PyArg_ParseTuple(args, "OOOOOOO", &ErrorType, &BufErrorType, &ResolveDtype, &OfferType, &ArrayHook,
-                        &DtypeCache, &InterfaceMemory))
+  if (!PyArg_ParseTuple(args, "OOOOOOO", &ErrorType, &BufErrorType, &ResolveDtype, &OfferType,
+                        &ArrayHook, &DtypeCache, &InterfaceMemory))
     return NULL;
   Py_INCREF(InterfaceMemory);
-  Py_INCREF(ErrorType); Py_INCREF(BufErrorType); Py_INCREF(ResolveDtype);
-  Py_INCREF(OfferType); Py_INCREF(ArrayHook); Py_INCREF(DtypeCache);
+  Py_INCREF(ErrorType);
+  Py_INCREF(BufErrorType);
+  Py_INCREF(ResolveDtype);
+  Py_INCREF(OfferType);
+  Py_INCREF(ArrayHook);
+  Py_INCREF(DtypeCache);
   Py_RETURN_NONE;
 }
 
@@ -241,14 +246,18 @@ PyMODINIT_FUNC PyInit__gpuwrap(void) {
   int abi = gw__private_abi();
   if (abi != GW__PRIVATE_ABI) {
     Dl_info info;
-    const char *where = dladdr((void *)&gw__private_abi, &info) && info.dli_fname ? info.dli_fname : "libgpuwrap";
-    PyErr_Format(PyExc_ImportError, "gpuwrap: %s has private ABI %d, this extension was built for "
+    const char *where =
+        dladdr((void *)&gw__private_abi, &info) && info.dli_fname ? info.dli_fname : "libgpuwrap";
+    PyErr_Format(PyExc_ImportError,
+                 "gpuwrap: %s has private ABI %d, this extension was built for "
                  "private ABI %d (src/core/private.h): build the extension against the same tree "
-                 "as the library", where, abi, GW__PRIVATE_ABI);
+                 "as the library",
+                 where, abi, GW__PRIVATE_ABI);
     return NULL;
   }
-  if (PyType_Ready(&ContextType) < 0 || PyType_Ready(&ArrayType) < 0 || PyType_Ready(&StreamType) < 0 ||
-      PyType_Ready(&KeeperType) < 0 || PyType_Ready(&IpcHandleType) < 0)
+  if (PyType_Ready(&ContextType) < 0 || PyType_Ready(&ArrayType) < 0 ||
+      PyType_Ready(&StreamType) < 0 || PyType_Ready(&KeeperType) < 0 ||
+      PyType_Ready(&IpcHandleType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;

@@ -19,8 +19,7 @@ gw_stream *stream_hold(StreamObject *s) {
 static void stream_destroy_nogil(gw_stream *h) {
   /* A created stream's destroy waits for its work: without the GIL (the handle is out of
    * every object already, nothing else can reach it). */
-  Py_BEGIN_ALLOW_THREADS
-  gw_stream_destroy(h);
+  Py_BEGIN_ALLOW_THREADS gw_stream_destroy(h);
   Py_END_ALLOW_THREADS
 }
 void stream_unhold(StreamObject *s) {
@@ -83,7 +82,8 @@ static int check_stream_cls(PyObject *cls) {
 PyObject *mod_stream_create(PyObject *m, PyObject *args) {
   PyObject *cls;
   ContextObject *c;
-  if (!PyArg_ParseTuple(args, "OO!", &cls, &ContextType, &c) || check_stream_cls(cls) < 0) return NULL;
+  if (!PyArg_ParseTuple(args, "OO!", &cls, &ContextType, &c) || check_stream_cls(cls) < 0)
+    return NULL;
   gw_context *ch = ctx_hold(c);
   if (!ch) return NULL;
   gw_stream *h = NULL;
@@ -128,8 +128,12 @@ static PyObject *Stream_get_handle(StreamObject *s, void *u) {
   }
   return PyLong_FromUnsignedLongLong(s->native);
 }
-static PyObject *Stream_get_closed(StreamObject *s, void *u) { return PyBool_FromLong(s->h == NULL); }
-static PyObject *Stream_get_borrowed(StreamObject *s, void *u) { return PyBool_FromLong(s->borrowed); }
+static PyObject *Stream_get_closed(StreamObject *s, void *u) {
+  return PyBool_FromLong(s->h == NULL);
+}
+static PyObject *Stream_get_borrowed(StreamObject *s, void *u) {
+  return PyBool_FromLong(s->borrowed);
+}
 
 /* __cuda_stream__: a callable giving (0, handle); only CUDA streams have it. */
 static PyMethodDef cuda_stream_def = {"__cuda_stream__", enter_self, METH_NOARGS, NULL};
@@ -153,17 +157,16 @@ static PyObject *Stream_synchronize(StreamObject *s, PyObject *unused) {
   gw_stream *h = stream_hold(s);
   if (!h) return NULL;
   gw_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = gw_stream_synchronize(h);
-  Py_END_ALLOW_THREADS
-  stream_unhold(s);
+  Py_BEGIN_ALLOW_THREADS st = gw_stream_synchronize(h);
+  Py_END_ALLOW_THREADS stream_unhold(s);
   if (st != GW_OK) return RAISE("gw_stream_synchronize", st);
   Py_RETURN_NONE;
 }
 
 static PyObject *Stream_repr(StreamObject *s) {
   if (!s->h) return PyUnicode_FromFormat("<gpuwrap.%s closed>", _PyType_Name(Py_TYPE(s)));
-  return PyUnicode_FromFormat("<gpuwrap.%s handle=%p>", _PyType_Name(Py_TYPE(s)), (void *)s->native);
+  return PyUnicode_FromFormat("<gpuwrap.%s handle=%p>", _PyType_Name(Py_TYPE(s)),
+                              (void *)s->native);
 }
 
 static PyMethodDef Stream_methods[] = {
@@ -175,11 +178,13 @@ static PyMethodDef Stream_methods[] = {
     {"__exit__", (PyCFunction)Stream_close, METH_VARARGS, NULL},
     {NULL}};
 static PyMemberDef Stream_members[] = {
-    {"ctx", T_OBJECT, offsetof(StreamObject, ctx), READONLY, "the Context (None for a kept stream)"},
+    {"ctx", T_OBJECT, offsetof(StreamObject, ctx), READONLY,
+     "the Context (None for a kept stream)"},
     {"_source", T_OBJECT, offsetof(StreamObject, source), READONLY, NULL},
     {NULL}};
 static PyGetSetDef Stream_getset[] = {
-    {"handle", (getter)Stream_get_handle, NULL, "the native stream as an int (0: legacy default)", NULL},
+    {"handle", (getter)Stream_get_handle, NULL, "the native stream as an int (0: legacy default)",
+     NULL},
     {"closed", (getter)Stream_get_closed, NULL, NULL, NULL},
     {"borrowed", (getter)Stream_get_borrowed, NULL, NULL, NULL},
     {"__cuda_stream__", (getter)Stream_get_cuda_stream, NULL, "cuda.core stream protocol", NULL},
@@ -271,8 +276,7 @@ uintptr_t aux_wait(gw_array *a, int host, ArrayObject *holder) {
   gw_stream *sh = stream_hold(st);
   gw_status s = gw_array_wait(a, sh);
   if (s == GW_OK && host) {
-    Py_BEGIN_ALLOW_THREADS
-    s = gw_stream_synchronize(sh);
+    Py_BEGIN_ALLOW_THREADS s = gw_stream_synchronize(sh);
     Py_END_ALLOW_THREADS
   }
   uintptr_t native = st->native;
@@ -306,9 +310,8 @@ PyObject *mod_sync_native(PyObject *m, PyObject *args) {
     return RAISE(call, s);
   }
   Py_BEGIN_ALLOW_THREADS /* b is ours alone */
-  s = gw_stream_synchronize(b);
-  Py_END_ALLOW_THREADS
-  gw_stream_destroy(b); /* borrowed: the producer's stream lives on */
+      s = gw_stream_synchronize(b);
+  Py_END_ALLOW_THREADS gw_stream_destroy(b); /* borrowed: the producer's stream lives on */
   if (s != GW_OK) return RAISE("gw_stream_synchronize", s);
   Py_RETURN_NONE;
 }

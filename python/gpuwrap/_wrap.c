@@ -86,7 +86,10 @@ static int object_memory(PyObject *ctx, PyObject *o, KeeperObject *k, void **bas
       long long l = 0, h = 0;
       for (int i = 0; i < v->ndim; i++) {
         long long span = (long long)(v->shape[i] - 1) * v->strides[i];
-        if (span < 0) l += span; else h += span;
+        if (span < 0)
+          l += span;
+        else
+          h += span;
       }
       *lo = l;
       *hi = h + v->itemsize;
@@ -106,8 +109,8 @@ static int object_memory(PyObject *ctx, PyObject *o, KeeperObject *k, void **bas
 
 /* Whether shape/strides (elements of `size` bytes) from element 0 stay inside [lo, hi)
  * bytes of it; 0 with elo .. ehi (the bytes they reach) when not, also on overflow. */
-static int span_inside(int nd, const int64_t *shape, const int64_t *strides, size_t size, long long lo,
-                       long long hi, long long *elo, long long *ehi) {
+static int span_inside(int nd, const int64_t *shape, const int64_t *strides, size_t size,
+                       long long lo, long long hi, long long *elo, long long *ehi) {
   long long l = 0, h = 0, run = 1;
   for (int i = nd - 1; i >= 0; i--)
     if (shape[i] <= 0) { /* no elements (or a negative extent, which gw_wrap refuses) */
@@ -118,8 +121,10 @@ static int span_inside(int nd, const int64_t *shape, const int64_t *strides, siz
   for (int i = nd - 1; i >= 0; i--) {
     long long st = strides ? strides[i] : run, span;
     over |= __builtin_mul_overflow(shape[i] - 1, st, &span);
-    if (span < 0) over |= __builtin_add_overflow(l, span, &l);
-    else over |= __builtin_add_overflow(h, span, &h);
+    if (span < 0)
+      over |= __builtin_add_overflow(l, span, &l);
+    else
+      over |= __builtin_add_overflow(h, span, &h);
     if (!strides) over |= __builtin_mul_overflow(run, shape[i], &run);
   }
   long long sz = (long long)size;
@@ -136,12 +141,15 @@ static int span_inside(int nd, const int64_t *shape, const int64_t *strides, siz
 /* Context.wrap(ptr, dtype, shape, strides=None, *, readonly=False, no_register=False,
  * own=False, deleter=None): the hot path, parsed by hand (no argument-parser overhead). */
 PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames) {
-  PyObject *ptr_o = NULL, *dtype_o = NULL, *shape_o = NULL, *strides_o = Py_None, *deleter = Py_None;
+                       PyObject *kwnames) {
+  PyObject *ptr_o = NULL, *dtype_o = NULL, *shape_o = NULL, *strides_o = Py_None,
+           *deleter = Py_None;
   unsigned flags = 0;
   if (nargs < 3 || nargs > 4) {
-    PyErr_Format(PyExc_TypeError, "wrap(ptr, dtype, shape, strides=None, *, readonly, "
-                                  "no_register, own, deleter): %zd positional arguments", nargs);
+    PyErr_Format(PyExc_TypeError,
+                 "wrap(ptr, dtype, shape, strides=None, *, readonly, "
+                 "no_register, own, deleter): %zd positional arguments",
+                 nargs);
     return NULL;
   }
   ptr_o = args[0];
@@ -177,11 +185,14 @@ PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_t nargs
   /* An int (or None, or an integer scalar such as numpy.uint64) is an address nothing can
    * check; anything else must expose its memory, which the array keeps and must stay
    * inside. NumPy arrays have __index__ too (a one-element one converts): not addresses. */
-  int is_obj = ptr_o != Py_None && !PyLong_Check(ptr_o) && (!PyIndex_Check(ptr_o) || PySequence_Check(ptr_o));
+  int is_obj = ptr_o != Py_None && !PyLong_Check(ptr_o) &&
+               (!PyIndex_Check(ptr_o) || PySequence_Check(ptr_o));
   if (!is_obj && parse_ptr(ptr_o, &ptr, "wrap: ptr") < 0) return NULL;
   if (is_obj && (flags & GW_WRAP_OWN)) {
-    PyErr_Format(PyExc_ValueError, "wrap: own=True with a %s: its memory is the object's (the array "
-                 "keeps the object alive while wrapped; nothing is freed)", Py_TYPE(ptr_o)->tp_name);
+    PyErr_Format(PyExc_ValueError,
+                 "wrap: own=True with a %s: its memory is the object's (the array "
+                 "keeps the object alive while wrapped; nothing is freed)",
+                 Py_TYPE(ptr_o)->tp_name);
     return NULL;
   }
   int dt = dtype_index(dtype_o);
@@ -219,10 +230,12 @@ PyObject *Context_wrap(ContextObject *c, PyObject *const *args, Py_ssize_t nargs
       PyObject *shp = int64_tuple(shape, nd, 1);
       PyObject *str = sp ? int64_tuple(sp, nd, 1) : PyUnicode_FromString("None (C order)");
       if (shp && str)
-        raise_detail("gw_wrap", GW_ERANGE, PyUnicode_FromFormat(
-            "ptr: shape %R, strides %R (in elements of %zu bytes, not bytes) reach bytes %lld .. %lld "
-            "from element 0, outside the %s's memory, bytes %lld .. %lld", shp, str, size, elo, ehi,
-            Py_TYPE(ptr_o)->tp_name, lo, hi));
+        raise_detail(
+            "gw_wrap", GW_ERANGE,
+            PyUnicode_FromFormat("ptr: shape %R, strides %R (in elements of %zu bytes, not bytes) "
+                                 "reach bytes %lld .. %lld "
+                                 "from element 0, outside the %s's memory, bytes %lld .. %lld",
+                                 shp, str, size, elo, ehi, Py_TYPE(ptr_o)->tp_name, lo, hi));
       Py_XDECREF(shp);
       Py_XDECREF(str);
       goto fail;

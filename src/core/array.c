@@ -27,8 +27,8 @@ static int64_t mul_saturated(int64_t a, int64_t b) {
   return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
 }
 
-gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,
-                   int64_t *lo, int64_t *hi, int64_t *numel) {
+gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem, int64_t *lo,
+                   int64_t *hi, int64_t *numel) {
   /* An empty array reaches no memory: decided before any arithmetic on the other dims, so
    * {0, MAX, MAX} and {MAX, MAX, 0} are alike. */
   if (has_zero_extent(ndim, shape)) {
@@ -41,8 +41,8 @@ gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_
       return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", i);
     int64_t reach;
     if (__builtin_mul_overflow(shape[i] - 1, strides[i], &reach))
-      return gw__fail(GW_EINVAL, "strides: dim %d reaches past int64 (shape %lld, stride %lld)",
-                      i, (long long)shape[i], (long long)strides[i]);
+      return gw__fail(GW_EINVAL, "strides: dim %d reaches past int64 (shape %lld, stride %lld)", i,
+                      (long long)shape[i], (long long)strides[i]);
     if (reach < 0 ? __builtin_add_overflow(l, reach, &l) : __builtin_add_overflow(h, reach, &h))
       return gw__fail(GW_EINVAL, "strides: element span overflows int64 at dim %d", i);
   }
@@ -83,17 +83,10 @@ static void destroy_root(gw_array *a) {
   if (a->in_deleter_table) gw__owned_forget_deleter(&a->deleter_slot);
   if (a->ipc) gw__ipc_unref(a->ipc); /* an opened allocation's mapping: the last one closes it */
   switch (a->freeway) {
-  case GW__FREE_BACKEND:
-    (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr);
-    break;
-  case GW__FREE_LIBC:
-    free(a->free_ptr);
-    break;
-  case GW__FREE_DELETER:
-    a->deleter(a->free_ptr, a->deleter_user);
-    break;
-  case GW__FREE_NONE:
-    break;
+  case GW__FREE_BACKEND: (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr); break;
+  case GW__FREE_LIBC: free(a->free_ptr); break;
+  case GW__FREE_DELETER: a->deleter(a->free_ptr, a->deleter_user); break;
+  case GW__FREE_NONE: break;
   }
   int ref = a->ctx_ref;
   free(a);
@@ -104,7 +97,9 @@ static void destroy_root(gw_array *a) {
  * references a holds now. Exact only while no other thread can make or drop one. */
 GW_API int gw__private_abi(void) { return GW__PRIVATE_ABI; }
 
-GW_API int gw__array_refs(const gw_array *a) { return a ? atomic_load_explicit(&a->refs, memory_order_acquire) : 0; }
+GW_API int gw__array_refs(const gw_array *a) {
+  return a ? atomic_load_explicit(&a->refs, memory_order_acquire) : 0;
+}
 
 gw_array *gw_retain(gw_array *a) {
   if (a) atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
@@ -150,8 +145,14 @@ static gw_status make_view(gw_array *a, int ndim, const int64_t *shape, const in
   gw_array *v = malloc(sizeof *v);
   if (!v) return gw__fail(GW_ENOMEM, "view: out of host memory");
   gw_array *root = (gw_array *)root_of(a);
-  *v = (gw_array){.root = gw_retain(root), .ctx = a->ctx, .dtype = a->dtype, .ndim = ndim,
-                  .readonly = a->readonly, .ro_why = a->ro_why, .kind = root->kind, .device = root->device};
+  *v = (gw_array){.root = gw_retain(root),
+                  .ctx = a->ctx,
+                  .dtype = a->dtype,
+                  .ndim = ndim,
+                  .readonly = a->readonly,
+                  .ro_why = a->ro_why,
+                  .kind = root->kind,
+                  .device = root->device};
   atomic_init(&v->refs, 1);
   int64_t bytes = offset * (int64_t)gw_dtype_size(a->dtype);
   v->dev0 = a->dev0 ? a->dev0 + bytes : NULL;
@@ -171,7 +172,8 @@ gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const
   if (a->ndim > 0 && (!start || !shape))
     return gw__fail(GW_EINVAL, "%s: NULL for a %d-d array", start ? "shape" : "start", a->ndim);
   for (int d = 0; d < a->ndim; d++) {
-    if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+    if (shape[d] < 0)
+      return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
     if (step && step[d] == 0) return gw__fail(GW_EINVAL, "step[%d]: 0", d);
   }
   int64_t strides[GW_MAX_DIMS], offset = 0;
@@ -184,12 +186,11 @@ gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const
   for (int d = 0; d < a->ndim; d++) {
     int64_t st = step ? step[d] : 1, last;
     if (start[d] < 0 || start[d] >= a->shape[d] ||
-        __builtin_mul_overflow(shape[d] - 1, st, &last) || __builtin_add_overflow(last, start[d], &last) ||
-        last < 0 || last >= a->shape[d])
-      return gw__fail(GW_EINVAL,
-                      "start[%d]=%lld shape[%d]=%lld step[%d]=%lld: reaches outside [0, %lld)", d,
-                      (long long)start[d], d, (long long)shape[d], d, (long long)st,
-                      (long long)a->shape[d]);
+        __builtin_mul_overflow(shape[d] - 1, st, &last) ||
+        __builtin_add_overflow(last, start[d], &last) || last < 0 || last >= a->shape[d])
+      return gw__fail(
+          GW_EINVAL, "start[%d]=%lld shape[%d]=%lld step[%d]=%lld: reaches outside [0, %lld)", d,
+          (long long)start[d], d, (long long)shape[d], d, (long long)st, (long long)a->shape[d]);
   }
   /* Every dim in bounds of a parent that has elements (so its span fits int64): the view's
    * strides and offset fit too, except the stride of a dim the view does not step over
@@ -209,10 +210,12 @@ gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out
     return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
   if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
   for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0) return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+    if (shape[d] < 0)
+      return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
   /* An empty shape has 0 elements whatever its other extents (in any order). */
   int64_t n = 1;
-  if (has_zero_extent(ndim, shape)) n = 0;
+  if (has_zero_extent(ndim, shape))
+    n = 0;
   else
     for (int d = 0; d < ndim; d++)
       if (__builtin_mul_overflow(n, shape[d], &n))

@@ -29,11 +29,13 @@ typedef struct {
   atomic_uint next;               /* hands out stripes to threads */
 } br_lock;
 
-#define BR_LOCK_INITIALIZER {.writers = PTHREAD_MUTEX_INITIALIZER}
+#define BR_LOCK_INITIALIZER \
+  { .writers = PTHREAD_MUTEX_INITIALIZER }
 
 static inline int br_stripe_of_thread(br_lock *l) {
   static _Thread_local int mine GW__TLS_FAST = -1;
-  if (mine < 0) mine = (int)(atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed) % BR_STRIPES);
+  if (mine < 0)
+    mine = (int)(atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed) % BR_STRIPES);
   return mine;
 }
 

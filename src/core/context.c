@@ -34,7 +34,7 @@ gw_status gw_backend_device_count(gw_backend b, int *count) {
    * own, and answering for one backend would hide that the choice depends on `device`. */
   if (b == GW_BACKEND_AUTO)
     return gw__fail(GW_EINVAL, "b: GW_BACKEND_AUTO names no backend (gw_context_create "
-                    "resolves it); ask GW_BACKEND_CPU, _CUDA or _HIP");
+                               "resolves it); ask GW_BACKEND_CPU, _CUDA or _HIP");
   const gw__backend_ops *ops = gw__backend_get(b);
   if (!ops) return GW_ENODEV;
   int n = 0;
@@ -70,8 +70,8 @@ gw_status gw_context_create(gw_backend backend, int device, gw_context **out) {
   s = ops->device_count(&n);
   if (s != GW_OK) return s;
   if (device >= n)
-    return gw__fail(GW_ENODEV, "device: %d, but backend %s has %d device%s", device, ops->name,
-                    n, n == 1 ? "" : "s");
+    return gw__fail(GW_ENODEV, "device: %d, but backend %s has %d device%s", device, ops->name, n,
+                    n == 1 ? "" : "s");
   /* Aligned, so that each reference count has its cache line to itself (internal.h). */
   gw_context *ctx = aligned_alloc(_Alignof(gw_context), sizeof *ctx);
   if (!ctx) return gw__fail(GW_ENOMEM, "gw_context_create: out of host memory");

@@ -38,9 +38,15 @@ void gw__xfer_normalise(gw__xfer *x) {
       int swap = a < b || (a == b && abs64(x->src_stride[j - 1]) < abs64(x->src_stride[j]));
       if (!swap) break;
       int64_t t;
-      t = x->shape[j]; x->shape[j] = x->shape[j - 1]; x->shape[j - 1] = t;
-      t = x->dst_stride[j]; x->dst_stride[j] = x->dst_stride[j - 1]; x->dst_stride[j - 1] = t;
-      t = x->src_stride[j]; x->src_stride[j] = x->src_stride[j - 1]; x->src_stride[j - 1] = t;
+      t = x->shape[j];
+      x->shape[j] = x->shape[j - 1];
+      x->shape[j - 1] = t;
+      t = x->dst_stride[j];
+      x->dst_stride[j] = x->dst_stride[j - 1];
+      x->dst_stride[j - 1] = t;
+      t = x->src_stride[j];
+      x->src_stride[j] = x->src_stride[j - 1];
+      x->src_stride[j - 1] = t;
     }
   }
   /* merge an outer dim into the next inner one where both sides are dense across them */
@@ -83,8 +89,8 @@ gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x) {
     return gw__fail(GW_EINVAL, "src: %d dims, dst has %d", src->ndim, dst->ndim);
   for (int d = 0; d < dst->ndim; d++)
     if (dst->shape[d] != src->shape[d])
-      return gw__fail(GW_EINVAL, "src: shape[%d] = %lld, dst has %lld", d,
-                      (long long)src->shape[d], (long long)dst->shape[d]);
+      return gw__fail(GW_EINVAL, "src: shape[%d] = %lld, dst has %lld", d, (long long)src->shape[d],
+                      (long long)dst->shape[d]);
   /* Nothing to move: the strides of an empty array are never used and may be anything
    * (INT64_MAX / 2 from a wrap or a DLPack tensor of shape {0}), so no arithmetic on them.
    * The caller (transfer.c) checks that dst may be written and returns. */

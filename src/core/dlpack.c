@@ -20,13 +20,20 @@
 /* ---- element types ---------------------------------------------------------------- */
 
 static const DLDataType dl_dtypes[GW_DTYPE_COUNT] = {
-    [GW_BOOL] = {kDLBool, 8, 1},          [GW_INT8] = {kDLInt, 8, 1},
-    [GW_INT16] = {kDLInt, 16, 1},         [GW_INT32] = {kDLInt, 32, 1},
-    [GW_INT64] = {kDLInt, 64, 1},         [GW_UINT8] = {kDLUInt, 8, 1},
-    [GW_UINT16] = {kDLUInt, 16, 1},       [GW_UINT32] = {kDLUInt, 32, 1},
-    [GW_UINT64] = {kDLUInt, 64, 1},       [GW_FLOAT16] = {kDLFloat, 16, 1},
-    [GW_BFLOAT16] = {kDLBfloat, 16, 1},   [GW_FLOAT32] = {kDLFloat, 32, 1},
-    [GW_FLOAT64] = {kDLFloat, 64, 1},     [GW_COMPLEX64] = {kDLComplex, 64, 1},
+    [GW_BOOL] = {kDLBool, 8, 1},
+    [GW_INT8] = {kDLInt, 8, 1},
+    [GW_INT16] = {kDLInt, 16, 1},
+    [GW_INT32] = {kDLInt, 32, 1},
+    [GW_INT64] = {kDLInt, 64, 1},
+    [GW_UINT8] = {kDLUInt, 8, 1},
+    [GW_UINT16] = {kDLUInt, 16, 1},
+    [GW_UINT32] = {kDLUInt, 32, 1},
+    [GW_UINT64] = {kDLUInt, 64, 1},
+    [GW_FLOAT16] = {kDLFloat, 16, 1},
+    [GW_BFLOAT16] = {kDLBfloat, 16, 1},
+    [GW_FLOAT32] = {kDLFloat, 32, 1},
+    [GW_FLOAT64] = {kDLFloat, 64, 1},
+    [GW_COMPLEX64] = {kDLComplex, 64, 1},
     [GW_COMPLEX128] = {kDLComplex, 128, 1},
 };
 
@@ -115,16 +122,15 @@ static gw_status natural_placement(const gw_array *a, placement *p) {
     return GW_OK;
   }
   switch (kind) {
-  case GW_MEM_DEVICE:
-    *p = (placement){{backend_device_type(b), dev}, dev0};
-    return GW_OK;
+  case GW_MEM_DEVICE: *p = (placement){{backend_device_type(b), dev}, dev0}; return GW_OK;
   case GW_MEM_PINNED:
-    *p = (placement){{b == GW_BACKEND_HIP ? kDLROCMHost : kDLCUDAHost, 0},
-                     host0 ? host0 : dev0};
+    *p = (placement){{b == GW_BACKEND_HIP ? kDLROCMHost : kDLCUDAHost, 0}, host0 ? host0 : dev0};
     return GW_OK;
   case GW_MEM_MANAGED:
-    if (b == GW_BACKEND_HIP) *p = (placement){{kDLROCM, dev}, dev0 ? dev0 : host0};
-    else *p = (placement){{kDLCUDAManaged, 0}, dev0 ? dev0 : host0};
+    if (b == GW_BACKEND_HIP)
+      *p = (placement){{kDLROCM, dev}, dev0 ? dev0 : host0};
+    else
+      *p = (placement){{kDLCUDAManaged, 0}, dev0 ? dev0 : host0};
     return GW_OK;
   case GW_MEM_HOST:
   case GW_MEM_UNKNOWN: break;
@@ -149,9 +155,10 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
    * tensor on a device it did not ask for. Checked before the array is looked at, so the
    * answer is the same on every backend. */
   if (fixed_zero_id((int)want.device_type) && want.device_id != 0)
-    return gw__fail(GW_EINVAL, "want.device_id: %" PRId32 " for %s (DLPack's device_id is 0 "
-                    "for CPU, pinned and managed memory)", want.device_id,
-                    device_type_name((int)want.device_type));
+    return gw__fail(GW_EINVAL,
+                    "want.device_id: %" PRId32 " for %s (DLPack's device_id is 0 "
+                    "for CPU, pinned and managed memory)",
+                    want.device_id, device_type_name((int)want.device_type));
 
   gw_backend b = array_backend(a);
   gw_memkind kind = gw_kind(a);
@@ -161,8 +168,8 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
   bool empty = gw_numel(a) == 0;
 
   if (owner < 0)
-    return gw__fail(GW_ENOTSUP, "want: %s (%d) is not a device type gpuwrap can export to",
-                    wname, (int)want.device_type);
+    return gw__fail(GW_ENOTSUP, "want: %s (%d) is not a device type gpuwrap can export to", wname,
+                    (int)want.device_type);
   if (owner != GW_BACKEND_AUTO && owner != (int)b)
     return gw__fail(GW_ENOTSUP, "want: %s, but the array belongs to the %s backend", wname,
                     gw_backend_name(b));
@@ -183,9 +190,10 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
                       kind == GW_MEM_HOST ? " (it was wrapped with GW_WRAP_NO_REGISTER)" : "");
     int dev = (kind == GW_MEM_DEVICE && gw_device(a) >= 0) ? gw_device(a) : context_device(a);
     if (want.device_id != dev)
-      return gw__fail(GW_ENOTSUP, "want.device_id: %" PRId32 ", but the %s memory is "
-                      "addressed through device %d (no copy is ever made)", want.device_id,
-                      gw_memkind_name(kind), dev);
+      return gw__fail(GW_ENOTSUP,
+                      "want.device_id: %" PRId32 ", but the %s memory is "
+                      "addressed through device %d (no copy is ever made)",
+                      want.device_id, gw_memkind_name(kind), dev);
     *p = (placement){{want.device_type, dev}, dev0};
     return GW_OK;
   }
@@ -203,8 +211,7 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
     }
     break;
   }
-  return gw__fail(GW_ENOTSUP, "want: %s, but the array is %s memory", wname,
-                  gw_memkind_name(kind));
+  return gw__fail(GW_ENOTSUP, "want: %s, but the array is %s memory", wname, gw_memkind_name(kind));
 }
 
 /* ---- export ------------------------------------------------------------------------- */
@@ -338,23 +345,22 @@ typedef struct {
 
 static gw_status validate(const gw_context *ctx, const DLTensor *t, bool need_strides,
                           import_args *out) {
-  if (t->ndim < 0)
-    return gw__fail(GW_EINVAL, "dl_tensor.ndim: %" PRId32 " is negative", t->ndim);
+  if (t->ndim < 0) return gw__fail(GW_EINVAL, "dl_tensor.ndim: %" PRId32 " is negative", t->ndim);
   if (t->ndim > GW_MAX_DIMS)
     return gw__fail(GW_EINVAL, "dl_tensor.ndim: %" PRId32 " exceeds GW_MAX_DIMS (%d)", t->ndim,
                     GW_MAX_DIMS);
   if (t->ndim > 0 && !t->shape)
     return gw__fail(GW_EINVAL, "dl_tensor.shape: NULL with ndim %" PRId32, t->ndim);
   if (t->ndim > 0 && !t->strides && need_strides)
-    return gw__fail(GW_EINVAL, "dl_tensor.strides: NULL with ndim %" PRId32
+    return gw__fail(GW_EINVAL,
+                    "dl_tensor.strides: NULL with ndim %" PRId32
                     " (DLPack 1.2 and later require strides; only earlier tensors may omit "
                     "them)",
                     t->ndim);
   bool empty = false;
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] < 0)
-      return gw__fail(GW_EINVAL, "dl_tensor.shape[%d]: %" PRId64 " is negative", i,
-                      t->shape[i]);
+      return gw__fail(GW_EINVAL, "dl_tensor.shape[%d]: %" PRId64 " is negative", i, t->shape[i]);
     if (t->shape[i] == 0) empty = true;
   }
   gw_dtype dtype;
@@ -371,22 +377,25 @@ static gw_status validate(const gw_context *ctx, const DLTensor *t, bool need_st
     return gw__fail(GW_EDEVICE, "dl_tensor.device.device_type: %s (%d) has no gpuwrap backend",
                     device_type_name(dt), dt);
   if (owner != GW_BACKEND_AUTO && owner != (int)gw_context_backend(ctx))
-    return gw__fail(GW_EDEVICE, "dl_tensor.device.device_type: %s, but the context's backend "
-                    "is %s", device_type_name(dt), gw_backend_name(gw_context_backend(ctx)));
+    return gw__fail(GW_EDEVICE,
+                    "dl_tensor.device.device_type: %s, but the context's backend "
+                    "is %s",
+                    device_type_name(dt), gw_backend_name(gw_context_backend(ctx)));
   if (t->device.device_id < 0)
     return gw__fail(GW_EINVAL, "dl_tensor.device.device_id: %" PRId32 " is negative",
                     t->device.device_id);
 
   uintptr_t base = (uintptr_t)t->data;
-  if (!t->data && !empty)
-    return gw__fail(GW_EINVAL, "dl_tensor.data: NULL with elements");
+  if (!t->data && !empty) return gw__fail(GW_EINVAL, "dl_tensor.data: NULL with elements");
   if (t->byte_offset > UINTPTR_MAX - base)
     return gw__fail(GW_EINVAL, "dl_tensor.byte_offset: %" PRIu64 " overflows the address %p",
                     t->byte_offset, t->data);
   uintptr_t first = base + (uintptr_t)t->byte_offset;
   if (!empty && first % dtype_align(dtype) != 0)
-    return gw__fail(GW_EINVAL, "dl_tensor.data + byte_offset: %p + %" PRIu64 " is not aligned "
-                    "for %s", t->data, t->byte_offset, gw_dtype_name(dtype));
+    return gw__fail(GW_EINVAL,
+                    "dl_tensor.data + byte_offset: %p + %" PRIu64 " is not aligned "
+                    "for %s",
+                    t->data, t->byte_offset, gw_dtype_name(dtype));
 
   *out = (import_args){
       .ptr = t->data ? (void *)first : NULL,
@@ -406,8 +415,8 @@ static gw_status import_wrap(gw_context *ctx, const DLTensor *t, const import_ar
                              unsigned flags, gw_deleter del, void *user, gw_array **out,
                              bool *taken) {
   gw_array *a;
-  gw_status s = gw_wrap_with_deleter(ctx, x->ptr, x->dtype, x->ndim, x->shape, x->strides,
-                                     flags, del, user, &a);
+  gw_status s = gw_wrap_with_deleter(ctx, x->ptr, x->dtype, x->ndim, x->shape, x->strides, flags,
+                                     del, user, &a);
   if (s != GW_OK) return s;
   *taken = true;
   int dt = (int)t->device.device_type;
@@ -415,8 +424,10 @@ static gw_status import_wrap(gw_context *ctx, const DLTensor *t, const import_ar
       gw_device(a) != t->device.device_id) {
     int dev = gw_device(a);
     gw_release(a); /* runs the tensor's deleter */
-    return gw__fail(GW_EDEVICE, "dl_tensor.device.device_id: %" PRId32 ", but the memory "
-                    "belongs to device %d", t->device.device_id, dev);
+    return gw__fail(GW_EDEVICE,
+                    "dl_tensor.device.device_id: %" PRId32 ", but the memory "
+                    "belongs to device %d",
+                    t->device.device_id, dev);
   }
   *out = a;
   return GW_OK;
@@ -446,8 +457,10 @@ gw_status gw_from_dlpack(gw_context *ctx, DLManagedTensorVersioned *t, gw_array 
              t->version.major, t->version.minor);
     return refuse(GW_ENOTSUP, run_versioned, t);
   }
-  if (!ctx) s = gw__fail(GW_EINVAL, "ctx: NULL");
-  else if (!out) s = gw__fail(GW_EINVAL, "out: NULL");
+  if (!ctx)
+    s = gw__fail(GW_EINVAL, "ctx: NULL");
+  else if (!out)
+    s = gw__fail(GW_EINVAL, "out: NULL");
   else {
     import_args x;
     bool taken = false;
@@ -467,8 +480,10 @@ gw_status gw_from_dlpack(gw_context *ctx, DLManagedTensorVersioned *t, gw_array 
 gw_status gw_from_dlpack_legacy(gw_context *ctx, DLManagedTensor *t, gw_array **out) {
   if (!t) return gw__fail(GW_EINVAL, "t: NULL");
   gw_status s;
-  if (!ctx) s = gw__fail(GW_EINVAL, "ctx: NULL");
-  else if (!out) s = gw__fail(GW_EINVAL, "out: NULL");
+  if (!ctx)
+    s = gw__fail(GW_EINVAL, "ctx: NULL");
+  else if (!out)
+    s = gw__fail(GW_EINVAL, "out: NULL");
   else {
     import_args x;
     bool taken = false;
@@ -488,8 +503,10 @@ static _Atomic size_t capsule_name_offset = 3 * sizeof(void *);
 gw_status gw_dlpack_capsule_layout(size_t pointer_offset, size_t name_offset) {
   if (pointer_offset % sizeof(void *) || name_offset % sizeof(void *) ||
       pointer_offset == name_offset || pointer_offset > 256 || name_offset > 256)
-    return gw__fail(GW_EINVAL, "pointer_offset %zu, name_offset %zu: expected distinct, "
-                    "pointer-aligned offsets within 256 bytes", pointer_offset, name_offset);
+    return gw__fail(GW_EINVAL,
+                    "pointer_offset %zu, name_offset %zu: expected distinct, "
+                    "pointer-aligned offsets within 256 bytes",
+                    pointer_offset, name_offset);
   atomic_store(&capsule_pointer_offset, pointer_offset);
   atomic_store(&capsule_name_offset, name_offset);
   return GW_OK;

@@ -2,19 +2,17 @@
 #include "internal.h"
 
 static const char *const names[GW_DTYPE_COUNT] = {
-    [GW_BOOL] = "bool",         [GW_INT8] = "int8",         [GW_INT16] = "int16",
-    [GW_INT32] = "int32",       [GW_INT64] = "int64",       [GW_UINT8] = "uint8",
-    [GW_UINT16] = "uint16",     [GW_UINT32] = "uint32",     [GW_UINT64] = "uint64",
-    [GW_FLOAT16] = "float16",   [GW_BFLOAT16] = "bfloat16", [GW_FLOAT32] = "float32",
-    [GW_FLOAT64] = "float64",   [GW_COMPLEX64] = "complex64",
-    [GW_COMPLEX128] = "complex128",
+    [GW_BOOL] = "bool",       [GW_INT8] = "int8",           [GW_INT16] = "int16",
+    [GW_INT32] = "int32",     [GW_INT64] = "int64",         [GW_UINT8] = "uint8",
+    [GW_UINT16] = "uint16",   [GW_UINT32] = "uint32",       [GW_UINT64] = "uint64",
+    [GW_FLOAT16] = "float16", [GW_BFLOAT16] = "bfloat16",   [GW_FLOAT32] = "float32",
+    [GW_FLOAT64] = "float64", [GW_COMPLEX64] = "complex64", [GW_COMPLEX128] = "complex128",
 };
 
 const unsigned char gw__dtype_bytes[GW_DTYPE_COUNT] = {
-    [GW_BOOL] = 1,    [GW_INT8] = 1,     [GW_INT16] = 2,    [GW_INT32] = 4,
-    [GW_INT64] = 8,   [GW_UINT8] = 1,    [GW_UINT16] = 2,   [GW_UINT32] = 4,
-    [GW_UINT64] = 8,  [GW_FLOAT16] = 2,  [GW_BFLOAT16] = 2, [GW_FLOAT32] = 4,
-    [GW_FLOAT64] = 8, [GW_COMPLEX64] = 8, [GW_COMPLEX128] = 16,
+    [GW_BOOL] = 1,     [GW_INT8] = 1,    [GW_INT16] = 2,   [GW_INT32] = 4,     [GW_INT64] = 8,
+    [GW_UINT8] = 1,    [GW_UINT16] = 2,  [GW_UINT32] = 4,  [GW_UINT64] = 8,    [GW_FLOAT16] = 2,
+    [GW_BFLOAT16] = 2, [GW_FLOAT32] = 4, [GW_FLOAT64] = 8, [GW_COMPLEX64] = 8, [GW_COMPLEX128] = 16,
 };
 
 size_t gw_dtype_size(gw_dtype t) { return gw__dtype_size(t); }

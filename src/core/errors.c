@@ -11,8 +11,7 @@ static _Thread_local char last_error[GW_LAST_ERROR_MAX];
 const char *gw_strerror(gw_status s) {
   switch (s) {
 #define GW_STATUS_TEXT_(name, value, text) \
-  case name:                               \
-    return text;
+  case name: return text;
     GW_STATUS_TABLE(GW_STATUS_TEXT_)
 #undef GW_STATUS_TEXT_
   }
@@ -25,8 +24,7 @@ const char *gw_strerror(gw_status s) {
 const char *gw_err_name(gw_status s) {
   switch (s) {
 #define GW_STATUS_NAME_(name, value, text) \
-  case name:                               \
-    return #name;
+  case name: return #name;
     GW_STATUS_TABLE(GW_STATUS_NAME_)
 #undef GW_STATUS_NAME_
   }
@@ -43,7 +41,9 @@ gw_status gw__fail(gw_status s, const char *fmt, ...) {
   return s;
 }
 
-static gw_status host_setting_int(int id, long long *out) { return gw__setting_int((gw__setting_id)id, out); }
+static gw_status host_setting_int(int id, long long *out) {
+  return gw__setting_int((gw__setting_id)id, out);
+}
 static const char *host_setting_text(int id) { return gw__setting_text((gw__setting_id)id); }
 
 const gw__host_api gw__host = {.abi = GW__BACKEND_ABI,

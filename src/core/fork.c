@@ -30,9 +30,11 @@ static void unlock_all(void) {
 static void child(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
-  gw__ipc_child(); /* also releases the table's lock */
+  gw__ipc_child();           /* also releases the table's lock */
   gw__registry_forget_all(); /* also makes the registry's lock anew */
   gw__pin_lock(0);
 }
 
-__attribute__((constructor)) static void install(void) { pthread_atfork(lock_all, unlock_all, child); }
+__attribute__((constructor)) static void install(void) {
+  pthread_atfork(lock_all, unlock_all, child);
+}

@@ -36,7 +36,7 @@ typedef struct {
   int nperms;
   unsigned long long inode;
   size_t npath; /* characters of the path seen (stored: the first sizeof path - 1) */
-  char path[sizeof ((gw__hostmap *)0)->what_path];
+  char path[sizeof((gw__hostmap *)0)->what_path];
 } line;
 
 typedef struct {
@@ -114,19 +114,28 @@ static void feed(scan *s, line *l, char c) {
   int d;
   switch (l->field) {
   case F_LO:
-    if (c == '-') l->field = F_HI;
-    else if ((d = hexval(c)) >= 0) l->lo = l->lo * 16 + (uintptr_t)d;
-    else l->field = F_BAD;
+    if (c == '-')
+      l->field = F_HI;
+    else if ((d = hexval(c)) >= 0)
+      l->lo = l->lo * 16 + (uintptr_t)d;
+    else
+      l->field = F_BAD;
     break;
   case F_HI:
-    if (c == ' ') l->field = F_PERMS;
-    else if ((d = hexval(c)) >= 0) l->hi = l->hi * 16 + (uintptr_t)d;
-    else l->field = F_BAD;
+    if (c == ' ')
+      l->field = F_PERMS;
+    else if ((d = hexval(c)) >= 0)
+      l->hi = l->hi * 16 + (uintptr_t)d;
+    else
+      l->field = F_BAD;
     break;
   case F_PERMS:
-    if (c == ' ') l->field = F_OFFSET;
-    else if (l->nperms < 4) l->perms[l->nperms++] = c;
-    else l->field = F_BAD;
+    if (c == ' ')
+      l->field = F_OFFSET;
+    else if (l->nperms < 4)
+      l->perms[l->nperms++] = c;
+    else
+      l->field = F_BAD;
     break;
   case F_OFFSET:
     if (c == ' ') l->field = F_DEV;
@@ -135,17 +144,19 @@ static void feed(scan *s, line *l, char c) {
     if (c == ' ') l->field = F_INODE;
     break;
   case F_INODE:
-    if (c == ' ') l->field = F_PATH;
-    else if (c >= '0' && c <= '9') l->inode = l->inode * 10 + (unsigned)(c - '0');
-    else l->field = F_BAD;
+    if (c == ' ')
+      l->field = F_PATH;
+    else if (c >= '0' && c <= '9')
+      l->inode = l->inode * 10 + (unsigned)(c - '0');
+    else
+      l->field = F_BAD;
     break;
   case F_PATH:
     if (l->npath == 0 && c == ' ') break; /* the column padding before the path */
     if (l->npath < sizeof l->path - 1) l->path[l->npath] = c;
     l->npath++;
     break;
-  default: /* F_BAD: skip to the end of the line */
-    break;
+  default: /* F_BAD: skip to the end of the line */ break;
   }
 }
 
@@ -153,8 +164,7 @@ gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out) {
   *out = (gw__hostmap){.mapped = true, .writable = true};
   if (hi <= lo) return GW_OK; /* an empty span: nothing to ask */
   int fd;
-  do
-    fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  do fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     int e = errno;
@@ -176,8 +186,7 @@ gw_status gw__host_mapping(uintptr_t lo, uintptr_t hi, gw__hostmap *out) {
       feed(&s, &l, '\n'); /* a last line without its newline */
       break;
     }
-    for (ssize_t i = 0; i < n && !s.done; i++)
-      feed(&s, &l, buf[i]);
+    for (ssize_t i = 0; i < n && !s.done; i++) feed(&s, &l, buf[i]);
   }
   close(fd);
   if (err) {

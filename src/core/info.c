@@ -144,8 +144,10 @@ static void print_text(FILE *f, const report *r, int all_settings) {
       fprintf(f, "\nbackend %s: absent (%s)\n", gw_backend_name(br->id), br->why);
       continue;
     }
-    fprintf(f, "\nbackend %s: present, %d device%s\n", gw_backend_name(br->id), br->count, br->count == 1 ? "" : "s");
-    if (br->id == GW_BACKEND_CPU) fprintf(f, "  (a model of a GPU runtime's memory rules, computing on the host)\n");
+    fprintf(f, "\nbackend %s: present, %d device%s\n", gw_backend_name(br->id), br->count,
+            br->count == 1 ? "" : "s");
+    if (br->id == GW_BACKEND_CPU)
+      fprintf(f, "  (a model of a GPU runtime's memory rules, computing on the host)\n");
     for (int d = 0; d < br->count; d++) {
       const device_report *dr = &br->dev[d];
       if (!dr->context_ok) {
@@ -153,13 +155,16 @@ static void print_text(FILE *f, const report *r, int all_settings) {
         continue;
       }
       fprintf(f, "  device %d:\n", d);
-      for (int k = 0; k < KINDS; k++) fprintf(f, "    alloc %-8s %s\n", gw_memkind_name(kinds[k]), dr->alloc[k]);
-      fprintf(f, "    pageable host:  %s%s%s%s\n", dr->pageable, *dr->pageable_why ? " (" : "", dr->pageable_why,
-             *dr->pageable_why ? ")" : "");
-      if (dr->registered_address) fprintf(f, "    registered memory: device address %s the host address\n", dr->registered_address);
+      for (int k = 0; k < KINDS; k++)
+        fprintf(f, "    alloc %-8s %s\n", gw_memkind_name(kinds[k]), dr->alloc[k]);
+      fprintf(f, "    pageable host:  %s%s%s%s\n", dr->pageable, *dr->pageable_why ? " (" : "",
+              dr->pageable_why, *dr->pageable_why ? ")" : "");
+      if (dr->registered_address)
+        fprintf(f, "    registered memory: device address %s the host address\n",
+                dr->registered_address);
       if (!*dr->pageable_why)
-        fprintf(f, "    gw_fill on wrapped host memory: %s%s%s\n", dr->fill_ok ? "ok" : "failed", *dr->fill_why ? " - " : "",
-               dr->fill_why);
+        fprintf(f, "    gw_fill on wrapped host memory: %s%s%s\n", dr->fill_ok ? "ok" : "failed",
+                *dr->fill_why ? " - " : "", dr->fill_why);
     }
   }
   if (r->auto_ok)
@@ -167,20 +172,24 @@ static void print_text(FILE *f, const report *r, int all_settings) {
   else
     fprintf(f, "\nauto picks nothing (%s)\n", r->auto_why);
 
-  fprintf(f, "\nsettings%s:\n", all_settings ? "" : " that are set (gpuwrap info --settings lists them all)");
+  fprintf(f, "\nsettings%s:\n",
+          all_settings ? "" : " that are set (gpuwrap info --settings lists them all)");
   int shown = 0;
   for (int i = 0; i < gw_setting_count(); i++) {
     gw_setting_info s;
     if (gw_setting_describe(i, &s) != GW_OK || (!all_settings && !s.value)) continue;
     shown++;
     if (!all_settings) {
-      fprintf(f, "  %s=%s%s%s\n", s.name, s.value, s.valid ? "" : "   NOT VALID: ", s.valid ? "" : s.problem);
+      fprintf(f, "  %s=%s%s%s\n", s.name, s.value,
+              s.valid ? "" : "   NOT VALID: ", s.valid ? "" : s.problem);
       continue;
     }
-    fprintf(f, "  %s (%s, %s; default %s%s%s)\n", s.name, s.component, s.type, *s.default_value ? s.default_value : "unset",
-           *s.range ? ", " : "", s.range);
+    fprintf(f, "  %s (%s, %s; default %s%s%s)\n", s.name, s.component, s.type,
+            *s.default_value ? s.default_value : "unset", *s.range ? ", " : "", s.range);
     fprintf(f, "      %s\n", s.doc);
-    if (s.value) fprintf(f, "      now: %s%s%s\n", s.value, s.valid ? "" : "   NOT VALID: ", s.valid ? "" : s.problem);
+    if (s.value)
+      fprintf(f, "      now: %s%s%s\n", s.value,
+              s.valid ? "" : "   NOT VALID: ", s.valid ? "" : s.problem);
   }
   if (!shown) fprintf(f, "  (none)\n");
 }
@@ -190,9 +199,12 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; s && *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
   }
   fputc('"', f);
 }
@@ -208,7 +220,8 @@ static void print_json(FILE *f, const report *r, int all_settings) {
     fprintf(f, ", \"present\": %s, \"devices\": [", br->present ? "true" : "false");
     for (int d = 0; d < br->count; d++) {
       const device_report *dr = &br->dev[d];
-      fprintf(f, "%s{\"device\": %d, \"context\": %s", d ? ", " : "", d, dr->context_ok ? "true" : "false");
+      fprintf(f, "%s{\"device\": %d, \"context\": %s", d ? ", " : "", d,
+              dr->context_ok ? "true" : "false");
       if (!dr->context_ok) {
         fprintf(f, ", \"why\": ");
         json_str(f, dr->context_why);
@@ -227,8 +240,10 @@ static void print_json(FILE *f, const report *r, int all_settings) {
           json_str(f, dr->pageable_why);
         }
         fprintf(f, ", \"registered_address\": ");
-        if (dr->registered_address) json_str(f, dr->registered_address);
-        else fprintf(f, "null");
+        if (dr->registered_address)
+          json_str(f, dr->registered_address);
+        else
+          fprintf(f, "null");
         fprintf(f, ", \"fill_on_wrapped_host\": %s", dr->fill_ok ? "true" : "false");
       }
       fprintf(f, "}");
@@ -269,8 +284,10 @@ static void print_json(FILE *f, const report *r, int all_settings) {
     fprintf(f, ", \"doc\": ");
     json_str(f, s.doc);
     fprintf(f, ", \"value\": ");
-    if (s.value) json_str(f, s.value);
-    else fprintf(f, "null");
+    if (s.value)
+      json_str(f, s.value);
+    else
+      fprintf(f, "null");
     fprintf(f, ", \"valid\": %s", s.valid ? "true" : "false");
     if (!s.valid) {
       fprintf(f, ", \"problem\": ");
@@ -281,7 +298,6 @@ static void print_json(FILE *f, const report *r, int all_settings) {
   fprintf(f, "]}\n");
 }
 
-
 gw_status gw_info_report(FILE *out, unsigned flags) {
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
   if (flags & ~(unsigned)(GW_INFO_JSON | GW_INFO_ALL_SETTINGS))
@@ -291,8 +307,10 @@ gw_status gw_info_report(FILE *out, unsigned flags) {
   gw_status st = gather(&r);
   if (st == GW_OK) {
     int all = (flags & GW_INFO_ALL_SETTINGS) != 0;
-    if (flags & GW_INFO_JSON) print_json(out, &r, all);
-    else print_text(out, &r, all);
+    if (flags & GW_INFO_JSON)
+      print_json(out, &r, all);
+    else
+      print_text(out, &r, all);
     fflush(out);
   }
   for (int i = 0; i < 3; i++) free(r.backend[i].dev);

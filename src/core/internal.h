@@ -82,9 +82,9 @@ typedef enum {
  */
 /* Why an array is read-only: what a refused write says (transfer.c). */
 typedef enum {
-  GW__RO_ASKED = 1,  /* GW_WRAP_READONLY (a READ_ONLY DLPack import wraps with it) */
-  GW__RO_SHARED,     /* its bytes are in a registration gpuwrap made read-only */
-  GW__RO_PAGES,      /* host-only memory whose pages the process cannot write */
+  GW__RO_ASKED = 1, /* GW_WRAP_READONLY (a READ_ONLY DLPack import wraps with it) */
+  GW__RO_SHARED,    /* its bytes are in a registration gpuwrap made read-only */
+  GW__RO_PAGES,     /* host-only memory whose pages the process cannot write */
 } gw__ro_why;
 
 /* The asynchronous work one stream queued on a root's memory so far (stream.c). */
@@ -106,10 +106,11 @@ struct gw_array {
   int ndim;
   bool readonly;
   unsigned char ro_why; /* why readonly (gw__ro_why), for the error a write gets */
-  atomic_bool write_ok; /* passed transfer.c's write checks (once): elements apart, pages writable */
+  atomic_bool
+      write_ok; /* passed transfer.c's write checks (once): elements apart, pages writable */
   atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
-  char *dev0;  /* device-usable address of element 0, or NULL */
-  char *host0; /* host-usable address of element 0, or NULL */
+  char *dev0;           /* device-usable address of element 0, or NULL */
+  char *host0;          /* host-usable address of element 0, or NULL */
   /* root only: the import-table entry whose mapping this array holds (ipc.c), or NULL */
   struct gw__ipc_map *ipc;
   int64_t shape[GW_MAX_DIMS];
@@ -171,8 +172,8 @@ void gw__pending_drain(gw_array *root);
  * fills in the memory (wrap.c, ipc.c). */
 gw_array *gw__new_root(gw_context *ctx, gw_dtype dtype, int ndim, const int64_t *shape,
                        const int64_t *strides);
-gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem,
-                   int64_t *lo, int64_t *hi, int64_t *numel);
+gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_t elem, int64_t *lo,
+                   int64_t *hi, int64_t *numel);
 bool gw__is_c_contiguous(const gw_array *a);
 int64_t gw__numel(int ndim, const int64_t *shape);
 

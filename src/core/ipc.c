@@ -200,8 +200,8 @@ static gw_status bad(const char *why, ...) {
 static gw_status decode(const gw_ipc_handle *h, decoded *d) {
   const unsigned char *b = h->bytes;
   if (memcmp(b, IPC_MAGIC, 4) != 0)
-    return bad("not a gpuwrap IPC handle (magic %02x%02x%02x%02x, want \"GWIP\")", b[0], b[1],
-               b[2], b[3]);
+    return bad("not a gpuwrap IPC handle (magic %02x%02x%02x%02x, want \"GWIP\")", b[0], b[1], b[2],
+               b[3]);
   if (b[4] > IPC_VERSION)
     return bad("handle version %d is newer than this gpuwrap's %d (export and open with the "
                "same gpuwrap version)",
@@ -232,7 +232,8 @@ static gw_status decode(const gw_ipc_handle *h, decoded *d) {
   r.extent = get_u64(b + 48);
   r.offset = get_u64(b + 56);
   memcpy(r.rt, b + OFF_RT, GW__IPC_RT_BYTES);
-  if (r.pid == 0 || r.pid > INT32_MAX) return bad("exporter pid %llu is not a pid", (unsigned long long)r.pid);
+  if (r.pid == 0 || r.pid > INT32_MAX)
+    return bad("exporter pid %llu is not a pid", (unsigned long long)r.pid);
   if (r.base == 0 || r.extent == 0 || r.extent > PTRDIFF_MAX || r.base > UINTPTR_MAX - r.extent)
     return bad("allocation [%#llx, +%llu) is not a valid range", (unsigned long long)r.base,
                (unsigned long long)r.extent);
@@ -241,7 +242,8 @@ static gw_status decode(const gw_ipc_handle *h, decoded *d) {
   const unsigned char *at = b + OFF_GEOM, *end = at + len;
   for (int i = 0; i < 2 * r.ndim; i++) {
     uint64_t v;
-    if (!get_varint(&at, end, &v)) return bad("geometry: value %d of %d is cut short", i, 2 * r.ndim);
+    if (!get_varint(&at, end, &v))
+      return bad("geometry: value %d of %d is cut short", i, 2 * r.ndim);
     if (i < r.ndim) {
       if (v > INT64_MAX) return bad("shape[%d] %llu exceeds int64", i, (unsigned long long)v);
       r.shape[i] = (int64_t)v;
@@ -261,8 +263,9 @@ static gw_status decode(const gw_ipc_handle *h, decoded *d) {
                "bytes",
                (long long)lo, (long long)hi, (unsigned long long)r.offset,
                (unsigned long long)r.extent);
-  if (r.offset > r.extent) return bad("offset %llu is past the allocation's %llu bytes",
-                                      (unsigned long long)r.offset, (unsigned long long)r.extent);
+  if (r.offset > r.extent)
+    return bad("offset %llu is past the allocation's %llu bytes", (unsigned long long)r.offset,
+               (unsigned long long)r.extent);
   size_t align = gw__dtype_size(r.dtype); /* as gw_wrap: complex aligns like its parts */
   if (r.dtype == GW_COMPLEX64 || r.dtype == GW_COMPLEX128) align /= 2;
   if ((r.base + r.offset) % align)
@@ -287,7 +290,8 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
                     gw_memkind_name(root->kind));
   if (!ctx->ops->ipc_export)
     return gw__fail(GW_ENOTSUP, "a: the %s backend cannot export memory", ctx->ops->name);
-  if (!a->dev0) return gw__fail(GW_EINVAL, "a: has no memory to export (no elements, NULL address)");
+  if (!a->dev0)
+    return gw__fail(GW_EINVAL, "a: has no memory to export (no elements, NULL address)");
   unsigned char b[GW_IPC_HANDLE_BYTES] = {0};
   /* The geometry first: what does not fit is refused before any runtime call. */
   unsigned char *at = b + OFF_GEOM;
@@ -316,8 +320,8 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   if (s != GW_OK) return s;
   uint64_t offset = (uint64_t)(a->dev0 - (char *)info.base);
   if (numel > 0 && ((lo < 0 && (uint64_t)-lo > offset) || (uint64_t)hi > info.extent - offset))
-    return gw__fail(GW_ERANGE, "a: its elements reach outside the allocation [%p, +%zu)",
-                    info.base, info.extent);
+    return gw__fail(GW_ERANGE, "a: its elements reach outside the allocation [%p, +%zu)", info.base,
+                    info.extent);
   uint64_t alloc_id = 0;
   s = ctx->ops->ipc_export(ctx->state, info.base, info.extent, info.device, b + OFF_RT, &alloc_id);
   if (s != GW_OK) return s;
@@ -477,9 +481,16 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
       free(m);
       return s;
     }
-    *m = (struct gw__ipc_map){.next = table, .ops = ctx->ops, .ctx = ctx, .device = d.device,
-                              .pid = d.pid, .start = d.start, .alloc_id = d.alloc_id,
-                              .base = d.base, .extent = d.extent, .local = local,
+    *m = (struct gw__ipc_map){.next = table,
+                              .ops = ctx->ops,
+                              .ctx = ctx,
+                              .device = d.device,
+                              .pid = d.pid,
+                              .start = d.start,
+                              .alloc_id = d.alloc_id,
+                              .base = d.base,
+                              .extent = d.extent,
+                              .local = local,
                               .listed = true};
     m->ctx_ref = gw__context_retain(ctx);
     table = m;

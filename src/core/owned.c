@@ -66,8 +66,10 @@ static size_t first_after(uintptr_t p) {
   size_t a = 0, b = n;
   while (a < b) {
     size_t m = a + (b - a) / 2;
-    if (spans[m].hi > p) b = m;
-    else a = m + 1;
+    if (spans[m].hi > p)
+      b = m;
+    else
+      a = m + 1;
   }
   return a;
 }
@@ -88,9 +90,9 @@ gw_status gw__owned_check(void *ptr) {
   uintptr_t p = (uintptr_t)ptr;
   pthread_mutex_lock(&lock);
   size_t i = first_after(p), k;
-  gw_status s = (i < n && spans[i].lo <= p)                  ? refuse(ptr, p + 1, i)
+  gw_status s = (i < n && spans[i].lo <= p)            ? refuse(ptr, p + 1, i)
                 : (k = deleter_overlap(p, p + 1)) < dn ? refuse_deleter(ptr, p + 1, k)
-                                                             : GW_OK;
+                                                       : GW_OK;
   pthread_mutex_unlock(&lock);
   return s;
 }
@@ -118,8 +120,10 @@ gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc, bool fresh) {
     s = refuse_deleter(ptr, hi, k);
   } else {
     span *a = room_for_one(spans, n, &cap, sizeof *spans);
-    if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
-    else spans = a;
+    if (!a)
+      s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
+    else
+      spans = a;
   }
   if (s == GW_OK) {
     memmove(&spans[i + 1], &spans[i], (n - i) * sizeof *spans);
@@ -145,8 +149,10 @@ gw_status gw__owned_note_deleter(void *lo, void *hi, size_t *slot) {
   pthread_mutex_lock(&lock);
   gw_status s = GW_OK;
   dspan *a = room_for_one(dspans, dn, &dcap, sizeof *dspans);
-  if (!a) s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
-  else dspans = a;
+  if (!a)
+    s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
+  else
+    dspans = a;
   if (s == GW_OK) {
     dspans[dn] = (dspan){(uintptr_t)lo, (uintptr_t)hi, slot};
     *slot = dn++;

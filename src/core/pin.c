@@ -53,7 +53,8 @@ gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes) {
   s = ctx->ops->query(ctx->state, ptr, &info);
   if (s != GW_OK) return s;
   if (info.kind == GW_MEM_DEVICE || info.kind == GW_MEM_MANAGED)
-    return gw__fail(GW_EINVAL, "ptr: %p is %s memory, not host memory", ptr, gw_memkind_name(info.kind));
+    return gw__fail(GW_EINVAL, "ptr: %p is %s memory, not host memory", ptr,
+                    gw_memkind_name(info.kind));
   pthread_mutex_lock(&lock);
   pin_record *r = find(ctx->ops, (uintptr_t)ptr, bytes);
   if (!r && npins == cap) {

@@ -44,7 +44,7 @@ static plugin_slot hip_slot = {"libgpuwrap-hip.so", PTHREAD_ONCE_INIT, NULL, ""}
 
 /* The reason text, cut to fit: a long path loses its tail, not the call its buffer. */
 __attribute__((format(printf, 3, 4))) static void add_why(plugin_slot *s, size_t at,
-                                                           const char *fmt, ...) {
+                                                          const char *fmt, ...) {
   if (at >= sizeof s->why) return;
   va_list ap;
   va_start(ap, fmt);
@@ -181,7 +181,9 @@ static void load_hip(void) { load(&hip_slot); }
 
 /* The plugin's ops once loaded, else NULL (never loads it: fork and stream checks only
  * concern backends in use). */
-static const gw__backend_ops *loaded(plugin_slot *s) { return __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE); }
+static const gw__backend_ops *loaded(plugin_slot *s) {
+  return __atomic_load_n(&s->ops, __ATOMIC_ACQUIRE);
+}
 
 void gw__backends_fork_lock(int on) {
   const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
@@ -194,7 +196,8 @@ void gw__backends_fork_lock(int on) {
 const gw__backend_ops *gw__backend_owning_stream(const gw__backend_ops *self, const void *native) {
   const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
   for (int i = 0; i < 3; i++)
-    if (all[i] && all[i] != self && all[i]->owns_native_stream && all[i]->owns_native_stream(native))
+    if (all[i] && all[i] != self && all[i]->owns_native_stream &&
+        all[i]->owns_native_stream(native))
       return all[i];
   return NULL;
 }
@@ -202,8 +205,7 @@ const gw__backend_ops *gw__backend_owning_stream(const gw__backend_ops *self, co
 const gw__backend_ops *gw__backend_get(gw_backend b) {
   plugin_slot *s;
   switch (b) {
-  case GW_BACKEND_CPU:
-    return &gw__cpu_ops;
+  case GW_BACKEND_CPU: return &gw__cpu_ops;
   case GW_BACKEND_CUDA:
     s = &cuda_slot;
     pthread_once(&s->once, load_cuda);

@@ -130,8 +130,10 @@ static size_t first_after(const table *t, uintptr_t p) {
   size_t a = 0, b = t->n;
   while (a < b) {
     size_t m = a + (b - a) / 2;
-    if (t->r[m].hi > p) b = m;
-    else a = m + 1;
+    if (t->r[m].hi > p)
+      b = m;
+    else
+      a = m + 1;
   }
   return a;
 }
@@ -206,11 +208,13 @@ static gw_status do_register_as_asked(gw_context *ctx, uintptr_t a, size_t len, 
       (!m.private_file && m.what_perms[0] != 'r'))
     return s;
   if (m.private_file)
-    return cannot_register(a, len, &m, "a read-only private file mapping (the runtime's "
-                                       "read-only registration never returns on one)");
+    return cannot_register(a, len, &m,
+                           "a read-only private file mapping (the runtime's "
+                           "read-only registration never returns on one)");
   if (!ctx->caps.host_register_readonly)
-    return cannot_register(a, len, &m, "read-only pages, and this device has no read-only "
-                                       "registration");
+    return cannot_register(a, len, &m,
+                           "read-only pages, and this device has no read-only "
+                           "registration");
   s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
   *ro = s == GW_OK;
   return s;
@@ -219,7 +223,8 @@ static gw_status do_register_as_asked(gw_context *ctx, uintptr_t a, size_t len, 
 /* The same; a refusal ("invalid value") of memory that is not mapped, wholly or in part,
  * says so and names the argument: the runtime's own text is only "invalid value" (CUDA
  * refuses such a range, measured on the H200, and the CPU model as it does). */
-static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags, bool *ro) {
+static gw_status do_register(gw_context *ctx, uintptr_t a, size_t len, unsigned regflags,
+                             bool *ro) {
   gw_status s = do_register_as_asked(ctx, a, len, regflags, ro);
   gw__hostmap m;
   if (s != GW_EINVAL || gw__host_mapping(a, a + len, &m) != GW_OK || m.mapped) return s;
@@ -238,7 +243,8 @@ typedef struct {
   uintptr_t *v;
   size_t n, cap;
 } startlist;
-#define STARTLIST_INIT(l) {.v = (l).inl, .cap = 4}
+#define STARTLIST_INIT(l) \
+  { .v = (l).inl, .cap = 4 }
 
 static gw_status sl_reserve(startlist *l, size_t want) {
   if (want <= l->cap) return GW_OK;
@@ -383,8 +389,8 @@ static gw_status bisect_foreign(gw_context *ctx, table *t, startlist *held, uint
  * someone else pinned, without fragments (one registration per free stretch: a DMA copy
  * may not span two registrations). Each new range is added to *held.
  */
-static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b,
-                           unsigned regflags, startlist *held) {
+static gw_status cover_gap(gw_context *ctx, table *t, uintptr_t a, uintptr_t b, unsigned regflags,
+                           startlist *held) {
   /* The wrap queried its pointer before taking the lock; the gap is asked about again here
    * because only an answer given under the lock can tell someone else's pinning from a
    * range of ours released meanwhile (one query, ~0.1 us, against a registration of
@@ -427,8 +433,10 @@ static gw_status gap_is_pinned(gw_context *ctx, uintptr_t a, uintptr_t b) {
     int foreign = pinned_elsewhere(ctx, a, &fs, &fe);
     if (foreign < 0) return (gw_status)foreign;
     if (!foreign)
-      return gw__fail(GW_ENOTREG, "ptr: byte %p of the span is pageable and may not be "
-                      "registered", (void *)a);
+      return gw__fail(GW_ENOTREG,
+                      "ptr: byte %p of the span is pageable and may not be "
+                      "registered",
+                      (void *)a);
     a = fe;
   }
   return GW_OK;
@@ -470,11 +478,15 @@ gw_status gw__registry_acquire(gw_context *ctx, uintptr_t lo, uintptr_t hi, bool
     h.first = held.v[0];
   } else if (s == GW_OK && held.n > 1) {
     h.starts = malloc(held.n * sizeof *h.starts);
-    if (!h.starts) s = gw__fail(GW_ENOMEM, "registry: out of host memory");
-    else memcpy(h.starts, held.v, held.n * sizeof *h.starts);
+    if (!h.starts)
+      s = gw__fail(GW_ENOMEM, "registry: out of host memory");
+    else
+      memcpy(h.starts, held.v, held.n * sizeof *h.starts);
   }
-  if (s != GW_OK) drop_starts(ctx, t, held.v, held.n);
-  else *out = h;
+  if (s != GW_OK)
+    drop_starts(ctx, t, held.v, held.n);
+  else
+    *out = h;
   wunlock();
   sl_free(&held);
   return s;
@@ -526,8 +538,10 @@ bool gw__registry_try_ref(const gw__backend_ops *ops, uintptr_t p, uintptr_t lo,
     /* A warm reference, on this thread's own count: no line shared with other threads is
      * written (brlock.h: the read lock itself writes only this thread's stripe). */
     warm_counts *w = warm_of(r);
-    if (w) atomic_fetch_add(&w->slot[rs].n, 1);
-    else atomic_fetch_add(&r->refs, 1);
+    if (w)
+      atomic_fetch_add(&w->slot[rs].n, 1);
+    else
+      atomic_fetch_add(&r->refs, 1);
     *out = (gw__reghold){.n = 1, .first = r->lo, .warm = w ? rs + 1 : 0, .readonly = r->ro};
     ok = true;
   } else if (t) {
@@ -581,8 +595,8 @@ static void release_one(gw_context *ctx, const gw__reghold *h) {
      * range is still in use (the gw_pin of a buffer whose slices are wrapped), no warm
      * release takes it. */
     warm_counts *w = atomic_load_explicit(&r->warm, memory_order_acquire);
-    maybe_last = atomic_fetch_sub(&w->slot[h->warm - 1].n, 1) == 1 &&
-                 atomic_load(&r->refs) == 0 && !warm_held(w);
+    maybe_last = atomic_fetch_sub(&w->slot[h->warm - 1].n, 1) == 1 && atomic_load(&r->refs) == 0 &&
+                 !warm_held(w);
   } else {
     maybe_last = atomic_fetch_sub(&r->refs, 1) == 1;
   }

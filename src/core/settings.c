@@ -56,7 +56,8 @@ static int choice_index(const char *choices, const char *word) {
 static int parse(const setting_row *r, const char *text, long long *out, char *why, size_t n) {
   switch (r->type) {
   case T_BOOL: {
-    static const char *const on[] = {"1", "yes", "on", "true"}, *const off[] = {"0", "no", "off", "false"};
+    static const char *const on[] = {"1", "yes", "on", "true"}, *const off[] = {"0", "no", "off",
+                                                                                "false"};
     for (size_t k = 0; k < 4; k++) {
       if (strcasecmp(text, on[k]) == 0) return *out = 1, 0;
       if (strcasecmp(text, off[k]) == 0) return *out = 0, 0;
@@ -82,12 +83,12 @@ static int parse(const setting_row *r, const char *text, long long *out, char *w
       if (ok) v <<= shift, end++;
     }
     if (ok && !*end && v >= r->min && v <= r->max) return *out = v, 0;
-    snprintf(why, n, "expected %s from %lld to %lld%s", r->type == T_BYTES ? "a byte count" : "an integer",
-             r->min, r->max, r->type == T_BYTES ? " (suffix k, m or g for KiB, MiB, GiB)" : "");
+    snprintf(why, n, "expected %s from %lld to %lld%s",
+             r->type == T_BYTES ? "a byte count" : "an integer", r->min, r->max,
+             r->type == T_BYTES ? " (suffix k, m or g for KiB, MiB, GiB)" : "");
     return -1;
   }
-  case T_TEXT:
-    return 0;
+  case T_TEXT: return 0;
   }
   return -1;
 }
@@ -98,11 +99,13 @@ static const char *env_value(const setting_row *r) {
 }
 
 gw_status gw__setting_int(gw__setting_id id, long long *out) {
-  if ((unsigned)id >= GW__SETTING_COUNT || !out) return gw__fail(GW_EINVAL, "setting id %d: out of the table", (int)id);
+  if ((unsigned)id >= GW__SETTING_COUNT || !out)
+    return gw__fail(GW_EINVAL, "setting id %d: out of the table", (int)id);
   const setting_row *r = &rows[id];
   char why[160];
   long long def = 0;
-  if (parse(r, r->def, &def, why, sizeof why) != 0) def = 0; /* the table's own defaults parse (test_settings) */
+  if (parse(r, r->def, &def, why, sizeof why) != 0)
+    def = 0; /* the table's own defaults parse (test_settings) */
   *out = def;
   const char *v = env_value(r);
   if (!v) return GW_OK;
@@ -123,7 +126,8 @@ int gw_setting_count(void) { return GW__SETTING_COUNT; }
 
 gw_status gw_setting_describe(int i, gw_setting_info *out) {
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  if (i < 0 || i >= GW__SETTING_COUNT) return gw__fail(GW_EINVAL, "i: %d is not in [0, %d)", i, GW__SETTING_COUNT);
+  if (i < 0 || i >= GW__SETTING_COUNT)
+    return gw__fail(GW_EINVAL, "i: %d is not in [0, %d)", i, GW__SETTING_COUNT);
   const setting_row *r = &rows[i];
   memset(out, 0, sizeof *out);
   out->name = r->name;
@@ -133,11 +137,15 @@ gw_status gw_setting_describe(int i, gw_setting_info *out) {
   out->doc = r->doc;
   out->value = env_value(r);
   out->valid = 1;
-  if (r->type == T_CHOICE) snprintf(out->range, sizeof out->range, "%s", r->choices);
-  else if (r->type == T_BOOL) snprintf(out->range, sizeof out->range, "0|1");
-  else if (r->type != T_TEXT) snprintf(out->range, sizeof out->range, "%lld..%lld", r->min, r->max);
+  if (r->type == T_CHOICE)
+    snprintf(out->range, sizeof out->range, "%s", r->choices);
+  else if (r->type == T_BOOL)
+    snprintf(out->range, sizeof out->range, "0|1");
+  else if (r->type != T_TEXT)
+    snprintf(out->range, sizeof out->range, "%lld..%lld", r->min, r->max);
   long long v;
-  if (out->value && parse(r, out->value, &v, out->problem, sizeof out->problem) != 0) out->valid = 0;
+  if (out->value && parse(r, out->value, &v, out->problem, sizeof out->problem) != 0)
+    out->valid = 0;
   return GW_OK;
 }
 

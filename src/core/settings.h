@@ -14,7 +14,7 @@ typedef enum {
 #define GW__SETTING_ID_(id, ...) GW__SET_##id,
   GW__SETTINGS(GW__SETTING_ID_)
 #undef GW__SETTING_ID_
-  GW__SETTING_COUNT
+      GW__SETTING_COUNT
 } gw__setting_id;
 
 /*

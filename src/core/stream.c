@@ -48,7 +48,9 @@ static void plock(gw_array *r) {
   while (atomic_flag_test_and_set_explicit(&r->pend_lock, memory_order_acquire)) {
   }
 }
-static void punlock(gw_array *r) { atomic_flag_clear_explicit(&r->pend_lock, memory_order_release); }
+static void punlock(gw_array *r) {
+  atomic_flag_clear_explicit(&r->pend_lock, memory_order_release);
+}
 
 /* The same backend and device: an event of one context serves every context of its device. */
 static bool same_device(const gw_context *a, const gw_context *b) {
@@ -75,11 +77,14 @@ static int nslots(const gw_array *r) { return 1 + r->pend_nmore; }
 
 /* The slot that follows st: its own, else one whose work is complete (its event reused
  * when of st's device), else a new one; NULL when none can be had (out of host memory). */
-static bool same_kind(const gw__pend *p, uint64_t capture) { return (p->capture != 0) == (capture != 0); }
+static bool same_kind(const gw__pend *p, uint64_t capture) {
+  return (p->capture != 0) == (capture != 0);
+}
 
 /* The slot of st's eager work (capture 0) or of its work in a capture: see above. */
 static gw__pend *slot_for(gw_array *r, const gw_stream *st, uint64_t capture) {
-  if (r->pend.stream == st->id && same_kind(&r->pend, capture)) return &r->pend; /* the common case: no query */
+  if (r->pend.stream == st->id && same_kind(&r->pend, capture))
+    return &r->pend; /* the common case: no query */
   for (int i = 1; i < nslots(r); i++)
     if (slot(r, i)->stream == st->id && same_kind(slot(r, i), capture)) return slot(r, i);
   gw__pend *idle = NULL;
@@ -148,8 +153,9 @@ gw_status gw__pending_note_captured(const gw_array *a, gw_stream *st, uint64_t c
   if (s == GW_OK) return GW_OK;
   char why[256];
   snprintf(why, sizeof why, "%s", gw_last_error());
-  return gw__fail(s, "the work was recorded into the stream's capture, but its event could not "
-                     "be: gw_array_wait on another stream of the capture cannot order after it (%s)",
+  return gw__fail(s,
+                  "the work was recorded into the stream's capture, but its event could not "
+                  "be: gw_array_wait on another stream of the capture cannot order after it (%s)",
                   why);
 }
 
@@ -194,7 +200,7 @@ gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
     gw__pend *p = slot(r, i);
     if (p->stream == s->id || !p->event) continue;
     if (p->capture ? p->capture == cap && p->ctx->ops != s->ctx->ops
-                    : p->ctx->ops != s->ctx->ops && busy(p))
+                   : p->ctx->ops != s->ctx->ops && busy(p))
       st = gw__fail(GW_EDEVICE,
                     "stream: a %s stream cannot wait for the %s work pending on the array",
                     s->ctx->ops->name, p->ctx->ops->name);

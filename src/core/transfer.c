@@ -10,11 +10,13 @@ static bool is_gpu(const gw_context *c) { return c->backend != GW_BACKEND_CPU; }
  * runs any copy that involves its memory. */
 static gw_status executor(const gw_array *dst, const gw_array *src, gw_context **out) {
   gw_context *d = dst->ctx, *s = src->ctx;
-  if (d->ops == s->ops || !is_gpu(s)) *out = d;
-  else if (!is_gpu(d)) *out = s;
+  if (d->ops == s->ops || !is_gpu(s))
+    *out = d;
+  else if (!is_gpu(d))
+    *out = s;
   else
-    return gw__fail(GW_ENOTSUP, "src/dst: a copy between the %s and %s backends",
-                    s->ops->name, d->ops->name);
+    return gw__fail(GW_ENOTSUP, "src/dst: a copy between the %s and %s backends", s->ops->name,
+                    d->ops->name);
   return GW_OK;
 }
 
@@ -96,8 +98,9 @@ static gw_status overlap_found(const gw_array *a, const char *who, int64_t lin0,
   char x[GW_MAX_DIMS * 22 + 4], y[GW_MAX_DIMS * 22 + 4];
   index_text(a, lin0, x, sizeof x);
   index_text(a, lin1, y, sizeof y);
-  return gw__fail(GW_EINVAL, "%s: elements %s and %s are the same memory: its elements overlap in memory",
-                  who, x, y);
+  return gw__fail(GW_EINVAL,
+                  "%s: elements %s and %s are the same memory: its elements overlap in memory", who,
+                  x, y);
 }
 
 /* Walks a's elements in C order, keeping each one's offset (elements) without a division:
@@ -119,9 +122,11 @@ static void odo_next(const gw_array *a, odometer *o) {
 /* The exact test for more elements than sorting takes: one bit per element slot of the
  * span [lo, lo + slots) (offsets in elements), set element by element; the first element
  * that finds its bit set shares memory with an earlier one, found by a second walk. */
-static gw_status bitmap_overlap(const gw_array *a, const char *who, int64_t n, int64_t lo, int64_t slots) {
+static gw_status bitmap_overlap(const gw_array *a, const char *who, int64_t n, int64_t lo,
+                                int64_t slots) {
   uint64_t *bits = calloc((size_t)(slots + 63) / 64, sizeof *bits);
-  if (!bits) return gw__fail(GW_ENOMEM, "%s: out of host memory checking its elements for overlap", who);
+  if (!bits)
+    return gw__fail(GW_ENOMEM, "%s: out of host memory checking its elements for overlap", who);
   odometer o = {{0}, 0};
   int64_t hit = -1, hit_off = 0;
   for (int64_t lin = 0; lin < n; lin++, odo_next(a, &o)) {
@@ -147,7 +152,8 @@ static gw_status bitmap_overlap(const gw_array *a, const char *who, int64_t n, i
 /* Two elements at one offset: the exact test of the layouts `nested` leaves open. */
 static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
   elem_at *e = malloc((size_t)n * sizeof *e);
-  if (!e) return gw__fail(GW_ENOMEM, "%s: out of host memory checking its elements for overlap", who);
+  if (!e)
+    return gw__fail(GW_ENOMEM, "%s: out of host memory checking its elements for overlap", who);
   for (int64_t lin = 0; lin < n; lin++) {
     int64_t rem = lin, off = 0;
     for (int d = a->ndim - 1; d >= 0; d--) {
@@ -170,17 +176,19 @@ static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
 static gw_status unwritable_pages(const gw_array *a, const char *who) {
   const gw_array *r = a->root ? a->root : a;
   int64_t lo, hi, n;
-  if (!r->host0 || gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
+  if (!r->host0 ||
+      gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
       n == 0)
     return GW_OK;
   gw__hostmap m;
-  if (gw__host_mapping((uintptr_t)r->host0 + (uintptr_t)lo, (uintptr_t)r->host0 + (uintptr_t)hi, &m) != GW_OK ||
+  if (gw__host_mapping((uintptr_t)r->host0 + (uintptr_t)lo, (uintptr_t)r->host0 + (uintptr_t)hi,
+                       &m) != GW_OK ||
       m.writable)
     return GW_OK;
-  return gw__fail(GW_EREADONLY,
-                  "%s: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
-                  (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
-                  m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
+  return gw__fail(
+      GW_EREADONLY, "%s: its host memory is not writable: [%p, %p) is mapped '%s'%s%s (%s)", who,
+      (void *)m.what_lo, (void *)m.what_hi, m.what_perms[0] ? m.what_perms : "----",
+      m.what_path[0] ? " " : "", m.what_path, m.mapped ? "read-only pages" : "not mapped");
 }
 
 /*
@@ -193,7 +201,8 @@ static gw_status unwritable_pages(const gw_array *a, const char *who) {
  */
 static gw_status check_host_pages(const gw_array *a, const char *who) {
   gw_array *r = (gw_array *)(a->root ? a->root : a);
-  if (r->kind != GW_MEM_HOST || !r->host0 || atomic_load_explicit(&r->pages_ok, memory_order_relaxed))
+  if (r->kind != GW_MEM_HOST || !r->host0 ||
+      atomic_load_explicit(&r->pages_ok, memory_order_relaxed))
     return GW_OK;
   gw_status s = unwritable_pages(a, who);
   if (s == GW_OK) atomic_store_explicit(&r->pages_ok, true, memory_order_relaxed);
@@ -265,8 +274,10 @@ static gw_status check_writable(const gw_array *a, const char *who) {
                     who, (long long)n, (long long)(hi - lo), gw_dtype_size(a->dtype));
   if (!nested(a)) {
     int64_t elem = (int64_t)gw_dtype_size(a->dtype), slots = (hi - lo) / elem;
-    if (n <= GW__OVERLAP_EXACT_MAX) s = exact_overlap(a, who, n);
-    else if (slots <= GW__OVERLAP_BITMAP_MAX) s = bitmap_overlap(a, who, n, lo / elem, slots);
+    if (n <= GW__OVERLAP_EXACT_MAX)
+      s = exact_overlap(a, who, n);
+    else if (slots <= GW__OVERLAP_BITMAP_MAX)
+      s = bitmap_overlap(a, who, n, lo / elem, slots);
     if (s != GW_OK) return s;
   }
   atomic_store_explicit(&((gw_array *)a)->write_ok, true, memory_order_relaxed);
@@ -328,7 +339,8 @@ static bool steps_alike(const gw_array *a, const gw_array *b) {
  * element of one shares memory with one of the other (two halo faces of a field, or two
  * boxes of its shell, interleave but never meet). Their shapes may differ. */
 static bool steps_meet(const gw_array *a, const gw_array *b, int64_t delta) {
-  int64_t elem = (int64_t)gw_dtype_size(a->dtype), kmin[GW_MAX_DIMS], kmax[GW_MAX_DIMS], st[GW_MAX_DIMS];
+  int64_t elem = (int64_t)gw_dtype_size(a->dtype), kmin[GW_MAX_DIMS], kmax[GW_MAX_DIMS],
+          st[GW_MAX_DIMS];
   int n = 0;
   for (int d = 0; d < a->ndim; d++) {
     int64_t ea = a->shape[d], eb = b->shape[d];
@@ -459,8 +471,9 @@ static const char *uncapturable_copy(gw_memkind dk, gw_memkind sk) {
 }
 
 static gw_status refuse_capture(const char *who, const char *why) {
-  return gw__fail(GW_ENOTSUP, "stream: it is being captured into a graph, and %s cannot be: %s "
-                              "(refused before queueing anything: the capture stays valid)",
+  return gw__fail(GW_ENOTSUP,
+                  "stream: it is being captured into a graph, and %s cannot be: %s "
+                  "(refused before queueing anything: the capture stays valid)",
                   who, why);
 }
 
@@ -495,16 +508,14 @@ static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint
   const char *why = st && cap ? uncapturable_copy(x.dst_kind, x.src_kind) : NULL;
   if (why) return refuse_capture("this copy", why);
   switch (aliasing(dst, src)) {
-  case ALIAS_SAME:
-    return GW_OK;
+  case ALIAS_SAME: return GW_OK;
   case ALIAS_OVERLAP:
     if (st && cap)
       return refuse_capture("this copy", "dst and src overlap in memory, so the copy goes "
                                          "through a temporary that is freed after a host "
                                          "synchronisation");
     return copy_staged(ctx, dst, src, st);
-  case ALIAS_NONE:
-    break;
+  case ALIAS_NONE: break;
   }
   s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
   /* src too: a consumer may write into what is still being read */
@@ -559,14 +570,14 @@ static bool may_meet(const gw_array *a, const gw_array *b) {
  */
 struct gw__batch {
   int n;
-  gw_array **dst;         /* [n] references */
-  const gw_array **src;   /* [n] references */
-  const gw__backend_ops **exec;   /* [n] the executing backend of each pair, NULL: nothing to copy */
-  bool batched;           /* one copy_batch of x[0..m) on ctx */
+  gw_array **dst;               /* [n] references */
+  const gw_array **src;         /* [n] references */
+  const gw__backend_ops **exec; /* [n] the executing backend of each pair, NULL: nothing to copy */
+  bool batched;                 /* one copy_batch of x[0..m) on ctx */
   gw_context *ctx;
   int m;
   gw__xfer *x;
-  int nnote;              /* arrays whose pending-work events a run records (one per root) */
+  int nnote; /* arrays whose pending-work events a run records (one per root) */
   const gw_array **note;
   const char *uncapturable; /* why a run cannot be recorded into a graph, or NULL */
 };
@@ -616,8 +627,10 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
   gw_status s = GW_OK;
   /* Every pair's checks first, so that a bad pair fails with nothing made. */
   for (int i = 0; i < n && s == GW_OK; i++) {
-    if (!dst[i]) s = gw__fail(GW_EINVAL, "dst: NULL");
-    else if (!src[i]) s = gw__fail(GW_EINVAL, "src: NULL");
+    if (!dst[i])
+      s = gw__fail(GW_EINVAL, "dst: NULL");
+    else if (!src[i])
+      s = gw__fail(GW_EINVAL, "src: NULL");
     gw__xfer xi;
     if (s == GW_OK) s = gw__plan_copy(dst[i], src[i], &xi);
     if (s == GW_OK) s = check_writable(dst[i], "dst");
@@ -638,8 +651,10 @@ gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n
                         "temporary that is freed after a host synchronisation";
     if (!b->batched) continue;
     /* One backend state runs the batch: the same backend and device for every pair. */
-    if (!b->ctx) b->ctx = c;
-    else if (c->ops != b->ctx->ops || c->device != b->ctx->device) b->batched = false;
+    if (!b->ctx)
+      b->ctx = c;
+    else if (c->ops != b->ctx->ops || c->device != b->ctx->device)
+      b->batched = false;
     if (al == ALIAS_OVERLAP) b->batched = false;
     for (int j = 0; b->batched && j < b->m; j++) {
       int q = live[j];

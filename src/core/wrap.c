@@ -46,8 +46,7 @@ static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
     for (int d = ndim - 1; d >= 0; d--) {
       cstrides[d] = s;
       if (shape[d] > 1 && __builtin_mul_overflow(s, shape[d], &s)) {
-        if (!empty)
-          return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", d);
+        if (!empty) return gw__fail(GW_EINVAL, "shape: element count overflows int64 at dim %d", d);
         s = INT64_MAX;
       }
     }
@@ -107,8 +106,10 @@ static gw_status device_address_of(gw_context *ctx, char *first, char *last, cha
   }
   void *d0, *d1;
   gw_status s = ctx->ops->device_address(ctx->state, first, &d0);
-  if (s == GW_OK && last != first) s = ctx->ops->device_address(ctx->state, last, &d1);
-  else d1 = (char *)d0;
+  if (s == GW_OK && last != first)
+    s = ctx->ops->device_address(ctx->state, last, &d1);
+  else
+    d1 = (char *)d0;
   if (s != GW_OK) return s;
   if ((char *)d1 - (char *)d0 != last - first)
     return gw__fail(GW_ENOTSUP,
@@ -165,8 +166,8 @@ static gw_status own_rules(const gw_context *ctx, void *ptr, const gw_ptrinfo *i
  * is p looked up again and asked about again, rather than a gpuwrap range that just went
  * away taken for someone else's pinning, or one that just came for none.
  */
-static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *info,
-                          bool *ours, char *lo, char *hi, gw__regsnap *snap) {
+static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *info, bool *ours,
+                          char *lo, char *hi, gw__regsnap *snap) {
   for (;;) {
     gw_status s = ctx->ops->query(ctx->state, p, info);
     if (s != GW_OK) return s;
@@ -274,7 +275,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
 
   char *p = ptr;
   bool own = flags & GW_WRAP_OWN;
-  size_t own_bytes = 0; /* the span the ownership table records for an owning wrap */
+  size_t own_bytes = 0;        /* the span the ownership table records for an owning wrap */
   char *lo = NULL, *hi = NULL; /* the elements' bytes, [lo, hi) (none while numel is 0) */
   if (own && p && (s = gw__owned_check(p)) != GW_OK) return s;
   gw_array *a = gw__new_root(ctx, dtype, ndim, shape, cstrides);
@@ -300,8 +301,8 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     goto fail;
   }
   if ((uintptr_t)p % dtype_align(dtype)) {
-    s = gw__fail(GW_EINVAL, "ptr: %p is not aligned for %s (%zu bytes)", ptr,
-                 gw_dtype_name(dtype), dtype_align(dtype));
+    s = gw__fail(GW_EINVAL, "ptr: %p is not aligned for %s (%zu bytes)", ptr, gw_dtype_name(dtype),
+                 dtype_align(dtype));
     goto fail;
   }
 
@@ -352,8 +353,7 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     if (uses_registry && (may_register || ours)) {
       /* Exactly the wrapped bytes, not whole pages (see registry.c). */
       unsigned regflags = (flags & GW_WRAP_READONLY) ? GW__REG_READONLY : 0;
-      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, regflags,
-                               &a->hold);
+      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, regflags, &a->hold);
       if (s == GW_OK) {
         mark_shared_readonly(a);
         s = attach_registered(ctx, a, p, lo, hi, own);
@@ -417,11 +417,12 @@ gw_status gw_wrap_with_deleter(gw_context *ctx, void *ptr, gw_dtype dtype, int n
   return wrap_impl(ctx, ptr, dtype, ndim, shape, strides, flags, deleter, user, out);
 }
 
-gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
-                   const int64_t *shape, gw_array **out) {
+gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim, const int64_t *shape,
+                   gw_array **out) {
   if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  if (kind != GW_MEM_HOST && kind != GW_MEM_PINNED && kind != GW_MEM_DEVICE && kind != GW_MEM_MANAGED)
+  if (kind != GW_MEM_HOST && kind != GW_MEM_PINNED && kind != GW_MEM_DEVICE &&
+      kind != GW_MEM_MANAGED)
     return gw__fail(GW_EINVAL, "kind: %d is not an allocatable gw_memkind", (int)kind);
   int64_t cstrides[GW_MAX_DIMS];
   geometry g;
@@ -469,8 +470,10 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim,
   /* Recorded as owned, so an owning wrap of gw_data() is refused rather than a double free. */
   s = gw__owned_claim(p, bytes, false, true);
   if (s != GW_OK) {
-    if (kind == GW_MEM_HOST) free(p);
-    else (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
+    if (kind == GW_MEM_HOST)
+      free(p);
+    else
+      (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
     free(a);
     return s;
   }

@@ -23,53 +23,68 @@ static void split(int64_t global, int parts, int c, int64_t *cells, int64_t *fir
 
 /* This rank's checks of grid_make's arguments, and the rank grid (dims) they give. Sizes
  * are products of caller-given counts: each is checked for overflow. */
-static gw_status grid_check(const char *fn, int nranks, int ndims, const int64_t size[], const int periods[],
-                            const int dims_in[], int from_local, int dims[3], int per[3]) {
-  if (ndims < 1 || ndims > 3) return gw__halo_fail(GW_EINVAL, "%s: ndims is %d, must be 1, 2 or 3", fn, ndims);
+static gw_status grid_check(const char *fn, int nranks, int ndims, const int64_t size[],
+                            const int periods[], const int dims_in[], int from_local, int dims[3],
+                            int per[3]) {
+  if (ndims < 1 || ndims > 3)
+    return gw__halo_fail(GW_EINVAL, "%s: ndims is %d, must be 1, 2 or 3", fn, ndims);
   const char *what = from_local ? "local" : "global";
   if (!size) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, what);
   int64_t fixed = 1;
   for (int d = 0; d < ndims; d++) {
     if (size[d] < 1)
-      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld, must be >= 1", fn, what, d, (long long)size[d]);
+      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld, must be >= 1", fn, what, d,
+                           (long long)size[d]);
     if (dims_in) {
-      if (dims_in[d] < 0) return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d, must be >= 0", fn, d, dims_in[d]);
+      if (dims_in[d] < 0)
+        return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d, must be >= 0", fn, d, dims_in[d]);
       dims[d] = dims_in[d];
       /* (past the ranks of comm the product is wrong anyway: stop before it overflows) */
       if (dims[d] && (__builtin_mul_overflow(fixed, (int64_t)dims[d], &fixed) || fixed > nranks))
-        return gw__halo_fail(GW_EINVAL, "%s: dims[%d] is %d: dims fix more ranks than the %d of comm", fn, d,
+        return gw__halo_fail(GW_EINVAL,
+                             "%s: dims[%d] is %d: dims fix more ranks than the %d of comm", fn, d,
                              dims[d], nranks);
     }
     per[d] = periods && periods[d] ? 1 : 0;
   }
   if (nranks % fixed != 0)
-    return gw__halo_fail(GW_EINVAL, "%s: dims fix %lld ranks, which does not divide the %d ranks of comm", fn,
+    return gw__halo_fail(GW_EINVAL,
+                         "%s: dims fix %lld ranks, which does not divide the %d ranks of comm", fn,
                          (long long)fixed, nranks);
   int free_dims = 0;
   for (int d = 0; d < ndims; d++) free_dims += dims[d] == 0;
   if (!free_dims && fixed != nranks)
-    return gw__halo_fail(GW_EINVAL, "%s: dims give %lld ranks, comm has %d", fn, (long long)fixed, nranks);
+    return gw__halo_fail(GW_EINVAL, "%s: dims give %lld ranks, comm has %d", fn, (long long)fixed,
+                         nranks);
   gw_status st = gw__halo_mpi(MPI_Dims_create(nranks, ndims, dims), "MPI_Dims_create", -1);
   if (st != GW_OK) return st;
   int64_t cells = 1;
   for (int d = 0; d < ndims; d++) {
     int64_t global = size[d];
     if (!from_local && size[d] < dims[d])
-      return gw__halo_fail(GW_EINVAL, "%s: global[%d] is %lld, less than the %d ranks along dim %d: every rank "
-                                      "must own a cell", fn, d, (long long)size[d], dims[d], d);
+      return gw__halo_fail(
+          GW_EINVAL,
+          "%s: global[%d] is %lld, less than the %d ranks along dim %d: every rank "
+          "must own a cell",
+          fn, d, (long long)size[d], dims[d], d);
     if (from_local && __builtin_mul_overflow(size[d], (int64_t)dims[d], &global))
-      return gw__halo_fail(GW_EINVAL, "%s: local[%d] is %lld: times the %d ranks along dim %d, the global size "
-                                      "overflows int64_t", fn, d, (long long)size[d], dims[d], d);
+      return gw__halo_fail(
+          GW_EINVAL,
+          "%s: local[%d] is %lld: times the %d ranks along dim %d, the global size "
+          "overflows int64_t",
+          fn, d, (long long)size[d], dims[d], d);
     /* (a field of the grid has at least this many elements: its count must exist) */
     if (__builtin_mul_overflow(cells, global, &cells))
-      return gw__halo_fail(GW_EINVAL, "%s: %s[%d] is %lld: the global box's cell count overflows int64_t", fn,
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s[%d] is %lld: the global box's cell count overflows int64_t", fn,
                            what, d, (long long)size[d]);
   }
   return GW_OK;
 }
 
-static gw_status grid_make(const char *fn, MPI_Comm comm, int ndims, const int64_t size[], const int periods[],
-                           const int dims_in[], int from_local, gw_grid **out) {
+static gw_status grid_make(const char *fn, MPI_Comm comm, int ndims, const int64_t size[],
+                           const int periods[], const int dims_in[], int from_local,
+                           gw_grid **out) {
   if (comm == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "%s: comm is MPI_COMM_NULL", fn);
   int nranks = 0;
   gw_status st = gw__halo_mpi(MPI_Comm_size(comm, &nranks), "MPI_Comm_size", -1);
@@ -98,11 +113,13 @@ static gw_status grid_make(const char *fn, MPI_Comm comm, int ndims, const int64
   st = gw__halo_mpi(MPI_Cart_create(comm, ndims, dims, per, 1, &g->comm), "MPI_Cart_create", -1);
   if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_rank(g->comm, &in->rank), "MPI_Comm_rank", -1);
   if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_size(g->comm, &in->size), "MPI_Comm_size", -1);
-  if (st == GW_OK) st = gw__halo_mpi(MPI_Cart_coords(g->comm, in->rank, ndims, in->coords), "MPI_Cart_coords", -1);
+  if (st == GW_OK)
+    st = gw__halo_mpi(MPI_Cart_coords(g->comm, in->rank, ndims, in->coords), "MPI_Cart_coords", -1);
   if (st == GW_OK) {
     MPI_Comm node = MPI_COMM_NULL;
-    st = gw__halo_mpi(MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, in->rank, MPI_INFO_NULL, &node),
-                      "MPI_Comm_split_type", -1);
+    st = gw__halo_mpi(
+        MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, in->rank, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type", -1);
     if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_rank(node, &in->node_rank), "MPI_Comm_rank", -1);
     if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_size(node, &in->node_size), "MPI_Comm_size", -1);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
@@ -119,8 +136,8 @@ static gw_status grid_make(const char *fn, MPI_Comm comm, int ndims, const int64
   return GW_OK;
 }
 
-gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[], const int periods[], const int dims[],
-                         gw_grid **out) {
+gw_status gw_grid_create(MPI_Comm comm, int ndims, const int64_t global[], const int periods[],
+                         const int dims[], gw_grid **out) {
   return grid_make("gw_grid_create", comm, ndims, global, periods, dims, 0, out);
 }
 
@@ -145,7 +162,10 @@ gw_status gw_grid_query(const gw_grid *g, gw_grid_info *out) {
 
 gw_status gw_grid_block(const gw_grid *g, int r, int64_t local[3], int64_t offset[3]) {
   if (!g || !local || !offset)
-    return gw__halo_fail(GW_EINVAL, "gw_grid_block: %s is NULL", !g ? "grid" : !local ? "local" : "offset");
+    return gw__halo_fail(GW_EINVAL, "gw_grid_block: %s is NULL",
+                         !g       ? "grid"
+                         : !local ? "local"
+                                  : "offset");
   if (r < 0 || r >= g->info.size)
     return gw__halo_fail(GW_EINVAL, "gw_grid_block: rank %d is not in 0..%d", r, g->info.size - 1);
   int c[3] = {0, 0, 0};
@@ -160,23 +180,27 @@ gw_status gw_grid_block(const gw_grid *g, int r, int64_t local[3], int64_t offse
 }
 
 gw_status gw_grid_context_create(const gw_grid *g, gw_backend backend, gw_context **out) {
-  if (!g || !out) return gw__halo_fail(GW_EINVAL, "gw_grid_context_create: %s is NULL", !g ? "grid" : "out");
+  if (!g || !out)
+    return gw__halo_fail(GW_EINVAL, "gw_grid_context_create: %s is NULL", !g ? "grid" : "out");
   gw_context *c;
   gw_status st = gw_context_create(backend, 0, &c); /* resolves AUTO / GPUWRAP_BACKEND */
-  if (st != GW_OK) return gw__halo_fail(st, "gw_grid_context_create: gw_context_create: %s", gw_last_error());
+  if (st != GW_OK)
+    return gw__halo_fail(st, "gw_grid_context_create: gw_context_create: %s", gw_last_error());
   int count = 0;
   gw_backend b = gw_context_backend(c);
   st = gw_backend_device_count(b, &count);
   if (st != GW_OK) {
     gw_context_destroy(c);
-    return gw__halo_fail(st, "gw_grid_context_create: gw_backend_device_count: %s", gw_last_error());
+    return gw__halo_fail(st, "gw_grid_context_create: gw_backend_device_count: %s",
+                         gw_last_error());
   }
   int dev = count > 0 ? g->info.node_rank % count : 0;
   if (dev != 0) {
     gw_context_destroy(c);
     st = gw_context_create(b, dev, &c);
     if (st != GW_OK)
-      return gw__halo_fail(st, "gw_grid_context_create: device %d of %s: %s", dev, gw_backend_name(b), gw_last_error());
+      return gw__halo_fail(st, "gw_grid_context_create: device %d of %s: %s", dev,
+                           gw_backend_name(b), gw_last_error());
   }
   *out = c;
   return GW_OK;
@@ -185,31 +209,38 @@ gw_status gw_grid_context_create(const gw_grid *g, gw_backend backend, gw_contex
 /* ---- gather -------------------------------------------------------------------------- */
 
 /* This rank's part of the argument checks: GW_OK or the failure (recorded). */
-static gw_status gather_check(const gw_grid *g, gw_array *field, const int *width, int root, int root_dtype,
-                              int w[3]) {
+static gw_status gather_check(const gw_grid *g, gw_array *field, const int *width, int root,
+                              int root_dtype, int w[3]) {
   const gw_grid_info *in = &g->info;
   if (root < 0 || root >= in->size)
-    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: root %d is not a rank of the grid (0..%d)", root, in->size - 1);
+    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: root %d is not a rank of the grid (0..%d)",
+                         root, in->size - 1);
   if (!field) return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field is NULL (rank %d)", in->rank);
   if (gw_ndim(field) != in->ndims)
-    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field has %d dims, the grid %d", gw_ndim(field), in->ndims);
+    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field has %d dims, the grid %d",
+                         gw_ndim(field), in->ndims);
   if (root_dtype >= 0 && (int)gw_array_dtype(field) != root_dtype)
-    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field is %s on rank %d, %s on root", gw_dtype_name(gw_array_dtype(field)),
-                         in->rank, gw_dtype_name((gw_dtype)root_dtype));
+    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field is %s on rank %d, %s on root",
+                         gw_dtype_name(gw_array_dtype(field)), in->rank,
+                         gw_dtype_name((gw_dtype)root_dtype));
   const int64_t *n = gw_shape(field);
   for (int d = 0; d < in->ndims; d++) {
     int64_t extra = n[d] - in->local[d];
     if (width) {
       w[d] = width[d];
       if (width[d] < 0 || extra != 2 * (int64_t)width[d])
-        return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field extent %lld along dim %d is not this rank's %lld "
-                                        "cells + 2*width[%d] (%d) (rank %d)", (long long)n[d], d, (long long)in->local[d],
-                             d, width[d], in->rank);
+        return gw__halo_fail(
+            GW_EINVAL,
+            "gw_grid_gather: field extent %lld along dim %d is not this rank's %lld "
+            "cells + 2*width[%d] (%d) (rank %d)",
+            (long long)n[d], d, (long long)in->local[d], d, width[d], in->rank);
     } else {
       if (extra < 0 || extra % 2 || extra / 2 > INT_MAX)
-        return gw__halo_fail(GW_EINVAL, "gw_grid_gather: field extent %lld along dim %d is not this rank's %lld "
-                                        "cells plus an even halo (rank %d)", (long long)n[d], d,
-                             (long long)in->local[d], in->rank);
+        return gw__halo_fail(
+            GW_EINVAL,
+            "gw_grid_gather: field extent %lld along dim %d is not this rank's %lld "
+            "cells plus an even halo (rank %d)",
+            (long long)n[d], d, (long long)in->local[d], in->rank);
       w[d] = (int)(extra / 2);
     }
   }
@@ -219,20 +250,26 @@ static gw_status gather_check(const gw_grid *g, gw_array *field, const int *widt
 static gw_status global_check(const gw_grid *g, const gw_array *global, gw_dtype t) {
   if (!global) return gw__halo_fail(GW_EINVAL, "gw_grid_gather: global is NULL on root");
   if (gw_ndim(global) != g->info.ndims || gw_array_dtype(global) != t)
-    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: global is %d-D %s, the gather gives %d-D %s", gw_ndim(global),
-                         gw_dtype_name(gw_array_dtype(global)), g->info.ndims, gw_dtype_name(t));
+    return gw__halo_fail(GW_EINVAL, "gw_grid_gather: global is %d-D %s, the gather gives %d-D %s",
+                         gw_ndim(global), gw_dtype_name(gw_array_dtype(global)), g->info.ndims,
+                         gw_dtype_name(t));
   for (int d = 0; d < g->info.ndims; d++)
     if (gw_shape(global)[d] != g->info.global[d])
-      return gw__halo_fail(GW_EINVAL, "gw_grid_gather: global extent %lld along dim %d, the grid has %lld",
+      return gw__halo_fail(GW_EINVAL,
+                           "gw_grid_gather: global extent %lld along dim %d, the grid has %lld",
                            (long long)gw_shape(global)[d], d, (long long)g->info.global[d]);
-  if (gw_is_readonly(global)) return gw__halo_fail(GW_EREADONLY, "gw_grid_gather: global is read-only");
+  if (gw_is_readonly(global))
+    return gw__halo_fail(GW_EREADONLY, "gw_grid_gather: global is read-only");
   return GW_OK;
 }
 
 /* Every rank learns the worst status of all (so no rank waits in a gather another left). */
-static gw_status agree(const gw_grid *g, gw_status mine) { return gw__halo_agree(g->comm, mine, "gw_grid_gather"); }
+static gw_status agree(const gw_grid *g, gw_status mine) {
+  return gw__halo_agree(g->comm, mine, "gw_grid_gather");
+}
 
-gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], gw_array *global, int root) {
+gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], gw_array *global,
+                         int root) {
   if (!g) return gw__halo_fail(GW_EINVAL, "gw_grid_gather: grid is NULL");
   const gw_grid_info *in = &g->info;
   int nd = in->ndims, w[3] = {0, 0, 0};
@@ -263,10 +300,13 @@ gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], g
   st = gw_view(field, start, shape, NULL, &interior);
   if (st == GW_OK) st = gw_alloc(ctx, GW_MEM_HOST, t, nd, shape, &mine);
   if (st == GW_OK) st = gw_copy(mine, interior);
-  if (st != GW_OK) st = gw__halo_fail(st, "gw_grid_gather: copying the interior: %s", gw_last_error());
+  if (st != GW_OK)
+    st = gw__halo_fail(st, "gw_grid_gather: copying the interior: %s", gw_last_error());
   int64_t count = 1;
   for (int d = 0; d < nd; d++) count *= shape[d];
-  if (st == GW_OK && count > INT_MAX) st = gw__halo_fail(GW_EINVAL, "gw_grid_gather: %lld cells on one rank, more than MPI counts", (long long)count);
+  if (st == GW_OK && count > INT_MAX)
+    st = gw__halo_fail(GW_EINVAL, "gw_grid_gather: %lld cells on one rank, more than MPI counts",
+                       (long long)count);
 
   int *counts = NULL, *displs = NULL;
   char *all = NULL;
@@ -286,9 +326,13 @@ gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], g
       displs[r] = (int)total;
       total += counts[r];
     }
-    if (!counts || !displs) st = gw__halo_fail(GW_ENOMEM, "gw_grid_gather: out of memory");
-    else if (total > INT_MAX) st = gw__halo_fail(GW_EINVAL, "gw_grid_gather: %lld cells, more than MPI counts", (long long)total);
-    else if (!(all = malloc((size_t)total * elem + 1))) st = gw__halo_fail(GW_ENOMEM, "gw_grid_gather: out of memory");
+    if (!counts || !displs)
+      st = gw__halo_fail(GW_ENOMEM, "gw_grid_gather: out of memory");
+    else if (total > INT_MAX)
+      st = gw__halo_fail(GW_EINVAL, "gw_grid_gather: %lld cells, more than MPI counts",
+                         (long long)total);
+    else if (!(all = malloc((size_t)total * elem + 1)))
+      st = gw__halo_fail(GW_ENOMEM, "gw_grid_gather: out of memory");
   }
   st = agree(g, st);
   MPI_Datatype cell = MPI_DATATYPE_NULL;
@@ -296,7 +340,8 @@ gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], g
     int rc = MPI_Type_contiguous((int)elem, MPI_BYTE, &cell);
     if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&cell);
     if (rc == MPI_SUCCESS)
-      rc = MPI_Gatherv(gw_host_data(mine), (int)count, cell, all, counts, displs, cell, root, g->comm);
+      rc = MPI_Gatherv(gw_host_data(mine), (int)count, cell, all, counts, displs, cell, root,
+                       g->comm);
     if (rc != MPI_SUCCESS) st = gw__halo_mpi(rc, "MPI_Gatherv", -1);
     if (cell != MPI_DATATYPE_NULL) MPI_Type_free(&cell);
   }
@@ -308,7 +353,8 @@ gw_status gw_grid_gather(const gw_grid *g, gw_array *field, const int width[], g
     st = gw_wrap(ctx, all + (size_t)displs[r] * elem, t, nd, l, NULL, GW_WRAP_NO_REGISTER, &piece);
     if (st == GW_OK) st = gw_view(global, o, l, NULL, &dst);
     if (st == GW_OK) st = gw_copy(dst, piece);
-    if (st != GW_OK) st = gw__halo_fail(st, "gw_grid_gather: placing rank %d's block: %s", r, gw_last_error());
+    if (st != GW_OK)
+      st = gw__halo_fail(st, "gw_grid_gather: placing rank %d's block: %s", r, gw_last_error());
     gw_release(piece);
     gw_release(dst);
   }

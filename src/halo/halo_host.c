@@ -9,14 +9,11 @@
  * keeps failing) falls back to the stream synchronisation, which reports the
  * error. */
 static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
-  if (!h->q)
-    return GW_OK;
+  if (!h->q) return GW_OK;
   while (gw_array_pending(seg)) {
-    if (++*spins > (1 << 20))
-      return halo_sync_stream(h, "waiting for a pack");
+    if (++*spins > (1 << 20)) return halo_sync_stream(h, "waiting for a pack");
     int flag;
-    (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, h->comm, &flag,
-                     MPI_STATUS_IGNORE); /* progress */
+    (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, h->comm, &flag, MPI_STATUS_IGNORE); /* progress */
     sched_yield(); /* the CPU backend's copies run on worker threads of this
                       process */
   }
@@ -24,12 +21,10 @@ static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
 }
 
 gw_status halo_host_post_receives(gw_halo *h) {
-  if (h->nccl)
-    return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
+  if (h->nccl) return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
   for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI)
-      continue;
+    if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg; m++) {
       const halo_msg *g = &hd->msg[m];
       /* the low halo is filled by the low neighbour's messages toward high, and
@@ -37,11 +32,9 @@ gw_status halo_host_post_receives(gw_halo *h) {
       /* (shared memory: the data is in our segment already; MPI says when it
        * landed) */
       int bytes = g->direct ? 0 : g->bytes;
-      int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE,
-                         hd->peer[g->side], halo_tag(h, d, !g->side), h->comm,
-                         &hd->recv_req[m]);
-      if (rc != MPI_SUCCESS)
-        return gw__halo_mpi(rc, "MPI_Irecv", d);
+      int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE, hd->peer[g->side],
+                         halo_tag(h, d, !g->side), h->comm, &hd->recv_req[m]);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
     }
   }
   return GW_OK;
@@ -56,18 +49,15 @@ static gw_status isend(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
   const halo_msg *g = &hd->msg[m];
   int shm = g->direct;
-  int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE,
-                     hd->peer[g->side], halo_tag(h, d, g->side), h->comm,
-                     &hd->send_req[m]);
-  if (rc != MPI_SUCCESS)
-    return gw__halo_mpi(rc, "MPI_Isend", d);
+  int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE, hd->peer[g->side],
+                     halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
+  if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
   /* shared memory: the peer's "free again" for what we just wrote into its
    * buffer, which the next pack into that buffer waits for */
   if (shm)
-    rc = MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side],
-                   halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
-  return rc == MPI_SUCCESS ? GW_OK
-                           : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
+    rc = MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, !g->side),
+                   h->comm, &hd->free_req[m]);
+  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
 }
 
 /* Pack every message of dim d (in order), handing each to MPI as soon as its
@@ -80,29 +70,23 @@ gw_status halo_host_send(gw_halo *h, int d) {
   gw_status st;
   for (int m = 0; m < hd->nmsg; m++) {
     const halo_msg *g = &hd->msg[m];
-    if (hd->free_req &&
-        hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
+    if (hd->free_req && hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
       int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS)
-        return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
     }
     for (int k = g->first; k < g->first + g->count; k++) {
-      st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view,
-                           "gw_copy packing a face", d);
-      if (st != GW_OK)
-        return st;
+      st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
+                           d);
+      if (st != GW_OK) return st;
     }
     while (next < m && landed(h, hd, next))
-      if ((st = isend(h, d, next++)) != GW_OK)
-        return st;
+      if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
   for (; next < hd->nmsg; next++) {
     const halo_msg *g = &hd->msg[next];
     st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
-    if (st == GW_OK)
-      st = isend(h, d, next);
-    if (st != GW_OK)
-      return st;
+    if (st == GW_OK) st = isend(h, d, next);
+    if (st != GW_OK) return st;
   }
   return GW_OK;
 }
@@ -115,17 +99,13 @@ gw_status halo_host_complete(gw_halo *h, int d) {
   for (;;) {
     int idx = MPI_UNDEFINED;
     int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS)
-      return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
-    if (idx == MPI_UNDEFINED)
-      break;
+    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
+    if (idx == MPI_UNDEFINED) break;
     const halo_msg *g = &hd->msg[idx];
     for (int k = g->first; k < g->first + g->count; k++) {
-      gw_status st =
-          halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
-                          "gw_copy unpacking a face", d);
-      if (st != GW_OK)
-        return st;
+      gw_status st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
+                                     "gw_copy unpacking a face", d);
+      if (st != GW_OK) return st;
     }
     h->shm_owed |= g->direct; /* tokens once these unpacks are done */
   }

@@ -56,8 +56,7 @@
 #include <stdint.h>
 
 /* Record the detail for gw_halo_last_error() and return s. */
-gw_status gw__halo_fail(gw_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+gw_status gw__halo_fail(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* gw__halo_fail(GW_EBACKEND, ...) with MPI's text for `code`; GW_OK if code is
  * MPI_SUCCESS. */
 gw_status gw__halo_mpi(int code, const char *what, int dim);
@@ -97,9 +96,8 @@ typedef struct {
  * segment is a wrap of its own (its own root), so its pending-work event tells
  * when its pack landed. */
 typedef struct {
-  gw_array *send_view,
-      *recv_view;                /* the face, or a piece of it along one axis */
-  gw_array *send_seg, *recv_seg; /* wraps of the message buffers */
+  gw_array *send_view, *recv_view; /* the face, or a piece of it along one axis */
+  gw_array *send_seg, *recv_seg;   /* wraps of the message buffers */
 } halo_seg;
 
 /* One MPI message: every field's face of a side (aggregated), or, on the host
@@ -112,17 +110,17 @@ typedef struct {
   int bytes;
   size_t off_send, off_recv; /* in the buffer block */
   int first, count;          /* its segments */
-  int direct; /* packed straight into the peer's receive buffer (the
+  int direct;                /* packed straight into the peer's receive buffer (the
                  shared-memory window or the IPC mapping), MPI carries 0-byte
                  tokens only */
-  int ipc; /* its buffers are in the IPC block (ipc_base), not the main one */
+  int ipc;                   /* its buffers are in the IPC block (ipc_base), not the main one */
 } halo_msg;
 
 typedef struct {
-  int link; /* LINK_*: no field with a width here, or no neighbour, is LINK_NONE
+  int link;       /* LINK_*: no field with a width here, or no neighbour, is LINK_NONE
              */
-  int peer[2]; /* neighbour ranks, MPI_PROC_NULL at a non-periodic boundary */
-  int bytes;   /* bytes of the aggregated message of a side (every field's face)
+  int peer[2];    /* neighbour ranks, MPI_PROC_NULL at a non-periodic boundary */
+  int bytes;      /* bytes of the aggregated message of a side (every field's face)
                 */
   int nseg, nmsg; /* LINK_MPI: both sides, side 0's first */
   halo_seg *seg;
@@ -137,8 +135,8 @@ typedef struct {
   MPI_Request *free_req;
   MPI_Request *tok_req;
   ptrdiff_t shm_delta[2];
-  int shm_side[2]; /* side s's neighbour shares this rank's node window */
-  int ipc_side[2]; /* side s's neighbour is on this node and the plan's path is
+  int shm_side[2];       /* side s's neighbour shares this rank's node window */
+  int ipc_side[2];       /* side s's neighbour is on this node and the plan's path is
                       IPC */
   gw_array *ipc_peer[2]; /* side s's neighbour's IPC block, opened here
                             (gw_ipc_open) */
@@ -152,30 +150,29 @@ struct gw_halo {
   gw_array **field; /* nfields references */
   int (*width)[3];  /* per field */
   halo_face *face;  /* [f * 3 + d] */
-  gw_context
-      *ctx;      /* borrowed from the first field, which the plan keeps alive */
-  MPI_Comm comm; /* the plan's duplicate, errors returned */
+  gw_context *ctx;  /* borrowed from the first field, which the plan keeps alive */
+  MPI_Comm comm;    /* the plan's duplicate, errors returned */
   gw_halo_info info;
   halo_dim dim[3];
   void *host_block; /* HOST path: page-aligned, pinned once */
   size_t host_block_bytes;
   gw_array *dev_block; /* DEVICE path */
   char *msg_base;      /* address MPI uses for the block (host or device) */
-  size_t chunk; /* host path: messages above this many bytes travel in pieces
+  size_t chunk;        /* host path: messages above this many bytes travel in pieces
                    (0: never) */
-  gw_stream *stream; /* the plan's stream; NULL: the backend has none, copies
+  gw_stream *stream;   /* the plan's stream; NULL: the backend has none, copies
                         run one by one */
-  gw_array *tok_in;  /* 1-byte device arrays whose pending-work events order the
+  gw_array *tok_in;    /* 1-byte device arrays whose pending-work events order the
                         plan's */
-  gw_array *tok_out; /* stream after the caller's (in) and the caller's after it
+  gw_array *tok_out;   /* stream after the caller's (in) and the caller's after it
                         (out) */
-  int inflight; /* dim whose messages are in flight after a start, -1 none */
-  int started;  /* a split-phase update is between start and finish */
-  int captured; /* ... and was started on a stream being captured (queued on
+  int inflight;        /* dim whose messages are in flight after a start, -1 none */
+  int started;         /* a split-phase update is between start and finish */
+  int captured;        /* ... and was started on a stream being captured (queued on
                    it: h->q is the caller's stream) */
-  int tail;  /* a stream-ordered finish left unpacks queued on the plan's stream
+  int tail;            /* a stream-ordered finish left unpacks queued on the plan's stream
               */
-  int epoch; /* failed updates so far, mod EPOCHS (see halo_tag()) */
+  int epoch;           /* failed updates so far, mod EPOCHS (see halo_tag()) */
   /* NCCL path: the communicator (over comm's ranks, on the fields' device) and
    * its calls. Messages then go through NCCL on the plan's stream instead of
    * MPI (see halo_nccl_dim()). */
@@ -197,8 +194,7 @@ struct gw_halo {
    * only 0-byte tokens ("landed", "free again"). MPI_WIN_NULL: messages carry
    * the data (the MPI transport). */
   MPI_Win shm_win;
-  MPI_Comm
-      shm_node; /* the plan's ranks on this node (the window's communicator) */
+  MPI_Comm shm_node; /* the plan's ranks on this node (the window's communicator) */
   void **shm_pinned; /* peers' segments pinned in this process, [shm_npinned] */
   size_t *shm_pinned_bytes;
   int shm_npinned;
@@ -235,9 +231,7 @@ static inline int halo_tag_offset(int d, int toward_high) {
 /* ---- shared by the files of the halo module
  * ------------------------------------------ */
 
-static inline size_t halo_round_up(size_t x, size_t a) {
-  return (x + a - 1) / a * a;
-}
+static inline size_t halo_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* halo_plan.c */
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
@@ -273,8 +267,7 @@ gw_status halo_shm_release(gw_halo *h);
 /* halo_ipc.c: the IPC path */
 /* Whether this plan takes IPC (collective): `path` as asked; sets h->ipc alike
  * everywhere. */
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path,
-                          int device_only);
+gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only);
 /* Allocate and export the IPC block (before the ranks agree on the buffers). */
 gw_status halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point
@@ -286,8 +279,7 @@ void halo_ipc_close(gw_halo *h);
 
 /* halo_nccl.c: choosing NCCL, its communicator, and a dim's exchange through it
  */
-gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced,
-                          int *use);
+gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use);
 gw_status halo_nccl_connect(gw_halo *h);
 gw_status halo_nccl_dim(gw_halo *h, int d);
 gw_status halo_nccl_async(gw_halo *h);
@@ -300,8 +292,7 @@ gw_status halo_host_complete(gw_halo *h, int d);
 
 /* halo_update.c */
 /* dst <- src on this update's queue (or at once without one). */
-gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src,
-                          const char *what, int d);
+gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d);
 gw_status halo_sync_stream(gw_halo *h, const char *what);
 
 #endif /* GW_HALO_INTERNAL_H */

@@ -17,27 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path,
-                          int device_only) {
+gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only) {
   int rank = 0;
   MPI_Comm_rank(h->comm, &rank);
   /* forced: 2; AUTO that could take it (device fields, MPI not GPU-aware): 1;
    * else 0 */
-  int can = path == GW_HALO_PATH_IPC ? 2
-            : path == GW_HALO_PATH_AUTO && device_only && !h->info.gpu_aware
-                ? 1
-                : 0;
+  int can = path == GW_HALO_PATH_IPC                                         ? 2
+            : path == GW_HALO_PATH_AUTO && device_only && !h->info.gpu_aware ? 1
+                                                                             : 0;
   struct {
     int v, rank;
   } in = {can, rank}, lo, hi;
   gw_status st =
-      gw__halo_mpi(MPI_Allreduce(&in, &lo, 1, MPI_2INT, MPI_MINLOC, h->comm),
-                   "MPI_Allreduce", -1);
+      gw__halo_mpi(MPI_Allreduce(&in, &lo, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce", -1);
   if (st == GW_OK)
-    st = gw__halo_mpi(MPI_Allreduce(&in, &hi, 1, MPI_2INT, MPI_MAXLOC, h->comm),
-                      "MPI_Allreduce", -1);
-  if (st != GW_OK)
-    return st;
+    st = gw__halo_mpi(MPI_Allreduce(&in, &hi, 1, MPI_2INT, MPI_MAXLOC, h->comm), "MPI_Allreduce",
+                      -1);
+  if (st != GW_OK) return st;
   if (hi.v == 2 && lo.v < 2) /* every rank sees both */
     return gw__halo_fail(GW_EINVAL,
                          "%s: path: rank %d has ipc, rank %d has another (the "
@@ -50,10 +46,8 @@ gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path,
 
 gw_status halo_ipc_block(gw_halo *h, size_t bytes) {
   int64_t n = (int64_t)bytes;
-  gw_status st =
-      gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->ipc_block);
-  if (st != GW_OK)
-    return halo_call_failed(st, "gw_alloc of the IPC receive buffers", -1);
+  gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->ipc_block);
+  if (st != GW_OK) return halo_call_failed(st, "gw_alloc of the IPC receive buffers", -1);
   h->ipc_base = gw_data(h->ipc_block);
   st = gw_ipc_export(h->ipc_block, &h->ipc_handle);
   if (st != GW_OK)
@@ -88,22 +82,21 @@ gw_status halo_ipc_link(gw_halo *h) {
     o->off = g->off_recv;
     o->handle = h->ipc_handle;
     int peer = h->dim[d].peer[g->side];
-    int rc = MPI_Irecv(&theirs[d][g->side], (int)sizeof(ipc_offer), MPI_BYTE,
-                       peer, halo_tag_offset(d, !g->side), h->comm, &req[nreq]);
+    int rc = MPI_Irecv(&theirs[d][g->side], (int)sizeof(ipc_offer), MPI_BYTE, peer,
+                       halo_tag_offset(d, !g->side), h->comm, &req[nreq]);
     if (rc == MPI_SUCCESS) {
       nreq++;
-      rc = MPI_Isend(o, (int)sizeof(ipc_offer), MPI_BYTE, peer,
-                     halo_tag_offset(d, g->side), h->comm, &req[nreq]);
+      rc = MPI_Isend(o, (int)sizeof(ipc_offer), MPI_BYTE, peer, halo_tag_offset(d, g->side),
+                     h->comm, &req[nreq]);
       nreq += rc == MPI_SUCCESS;
     }
     if (rc != MPI_SUCCESS && st == GW_OK)
       st = gw__halo_mpi(rc, "MPI_Isend/MPI_Irecv (IPC handles)", d);
   }
   if (nreq > 0) {
-    gw_status w = gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE),
-                               "MPI_Waitall (IPC handles)", -1);
-    if (st == GW_OK)
-      st = w;
+    gw_status w =
+        gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE), "MPI_Waitall (IPC handles)", -1);
+    if (st == GW_OK) st = w;
   }
   for (int d = 0, m = -1; st == GW_OK && halo_next_direct(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
@@ -111,9 +104,8 @@ gw_status halo_ipc_link(gw_halo *h) {
     const ipc_offer *o = &theirs[d][g->side];
     int peer = hd->peer[g->side];
     if (!o->ok) {
-      st = gw__halo_fail(
-          GW_EINVAL, "gw_halo_create: rank %d has no IPC buffers for dim %d",
-          peer, d);
+      st = gw__halo_fail(GW_EINVAL, "gw_halo_create: rank %d has no IPC buffers for dim %d", peer,
+                         d);
       break;
     }
     /* Opened once per side; the import table maps each allocation once per
@@ -121,30 +113,25 @@ gw_status halo_ipc_link(gw_halo *h) {
      * mapping. */
     st = gw_ipc_open(h->ctx, &o->handle, &hd->ipc_peer[g->side]);
     if (st != GW_OK) {
-      st = halo_call_failed(
-          st, "path IPC: gw_ipc_open of a neighbour's receive buffers", d);
+      st = halo_call_failed(st, "path IPC: gw_ipc_open of a neighbour's receive buffers", d);
       break;
     }
     gw_array *p = hd->ipc_peer[g->side];
-    if ((unsigned long long)gw_numel(p) <
-        o->off + (unsigned long long)g->bytes) {
-      st = gw__halo_fail(
-          GW_EINVAL,
-          "gw_halo_create: rank %d's IPC receive buffer along dim %d (%llu + "
-          "%d bytes) lies "
-          "outside its %lld-byte block: the ranks' fields do not match",
-          peer, d, o->off, g->bytes, (long long)gw_numel(p));
+    if ((unsigned long long)gw_numel(p) < o->off + (unsigned long long)g->bytes) {
+      st = gw__halo_fail(GW_EINVAL,
+                         "gw_halo_create: rank %d's IPC receive buffer along dim %d (%llu + "
+                         "%d bytes) lies "
+                         "outside its %lld-byte block: the ranks' fields do not match",
+                         peer, d, o->off, g->bytes, (long long)gw_numel(p));
       break;
     }
-    hd->shm_delta[g->side] =
-        ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
+    hd->shm_delta[g->side] = ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
   }
   return st;
 }
 
 void halo_ipc_close(gw_halo *h) {
-  if (!h->ipc)
-    return;
+  if (!h->ipc) return;
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
       gw_release(h->dim[d].ipc_peer[s]); /* the last reference unmaps */

@@ -11,10 +11,8 @@
 #include <unistd.h>
 
 static void plan_free(gw_halo *h) {
-  gw_stream_destroy(
-      h->stream); /* waits for its work: nothing reads the buffers after this */
-  halo_shm_close(
-      h); /* tokens in flight, the neighbours' segments pinned here */
+  gw_stream_destroy(h->stream); /* waits for its work: nothing reads the buffers after this */
+  halo_shm_close(h);            /* tokens in flight, the neighbours' segments pinned here */
   halo_nccl_close(h);
   if (h->face)
     for (int i = 0; i < 3 * h->nfields; i++)
@@ -37,41 +35,31 @@ static void plan_free(gw_halo *h) {
     free(hd->free_req);
     free(hd->tok_req);
   }
-  halo_ipc_close(
-      h); /* after the segments, which wrap the neighbours' mapped buffers */
+  halo_ipc_close(h); /* after the segments, which wrap the neighbours' mapped buffers */
   gw_release(h->tok_in);
   gw_release(h->tok_out);
   gw_release(h->dev_block);
   if (h->host_block) {
     (void)gw_unpin(h->ctx, h->host_block, h->host_block_bytes);
-    if (h->shm_win == MPI_WIN_NULL)
-      free(h->host_block);
+    if (h->shm_win == MPI_WIN_NULL) free(h->host_block);
   }
-  if (h->shm_win != MPI_WIN_NULL)
-    MPI_Win_free(&h->shm_win); /* after the unpin: its memory */
-  if (h->shm_node != MPI_COMM_NULL)
-    MPI_Comm_free(&h->shm_node);
-  if (h->comm != MPI_COMM_NULL)
-    MPI_Comm_free(&h->comm);
+  if (h->shm_win != MPI_WIN_NULL) MPI_Win_free(&h->shm_win); /* after the unpin: its memory */
+  if (h->shm_node != MPI_COMM_NULL) MPI_Comm_free(&h->shm_node);
+  if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
   if (h->field)
-    for (int f = 0; f < h->nfields; f++)
-      gw_release(h->field[f]);
+    for (int f = 0; f < h->nfields; f++) gw_release(h->field[f]);
   free(h->field);
   free(h->width);
   free(h->face);
-  for (int d = 0; d < 3; d++)
-    gw__batch_free(h->self_batch[d]);
+  for (int d = 0; d < 3; d++) gw__batch_free(h->self_batch[d]);
   free(h);
 }
 
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
  * no dim. */
 gw_status halo_call_failed(gw_status st, const char *what, int d) {
-  if (d < 0)
-    return gw__halo_fail(st, "%s: %s: %s", what, gw_err_name(st),
-                         gw_last_error());
-  return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st),
-                       gw_last_error());
+  if (d < 0) return gw__halo_fail(st, "%s: %s: %s", what, gw_err_name(st), gw_last_error());
+  return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st), gw_last_error());
 }
 
 /* Face view of field f along dim d: extent w at `at` along d, the whole extent
@@ -84,8 +72,7 @@ gw_status halo_call_failed(gw_status st, const char *what, int d) {
  * the interior of the later dims left such corners stale when the boundary dim
  * came after the exchanged one, and gave them the neighbour's value when it
  * came before. */
-static gw_status make_face(gw_halo *h, int f, int d, int64_t at,
-                           gw_array **out) {
+static gw_status make_face(gw_halo *h, int f, int d, int64_t at, gw_array **out) {
   const int64_t *n = gw_shape(h->field[f]);
   const int *w = h->width[f];
   int64_t start[3], shape[3];
@@ -100,10 +87,8 @@ static gw_status make_face(gw_halo *h, int f, int d, int64_t at,
 /* gw__halo_agree, once per failure: after a failed agreement every rank knows,
  * so the later steps pass the status through without another collective (and
  * the message stays the one agreed on). */
-static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn,
-                            int *failed) {
-  if (*failed)
-    return st;
+static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn, int *failed) {
+  if (*failed) return st;
   st = gw__halo_agree(comm, st, fn);
   *failed = st != GW_OK;
   return st;
@@ -111,9 +96,8 @@ static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn,
 
 /* The segment of field f's face along d, side s: the whole face (axis < 0) or
  * rows [r0, r1) of it along `axis`; its buffers at send_at / recv_at. */
-static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
-                          int64_t r0, int64_t r1, size_t send_at,
-                          size_t recv_at, halo_seg *sg) {
+static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis, int64_t r0,
+                          int64_t r1, size_t send_at, size_t recv_at, halo_seg *sg) {
   halo_face *fc = &h->face[f * 3 + d];
   gw_status st = GW_OK;
   if (axis < 0) {
@@ -121,26 +105,20 @@ static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
     sg->recv_view = gw_retain(fc->recv_view[s]);
   } else {
     int64_t start[3] = {0, 0, 0}, shape[3];
-    memcpy(shape, gw_shape(fc->send_view[s]),
-           sizeof(int64_t) * (size_t)h->ndim);
+    memcpy(shape, gw_shape(fc->send_view[s]), sizeof(int64_t) * (size_t)h->ndim);
     start[axis] = r0;
     shape[axis] = r1 - r0;
     st = gw_view(fc->send_view[s], start, shape, NULL, &sg->send_view);
-    if (st == GW_OK)
-      st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
-    if (st != GW_OK)
-      return halo_call_failed(st, "gw_view of a face piece", d);
+    if (st == GW_OK) st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
+    if (st != GW_OK) return halo_call_failed(st, "gw_view of a face piece", d);
   }
   gw_dtype t = gw_array_dtype(h->field[f]);
   const int64_t *shape = gw_shape(sg->send_view);
   /* (direct: the send segment is the peer's receive buffer, shm_delta away) */
-  st = gw_wrap(h->ctx, base + send_at + h->dim[d].shm_delta[s], t, h->ndim,
-               shape, NULL, 0, &sg->send_seg);
-  if (st == GW_OK)
-    st = gw_wrap(h->ctx, base + recv_at, t, h->ndim, shape, NULL, 0,
-                 &sg->recv_seg);
-  return st == GW_OK ? GW_OK
-                     : halo_call_failed(st, "gw_wrap of a halo buffer", d);
+  st = gw_wrap(h->ctx, base + send_at + h->dim[d].shm_delta[s], t, h->ndim, shape, NULL, 0,
+               &sg->send_seg);
+  if (st == GW_OK) st = gw_wrap(h->ctx, base + recv_at, t, h->ndim, shape, NULL, 0, &sg->recv_seg);
+  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_wrap of a halo buffer", d);
 }
 
 static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
@@ -162,30 +140,25 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
   halo_dim *hd = &h->dim[d];
   int nm = 0, ns = 0;
   for (int s = 0; s < 2; s++) {
-    if (hd->peer[s] == MPI_PROC_NULL)
-      continue;
+    if (hd->peer[s] == MPI_PROC_NULL) continue;
     if (h->chunk == 0 || (size_t)hd->bytes <= h->chunk || hd->shm_side[s] ||
         hd->ipc_side[s]) { /* direct: no pieces */
       int ipc = hd->ipc_side[s];
       size_t *o = &off[ipc];
       char *base = ipc ? h->ipc_base : h->msg_base;
-      size_t send_at = *o, recv_at = *o + halo_round_up((size_t)hd->bytes, 256),
-             seg = 0;
+      size_t send_at = *o, recv_at = *o + halo_round_up((size_t)hd->bytes, 256), seg = 0;
       if (fill)
-        hd->msg[nm] = (halo_msg){
-            s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s] || ipc, ipc};
+        hd->msg[nm] =
+            (halo_msg){s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s] || ipc, ipc};
       for (int f = 0; f < h->nfields; f++) {
-        if (!h->face[f * 3 + d].send_view[s])
-          continue;
+        if (!h->face[f * 3 + d].send_view[s]) continue;
         seg = halo_round_up(seg, 256);
         if (fill == 2) {
-          gw_status st = make_seg(h, base, d, f, s, -1, 0, 0, send_at + seg,
-                                  recv_at + seg, &hd->seg[ns]);
-          if (st != GW_OK)
-            return st;
+          gw_status st =
+              make_seg(h, base, d, f, s, -1, 0, 0, send_at + seg, recv_at + seg, &hd->seg[ns]);
+          if (st != GW_OK) return st;
         }
-        if (fill)
-          hd->msg[nm].count++;
+        if (fill) hd->msg[nm].count++;
         seg += face_bytes(h, f, d, s);
         ns++;
       }
@@ -195,8 +168,7 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
     }
     for (int f = 0; f < h->nfields; f++) {
       const gw_array *v = h->face[f * 3 + d].send_view[s];
-      if (!v)
-        continue;
+      if (!v) continue;
       const int64_t *sh = gw_shape(v);
       int axis = h->ndim - 1;
       for (int a = 0; a < h->ndim; a++)
@@ -210,14 +182,11 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
         int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
         size_t bytes = (size_t)(r1 - r0) * row;
         size_t send_at = off[0], recv_at = off[0] + halo_round_up(bytes, 256);
-        if (fill)
-          hd->msg[nm] =
-              (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0, 0};
+        if (fill) hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0, 0};
         if (fill == 2) {
-          gw_status st = make_seg(h, h->msg_base, d, f, s, axis, r0, r1,
-                                  send_at, recv_at, &hd->seg[ns]);
-          if (st != GW_OK)
-            return st;
+          gw_status st =
+              make_seg(h, h->msg_base, d, f, s, axis, r0, r1, send_at, recv_at, &hd->seg[ns]);
+          if (st != GW_OK) return st;
         }
         off[0] += 2 * halo_round_up(bytes, 256);
         ns++;
@@ -240,10 +209,8 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
 static gw_status main_block(gw_halo *h, int device_path, size_t total) {
   if (device_path) {
     int64_t n = (int64_t)total;
-    gw_status st =
-        gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
-    if (st != GW_OK)
-      return halo_call_failed(st, "gw_alloc of the device buffers", -1);
+    gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
+    if (st != GW_OK) return halo_call_failed(st, "gw_alloc of the device buffers", -1);
     h->msg_base = gw_data(h->dev_block);
     return GW_OK;
   }
@@ -251,9 +218,7 @@ static gw_status main_block(gw_halo *h, int device_path, size_t total) {
   size_t align = page > 0 ? (size_t)page : 4096;
   size_t bytes = halo_round_up(total, align);
   char *base = aligned_alloc(align, bytes);
-  if (!base)
-    return gw__halo_fail(GW_ENOMEM, "cannot allocate %zu bytes of halo buffers",
-                         bytes);
+  if (!base) return gw__halo_fail(GW_ENOMEM, "cannot allocate %zu bytes of halo buffers", bytes);
   gw_status st = gw_pin(h->ctx, base, bytes);
   if (st != GW_OK) {
     free(base);
@@ -272,8 +237,7 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
   gw_status st = GW_OK;
   for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
-    if (hd->link != LINK_MPI)
-      continue;
+    if (hd->link != LINK_MPI) continue;
     (void)layout_dim(h, d, sizes, 0);
     hd->seg = calloc((size_t)hd->nseg, sizeof *hd->seg);
     hd->msg = calloc((size_t)hd->nmsg, sizeof *hd->msg);
@@ -281,14 +245,12 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
     hd->recv_req = malloc((size_t)hd->nmsg * sizeof *hd->recv_req);
     hd->free_req = malloc((size_t)hd->nmsg * sizeof *hd->free_req);
     hd->tok_req = malloc((size_t)hd->nmsg * sizeof *hd->tok_req);
-    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req ||
-        !hd->free_req || !hd->tok_req) {
+    if (!hd->seg || !hd->msg || !hd->send_req || !hd->recv_req || !hd->free_req || !hd->tok_req) {
       st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
       break;
     }
     for (int m = 0; m < hd->nmsg; m++)
-      hd->send_req[m] = hd->recv_req[m] = hd->free_req[m] = hd->tok_req[m] =
-          MPI_REQUEST_NULL;
+      hd->send_req[m] = hd->recv_req[m] = hd->free_req[m] = hd->tok_req[m] = MPI_REQUEST_NULL;
   }
   total = sizes[0] + sizes[1];
   if (h->shm_win == MPI_WIN_NULL && h->shm_node != MPI_COMM_NULL && !h->ipc) {
@@ -297,28 +259,24 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
      * shm_link's exchange with it): the window is made by every rank of the
      * node. */
     gw_status w = halo_shm_block(h, st == GW_OK ? total : 0);
-    if (st == GW_OK)
-      st = w;
+    if (st == GW_OK) st = w;
   } else if (st == GW_OK && sizes[0] > 0) {
     st = main_block(h, device_path, sizes[0]);
   }
   /* IPC: this rank's receive buffers for its on-node neighbours, exported */
-  if (st == GW_OK && h->ipc && sizes[1] > 0)
-    st = halo_ipc_block(h, sizes[1]);
+  if (st == GW_OK && h->ipc && sizes[1] > 0) st = halo_ipc_block(h, sizes[1]);
   /* Then every rank learns whether all made their buffers: every rank of the
    * plan, a rank alone on its node (no window) too, or the others wait here for
    * it (in the window's offsets or the IPC handles below). */
   st = agree_once(h->comm, st, "gw_halo_create", failed);
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   if (total == 0) {
     /* Every face is empty (a field of extent 0 along a dim that is not
      * exchanged): nothing to send. The messages were counted but never laid
      * out, so posted they would all name side 0 (calloc), every rank sending to
      * one neighbour only and waiting for the other: a hang. The neighbours of a
      * face see its size alike, so both drop theirs. */
-    for (int d = 0; d < h->ndim; d++)
-      h->dim[d].nmsg = h->dim[d].nseg = 0;
+    for (int d = 0; d < h->ndim; d++) h->dim[d].nmsg = h->dim[d].nseg = 0;
     return GW_OK;
   }
 
@@ -326,23 +284,18 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
   for (int fill = 1; fill <= 2; fill++) {
     size_t off[2] = {0, 0};
     for (int d = 0; d < h->ndim; d++) {
-      if (h->dim[d].link != LINK_MPI)
-        continue;
+      if (h->dim[d].link != LINK_MPI) continue;
       st = layout_dim(h, d, off, fill);
-      if (st != GW_OK)
-        return st;
+      if (st != GW_OK) return st;
     }
     if (fill == 1) {
       int d0 = 0, m0 = -1;
       h->direct = halo_next_direct(h, &d0, &m0); /* the token flow runs */
     }
-    if (fill == 1 && h->shm_win != MPI_WIN_NULL &&
-        (st = halo_shm_link(h)) != GW_OK)
-      return st;
+    if (fill == 1 && h->shm_win != MPI_WIN_NULL && (st = halo_shm_link(h)) != GW_OK) return st;
     /* (a failed open is this rank's: create's last agreement makes it every
      * rank's) */
-    if (fill == 1 && h->ipc && (st = halo_ipc_link(h)) != GW_OK)
-      return st;
+    if (fill == 1 && h->ipc && (st = halo_ipc_link(h)) != GW_OK) return st;
   }
   return GW_OK;
 }
@@ -351,34 +304,26 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
  * every rank of it finds the same (a rank passing another communicator than its
  * peers is outside what any collective call can detect). */
 static gw_status check_cart(const char *fn, MPI_Comm cart) {
-  if (cart == MPI_COMM_NULL)
-    return gw__halo_fail(GW_EINVAL, "%s: cart is MPI_COMM_NULL", fn);
+  if (cart == MPI_COMM_NULL) return gw__halo_fail(GW_EINVAL, "%s: cart is MPI_COMM_NULL", fn);
   int topo = MPI_UNDEFINED;
   gw_status st = gw__halo_mpi(MPI_Topo_test(cart, &topo), "MPI_Topo_test", -1);
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   if (topo != MPI_CART)
-    return gw__halo_fail(
-        GW_EINVAL, "%s: cart is not a Cartesian communicator (MPI_Cart_create)",
-        fn);
+    return gw__halo_fail(GW_EINVAL, "%s: cart is not a Cartesian communicator (MPI_Cart_create)",
+                         fn);
   return GW_OK;
 }
 
 /* This rank's arguments (`strict`: gw_halo_create's contract, 3-D, widths >= 1,
  * kept for its callers). Local: create() shares the outcome with every rank
  * before going on. */
-static gw_status check_args(const char *fn, const gw_halo_field *fields,
-                            int nfields, MPI_Comm cart, gw_halo_path path,
-                            gw_halo **out, int strict) {
+static gw_status check_args(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
+                            gw_halo_path path, gw_halo **out, int strict) {
   if (!fields || !out)
-    return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn,
-                         !fields ? "fields" : "out");
-  if (nfields < 1)
-    return gw__halo_fail(GW_EINVAL, "%s: nfields is %d, must be >= 1", fn,
-                         nfields);
-  if (path != GW_HALO_PATH_AUTO && path != GW_HALO_PATH_HOST &&
-      path != GW_HALO_PATH_DEVICE && path != GW_HALO_PATH_NCCL &&
-      path != GW_HALO_PATH_IPC)
+    return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, !fields ? "fields" : "out");
+  if (nfields < 1) return gw__halo_fail(GW_EINVAL, "%s: nfields is %d, must be >= 1", fn, nfields);
+  if (path != GW_HALO_PATH_AUTO && path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_DEVICE &&
+      path != GW_HALO_PATH_NCCL && path != GW_HALO_PATH_IPC)
     return gw__halo_fail(GW_EINVAL, "%s: unknown path %d", fn, (int)path);
   int ndim = 0;
   for (int f = 0; f < nfields; f++) {
@@ -390,45 +335,36 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields,
       snprintf(who, sizeof who, "field");
     else
       snprintf(who, sizeof who, "fields[%d].field", f);
-    if (!a)
-      return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, who);
+    if (!a) return gw__halo_fail(GW_EINVAL, "%s: %s is NULL", fn, who);
     int nd = gw_ndim(a);
     if (strict && nd != 3)
-      return gw__halo_fail(
-          GW_EINVAL, "%s: field has %d dims, a halo plan needs 3", fn, nd);
+      return gw__halo_fail(GW_EINVAL, "%s: field has %d dims, a halo plan needs 3", fn, nd);
     if (nd < 1 || nd > 3)
-      return gw__halo_fail(GW_EINVAL,
-                           "%s: %s has %d dims, a halo plan takes 1, 2 or 3",
-                           fn, who, nd);
+      return gw__halo_fail(GW_EINVAL, "%s: %s has %d dims, a halo plan takes 1, 2 or 3", fn, who,
+                           nd);
     if (f == 0)
       ndim = nd;
     else if (nd != ndim)
-      return gw__halo_fail(
-          GW_EINVAL,
-          "%s: %s has %d dims, fields[0].field %d: all fields of a "
-          "plan have the communicator's dims",
-          fn, who, nd, ndim);
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s has %d dims, fields[0].field %d: all fields of a "
+                           "plan have the communicator's dims",
+                           fn, who, nd, ndim);
     if (gw_is_readonly(a))
-      return gw__halo_fail(GW_EREADONLY,
-                           "%s: %s is read-only, its halo cannot be written",
-                           fn, who);
-    gw_context *c0 = gw_array_context(fields[0].field),
-               *c = gw_array_context(a);
+      return gw__halo_fail(GW_EREADONLY, "%s: %s is read-only, its halo cannot be written", fn,
+                           who);
+    gw_context *c0 = gw_array_context(fields[0].field), *c = gw_array_context(a);
     if (gw_context_backend(c) != gw_context_backend(c0) ||
         gw_context_device(c) != gw_context_device(c0))
-      return gw__halo_fail(
-          GW_EINVAL,
-          "%s: %s belongs to %s device %d, fields[0].field to %s "
-          "device %d: one plan, one device",
-          fn, who, gw_backend_name(gw_context_backend(c)), gw_context_device(c),
-          gw_backend_name(gw_context_backend(c0)), gw_context_device(c0));
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: %s belongs to %s device %d, fields[0].field to %s "
+                           "device %d: one plan, one device",
+                           fn, who, gw_backend_name(gw_context_backend(c)), gw_context_device(c),
+                           gw_backend_name(gw_context_backend(c0)), gw_context_device(c0));
     const int64_t *n = gw_shape(a);
     for (int d = 0; d < nd; d++) {
       int w = fields[f].width[d];
       if (w < (strict ? 1 : 0))
-        return strict ? gw__halo_fail(GW_EINVAL,
-                                      "%s: width[%d] is %d, must be >= 1", fn,
-                                      d, w)
+        return strict ? gw__halo_fail(GW_EINVAL, "%s: width[%d] is %d, must be >= 1", fn, d, w)
                       : gw__halo_fail(GW_EINVAL,
                                       "%s: fields[%d].width[%d] is %d, must be "
                                       ">= 0 (0 turns the dim off)",
@@ -447,23 +383,19 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields,
                            "(%s is %s memory)",
                            fn, who, gw_memkind_name(gw_kind(a)));
     if (path == GW_HALO_PATH_DEVICE && !gw_data(a))
-      return gw__halo_fail(
-          GW_EINVAL,
-          "%s: path DEVICE for a field the device cannot address (%s: %s "
-          "memory)",
-          fn, who, gw_memkind_name(gw_kind(a)));
+      return gw__halo_fail(GW_EINVAL,
+                           "%s: path DEVICE for a field the device cannot address (%s: %s "
+                           "memory)",
+                           fn, who, gw_memkind_name(gw_kind(a)));
   }
   int ndims = 0;
-  gw_status st =
-      gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
-  if (st != GW_OK)
-    return st;
+  gw_status st = gw__halo_mpi(MPI_Cartdim_get(cart, &ndims), "MPI_Cartdim_get", -1);
+  if (st != GW_OK) return st;
   if (ndims != ndim)
-    return gw__halo_fail(
-        GW_EINVAL,
-        "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
-        "along Cartesian dim d)",
-        fn, ndims, ndim);
+    return gw__halo_fail(GW_EINVAL,
+                         "%s: cart has %d dims, the fields have %d (array dim d is decomposed "
+                         "along Cartesian dim d)",
+                         fn, ndims, ndim);
   return GW_OK;
 }
 
@@ -471,19 +403,15 @@ static gw_status check_args(const char *fn, const gw_halo_field *fields,
 static gw_status make_dims(gw_halo *h) {
   int dims[3], periods[3], coords[3];
   gw_status st =
-      gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords),
-                   "MPI_Cart_get", -1);
-  if (st != GW_OK)
-    return st;
+      gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords), "MPI_Cart_get", -1);
+  if (st != GW_OK) return st;
   for (int d = 0; d < h->ndim; d++) {
     halo_dim *hd = &h->dim[d];
-    st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &hd->peer[0], &hd->peer[1]),
-                      "MPI_Cart_shift", d);
-    if (st != GW_OK)
-      return st;
+    st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &hd->peer[0], &hd->peer[1]), "MPI_Cart_shift",
+                      d);
+    if (st != GW_OK) return st;
     int any = 0;
-    for (int f = 0; f < h->nfields; f++)
-      any |= h->width[f][d] > 0;
+    for (int f = 0; f < h->nfields; f++) any |= h->width[f][d] > 0;
     if (!any || (hd->peer[0] == MPI_PROC_NULL && hd->peer[1] == MPI_PROC_NULL))
       continue; /* LINK_NONE */
     /* A rank's own periodic neighbour goes through NCCL (a send/receive to
@@ -492,8 +420,7 @@ static gw_status make_dims(gw_halo *h) {
      * 0.115-0.150 ms per update against 0.046 ms for the direct face copies, so
      * by default those dims are copied directly, as on the other paths, and
      * NCCL carries only the faces of other ranks. */
-    hd->link =
-        dims[d] == 1 && !(h->nccl && h->set.nccl_self) ? LINK_SELF : LINK_MPI;
+    hd->link = dims[d] == 1 && !(h->nccl && h->set.nccl_self) ? LINK_SELF : LINK_MPI;
     for (int s = 0; s < 2 && hd->link == LINK_MPI; s++) {
       int near = halo_shm_peer(h, hd->peer[s]);
       hd->shm_side[s] = near && !h->ipc;
@@ -503,34 +430,28 @@ static gw_status make_dims(gw_halo *h) {
     uint64_t bytes = 0;
     for (int f = 0; f < h->nfields; f++) {
       int w = h->width[f][d];
-      if (w == 0)
-        continue;
+      if (w == 0) continue;
       const int64_t *n = gw_shape(h->field[f]);
       halo_face *fc = &h->face[f * 3 + d];
       for (int s = 0; s < 2; s++) {
-        if (hd->peer[s] == MPI_PROC_NULL)
-          continue;
+        if (hd->peer[s] == MPI_PROC_NULL) continue;
         st = make_face(h, f, d, s ? n[d] - 2 * w : w, &fc->send_view[s]);
-        if (st == GW_OK)
-          st = make_face(h, f, d, s ? n[d] - w : 0, &fc->recv_view[s]);
-        if (st != GW_OK)
-          return st;
+        if (st == GW_OK) st = make_face(h, f, d, s ? n[d] - w : 0, &fc->recv_view[s]);
+        if (st != GW_OK) return st;
       }
       int s0 = hd->peer[0] != MPI_PROC_NULL ? 0 : 1;
-      uint64_t face = (uint64_t)gw_numel(fc->send_view[s0]) *
-                      gw_dtype_size(gw_array_dtype(h->field[f]));
-      bytes = halo_round_up(bytes, 256) +
-              face; /* the segment layout of make_buffers */
+      uint64_t face =
+          (uint64_t)gw_numel(fc->send_view[s0]) * gw_dtype_size(gw_array_dtype(h->field[f]));
+      bytes = halo_round_up(bytes, 256) + face; /* the segment layout of make_buffers */
       for (int s = 0; s < 2; s++)
         if (hd->peer[s] != MPI_PROC_NULL && hd->link == LINK_SELF)
           h->info.bytes_local += (size_t)face;
     }
     if (bytes > INT_MAX)
-      return gw__halo_fail(
-          GW_EINVAL,
-          "gw_halo_create: a message along dim %d has %llu bytes, more "
-          "than one MPI message carries (INT_MAX)",
-          d, (unsigned long long)bytes);
+      return gw__halo_fail(GW_EINVAL,
+                           "gw_halo_create: a message along dim %d has %llu bytes, more "
+                           "than one MPI message carries (INT_MAX)",
+                           d, (unsigned long long)bytes);
     hd->bytes = (int)bytes;
     if (hd->link == LINK_MPI)
       for (int s = 0; s < 2; s++)
@@ -557,27 +478,20 @@ static gw_status make_dims(gw_halo *h) {
  * launch, whose result equals the dim by dim copies' bit for bit.
  */
 static gw_status make_self(gw_halo *h) {
-  for (int d = 0; d < h->ndim; d++)
-    h->self_last[d] = d;
+  for (int d = 0; d < h->ndim; d++) h->self_last[d] = d;
   int cap = 27 * h->nfields, n = 0;
-  gw_array **dst = calloc((size_t)cap, sizeof *dst),
-           **src = calloc((size_t)cap, sizeof *src);
-  gw_status st =
-      dst && src ? GW_OK
-                 : gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+  gw_array **dst = calloc((size_t)cap, sizeof *dst), **src = calloc((size_t)cap, sizeof *src);
+  gw_status st = dst && src ? GW_OK : gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
   for (int d0 = 0; st == GW_OK && d0 < h->ndim; d0++) {
-    if (h->dim[d0].link != LINK_SELF)
-      continue;
+    if (h->dim[d0].link != LINK_SELF) continue;
     int d1 = d0;
-    while (d1 + 1 < h->ndim && h->dim[d1 + 1].link == LINK_SELF)
-      d1++;
+    while (d1 + 1 < h->ndim && h->dim[d1 + 1].link == LINK_SELF) d1++;
     n = 0;
     for (int f = 0; st == GW_OK && f < h->nfields; f++) {
       const int64_t *ext = gw_shape(h->field[f]);
       const int *w = h->width[f];
       int combos = 1;
-      for (int e = d0; e <= d1; e++)
-        combos *= 3;
+      for (int e = d0; e <= d1; e++) combos *= 3;
       for (int c = 0; st == GW_OK && c < combos; c++) {
         int64_t dlo[3], slo[3], len[3];
         int halo = 0, skip = 0;
@@ -587,9 +501,8 @@ static gw_status make_self(gw_halo *h) {
             cls = code % 3;
             code /= 3;
           }
-          if (e < d0 || e > d1 ||
-              w[e] == 0) { /* the whole extent: outside the run, or no halo */
-            skip |= cls != 1; /* (a halo class of a dim without one: no box) */
+          if (e < d0 || e > d1 || w[e] == 0) { /* the whole extent: outside the run, or no halo */
+            skip |= cls != 1;                  /* (a halo class of a dim without one: no box) */
             dlo[e] = slo[e] = 0;
             len[e] = ext[e];
           } else if (cls == 1) {
@@ -602,13 +515,11 @@ static gw_status make_self(gw_halo *h) {
             len[e] = w[e];
           }
         }
-        if (!halo || skip)
-          continue;
+        if (!halo || skip) continue;
         st = gw_view(h->field[f], dlo, len, NULL, &dst[n]);
         if (st == GW_OK) {
           st = gw_view(h->field[f], slo, len, NULL, &src[n]);
-          if (st != GW_OK)
-            gw_release(dst[n]);
+          if (st != GW_OK) gw_release(dst[n]);
         }
         if (st == GW_OK)
           n++;
@@ -617,10 +528,8 @@ static gw_status make_self(gw_halo *h) {
       }
     }
     if (st == GW_OK && n > 0) {
-      st = gw__batch_make(dst, (const gw_array *const *)src, n,
-                          &h->self_batch[d0]);
-      if (st != GW_OK)
-        st = halo_call_failed(st, "preparing the local halo copies", d0);
+      st = gw__batch_make(dst, (const gw_array *const *)src, n, &h->self_batch[d0]);
+      if (st != GW_OK) st = halo_call_failed(st, "preparing the local halo copies", d0);
     }
     for (int k = 0; k < n; k++) { /* the batch holds its own references */
       gw_release(dst[k]);
@@ -638,19 +547,13 @@ static gw_status make_self(gw_halo *h) {
 gw_status halo_read_settings(const char *fn, halo_settings *out) {
   long long aware = 0, shm = 1, group = 0, chunk = 0, self = 0;
   gw_status st = gw__setting_int(GW__SET_HALO_GPU_AWARE, &aware);
-  if (st == GW_OK)
-    st = gw__setting_int(GW__SET_HALO_SHM, &shm);
-  if (st == GW_OK)
-    st = gw__setting_int(GW__SET_HALO_SHM_GROUP, &group);
-  if (st == GW_OK)
-    st = gw__setting_int(GW__SET_HALO_CHUNK, &chunk);
-  if (st == GW_OK)
-    st = gw__setting_int(GW__SET_HALO_NCCL_SELF, &self);
-  if (st != GW_OK)
-    return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
+  if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_SHM, &shm);
+  if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_SHM_GROUP, &group);
+  if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_CHUNK, &chunk);
+  if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_NCCL_SELF, &self);
+  if (st != GW_OK) return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
   /* the choice's index: auto|0|1 */
-  *out = (halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk,
-                         (int)self};
+  *out = (halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk, (int)self};
   return GW_OK;
 }
 
@@ -659,18 +562,15 @@ gw_status halo_read_settings(const char *fn, halo_settings *out) {
  * that fails first tells the others (gw__halo_agree) before the next collective
  * step, and the result is agreed on at the end. `missing`: a NULL argument of
  * gw_halo_create, found before this call. */
-static gw_status create(const char *fn, const gw_halo_field *fields,
-                        int nfields, MPI_Comm cart, gw_halo_path path,
-                        gw_halo **out, int strict, const char *missing) {
+static gw_status create(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,
+                        gw_halo_path path, gw_halo **out, int strict, const char *missing) {
   gw_status st = check_cart(fn, cart);
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   MPI_Comm comm = MPI_COMM_NULL;
   st = gw__halo_mpi(MPI_Comm_dup(cart, &comm), "MPI_Comm_dup", -1);
-  if (st != GW_OK)
-    return st;
-  st = gw__halo_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),
-                    "MPI_Comm_set_errhandler", -1);
+  if (st != GW_OK) return st;
+  st =
+      gw__halo_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
   /* This library calls libgpuwrap's private ABI (private.h): a libgpuwrap of
    * another build fails here, with both numbers, before any such call. */
   if (st == GW_OK && gw__private_abi() != GW__PRIVATE_ABI)
@@ -685,8 +585,7 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
   /* a bad setting is this rank's error, which the agreement below makes every
    * rank's */
   halo_settings set;
-  if (st == GW_OK)
-    st = halo_read_settings(fn, &set);
+  if (st == GW_OK) st = halo_read_settings(fn, &set);
   gw_halo *h = st == GW_OK ? calloc(1, sizeof *h) : NULL;
   if (st == GW_OK && h) {
     h->set = set;
@@ -712,15 +611,13 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
     } in[2] = {{path == GW_HALO_PATH_NCCL ? 0 : 1, rank},
                {path == GW_HALO_PATH_NCCL ? 100 : (int)path, rank}},
       all[2];
-    st = gw__halo_mpi(MPI_Allreduce(in, all, 2, MPI_2INT, MPI_MINLOC, comm),
-                      "MPI_Allreduce", -1);
+    st = gw__halo_mpi(MPI_Allreduce(in, all, 2, MPI_2INT, MPI_MINLOC, comm), "MPI_Allreduce", -1);
     if (st == GW_OK && all[0].v == 0 && all[1].v < 100)
       st = gw__halo_fail(GW_EINVAL,
                          "%s: path: rank %d has nccl, rank %d has %s (the NCCL "
                          "path is every rank's or "
                          "none's)",
-                         fn, all[0].rank, all[1].rank,
-                         gw_halo_path_name((gw_halo_path)all[1].v));
+                         fn, all[0].rank, all[1].rank, gw_halo_path_name((gw_halo_path)all[1].v));
   }
   if (st != GW_OK) {
     if (h && h->comm != MPI_COMM_NULL)
@@ -734,36 +631,29 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
   int device_ok = 1, device_only = 1;
   for (int f = 0; f < nfields; f++) {
     h->field[f] = gw_retain(fields[f].field);
-    for (int d = 0; d < h->ndim; d++)
-      h->width[f][d] = fields[f].width[d];
+    for (int d = 0; d < h->ndim; d++) h->width[f][d] = fields[f].width[d];
     gw_memkind kind = gw_kind(fields[f].field);
     device_only &= kind == GW_MEM_DEVICE;
-    device_ok &= (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) &&
-                 gw_data(fields[f].field) != NULL;
+    device_ok &=
+        (kind == GW_MEM_DEVICE || kind == GW_MEM_MANAGED) && gw_data(fields[f].field) != NULL;
   }
   h->ctx = gw_array_context(fields[0].field);
 
-  h->info.gpu_aware =
-      path == GW_HALO_PATH_DEVICE ||
-      gw__halo_gpu_aware(gw_context_backend(h->ctx), h->set.gpu_aware);
+  h->info.gpu_aware = path == GW_HALO_PATH_DEVICE ||
+                      gw__halo_gpu_aware(gw_context_backend(h->ctx), h->set.gpu_aware);
   h->info.path = path;
   /* NCCL (forced, or AUTO's first choice) is decided by every rank together:
    * its communicator is collective, so no rank may take it alone. */
   int use = 0;
-  st = halo_nccl_setup(h, fn,
-                       path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL,
+  st = halo_nccl_setup(h, fn, path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL,
                        path == GW_HALO_PATH_NCCL, &use);
-  if (st == GW_OK && use)
-    path = GW_HALO_PATH_NCCL;
+  if (st == GW_OK && use) path = GW_HALO_PATH_NCCL;
   /* then IPC (forced, or AUTO's choice for device fields without a GPU-aware
    * MPI) */
-  if (st == GW_OK)
-    st = halo_ipc_decide(h, fn, path, device_only);
-  if (h->ipc)
-    path = GW_HALO_PATH_IPC;
+  if (st == GW_OK) st = halo_ipc_decide(h, fn, path, device_only);
+  if (h->ipc) path = GW_HALO_PATH_IPC;
   if (path == GW_HALO_PATH_AUTO)
-    path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE
-                                          : GW_HALO_PATH_HOST;
+    path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST;
   h->info.path = path;
   if (st == GW_OK) {
     /* Pieces of large host-path messages pipeline the three stages (pack, MPI,
@@ -776,27 +666,22 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
       c = 0; /* a device-path neighbour sends whole messages */
     st = halo_shm_decide(h, path);
     if (st == GW_OK)
-      st = gw__halo_mpi(
-          MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm),
-          "MPI_Allreduce", -1);
+      st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm),
+                        "MPI_Allreduce", -1);
     h->chunk = (size_t)all;
   }
   /* what each message's two ends must share (its own agreement: every rank
    * fails alike) */
   int failed = st != GW_OK; /* (alike on every rank so far) */
-  if (st == GW_OK)
-    st = agree_once(h->comm, halo_check_neighbours(h, fn, strict), fn, &failed);
-  if (st == GW_OK)
-    st = make_dims(h);
-  if (st == GW_OK)
-    st = make_self(h);
+  if (st == GW_OK) st = agree_once(h->comm, halo_check_neighbours(h, fn, strict), fn, &failed);
+  if (st == GW_OK) st = make_dims(h);
+  if (st == GW_OK) st = make_self(h);
   /* The buffers are made collectively (the shared-memory window, the
    * neighbours' offsets in it): every rank goes there or none, and learns
    * afterwards whether every rank's worked. */
   st = agree_once(h->comm, st, fn, &failed);
   if (st == GW_OK)
-    st = make_buffers(
-        h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);
+    st = make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);
   if (st == GW_OK && h->info.neighbours + (h->info.bytes_local > 0) > 0) {
     st = gw_stream_create(h->ctx, &h->stream);
     if (st == GW_ENOTSUP)
@@ -805,10 +690,8 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
       st = halo_call_failed(st, "gw_stream_create", -1);
   }
   /* NCCL's first exchange is collective: no rank enters it alone */
-  if (h->nccl)
-    st = agree_once(h->comm, st, fn, &failed);
-  if (st == GW_OK && h->nccl && h->stream)
-    st = halo_nccl_connect(h);
+  if (h->nccl) st = agree_once(h->comm, st, fn, &failed);
+  if (st == GW_OK && h->nccl && h->stream) st = halo_nccl_connect(h);
   /* a plan on some ranks only would leave the others waiting in their first
    * update */
   st = agree_once(h->comm, st, fn, &failed);
@@ -820,37 +703,27 @@ static gw_status create(const char *fn, const gw_halo_field *fields,
   return GW_OK;
 }
 
-gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3],
-                         gw_halo_path path, gw_halo **out) {
+gw_status gw_halo_create(gw_array *field, MPI_Comm cart, const int width[3], gw_halo_path path,
+                         gw_halo **out) {
   /* a NULL argument fails in create(), on every rank alike, not here before its
    * collectives */
-  const char *missing = !field   ? "field"
-                        : !width ? "width"
-                        : !out   ? "out"
-                                 : NULL;
-  gw_halo_field one = {
-      field,
-      {width ? width[0] : 0, width ? width[1] : 0, width ? width[2] : 0}};
+  const char *missing = !field ? "field" : !width ? "width" : !out ? "out" : NULL;
+  gw_halo_field one = {field, {width ? width[0] : 0, width ? width[1] : 0, width ? width[2] : 0}};
   return create("gw_halo_create", &one, 1, cart, path, out, 1, missing);
 }
 
-gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields,
-                               MPI_Comm cart, gw_halo_path path,
-                               gw_halo **out) {
-  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0,
-                NULL);
+gw_status gw_halo_create_multi(const gw_halo_field fields[], int nfields, MPI_Comm cart,
+                               gw_halo_path path, gw_halo **out) {
+  return create("gw_halo_create_multi", fields, nfields, cart, path, out, 0, NULL);
 }
 
 void gw_halo_destroy(gw_halo *h) {
-  if (!h)
-    return;
-  if (h->started)
-    (void)gw_halo_finish(h);
+  if (!h) return;
+  if (h->started) (void)gw_halo_finish(h);
   plan_free(h);
 }
 
-gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank,
-                            gw_halo_path *path) {
+gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank, gw_halo_path *path) {
   if (!h || !rank || !path)
     return gw__halo_fail(GW_EINVAL, "gw_halo_neighbour: %s is NULL",
                          !h      ? "plan"
@@ -866,17 +739,14 @@ gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank,
   gw_halo_path p = GW_HALO_PATH_AUTO;
   if (hd->link == LINK_MPI && hd->peer[side] != MPI_PROC_NULL) {
     p = h->info.path;
-    if (p == GW_HALO_PATH_IPC && !hd->ipc_side[side])
-      p = GW_HALO_PATH_HOST;
+    if (p == GW_HALO_PATH_IPC && !hd->ipc_side[side]) p = GW_HALO_PATH_HOST;
   }
   *path = p;
   return GW_OK;
 }
 
 gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out) {
-  if (!h || !out)
-    return gw__halo_fail(GW_EINVAL, "gw_halo_query: %s is NULL",
-                         !h ? "plan" : "out");
+  if (!h || !out) return gw__halo_fail(GW_EINVAL, "gw_halo_query: %s is NULL", !h ? "plan" : "out");
   *out = h->info;
   return GW_OK;
 }

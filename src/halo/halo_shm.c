@@ -27,9 +27,7 @@
 gw_status halo_shm_decide(gw_halo *h, gw_halo_path path) {
   /* (the IPC path needs the node too: its neighbours there are mapped, not
    * windowed) */
-  int want =
-          (path == GW_HALO_PATH_HOST && h->set.shm) || path == GW_HALO_PATH_IPC,
-      all = 0;
+  int want = (path == GW_HALO_PATH_HOST && h->set.shm) || path == GW_HALO_PATH_IPC, all = 0;
   /* The node: the plan's ranks that share memory with this one.
    * GPUWRAP_HALO_SHM_GROUP=N makes it N consecutive ranks instead (tests of
    * plans whose neighbours are partly on other nodes, on one machine). */
@@ -39,26 +37,20 @@ gw_status halo_shm_decide(gw_halo *h, gw_halo_path path) {
   /* every rank must make the same collective call below: the largest setting
    * wins */
   gw_status st =
-      gw__halo_mpi(MPI_Allreduce(&mine, &group, 1, MPI_INT, MPI_MAX, h->comm),
-                   "MPI_Allreduce", -1);
-  if (st != GW_OK)
-    return st;
-  st = group > 0
-           ? gw__halo_mpi(
-                 MPI_Comm_split(h->comm, (int)(rank / group), rank, &node),
-                 "MPI_Comm_split", -1)
-           : gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0,
-                                              MPI_INFO_NULL, &node),
-                          "MPI_Comm_split_type", -1);
-  if (st != GW_OK)
-    return st;
+      gw__halo_mpi(MPI_Allreduce(&mine, &group, 1, MPI_INT, MPI_MAX, h->comm), "MPI_Allreduce", -1);
+  if (st != GW_OK) return st;
+  st = group > 0 ? gw__halo_mpi(MPI_Comm_split(h->comm, (int)(rank / group), rank, &node),
+                                "MPI_Comm_split", -1)
+                 : gw__halo_mpi(
+                       MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                       "MPI_Comm_split_type", -1);
+  if (st != GW_OK) return st;
   int nsize = 0;
   MPI_Comm_size(node, &nsize);
   /* Every rank decides alike (the window is collective over each node):
    * neighbours on this node then go through it, the others through MPI
    * (make_dims). */
-  st = gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm),
-                    "MPI_Allreduce", -1);
+  st = gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm), "MPI_Allreduce", -1);
   if (st == GW_OK && all && nsize > 1)
     h->shm_node = node;
   else
@@ -68,8 +60,7 @@ gw_status halo_shm_decide(gw_halo *h, gw_halo_path path) {
 
 /* Whether `peer` (a rank of h->comm) shares this rank's node window. */
 int halo_shm_peer(const gw_halo *h, int peer) {
-  if (h->shm_node == MPI_COMM_NULL || peer == MPI_PROC_NULL)
-    return 0;
+  if (h->shm_node == MPI_COMM_NULL || peer == MPI_PROC_NULL) return 0;
   MPI_Group cg, ng;
   MPI_Comm_group(h->comm, &cg);
   MPI_Comm_group(h->shm_node, &ng);
@@ -84,24 +75,19 @@ int halo_shm_peer(const gw_halo *h, int peer) {
  * node). */
 gw_status halo_shm_block(gw_halo *h, size_t total) {
   long page = sysconf(_SC_PAGESIZE);
-  size_t align = page > 0 ? (size_t)page : 4096,
-         bytes = halo_round_up(total, align);
+  size_t align = page > 0 ? (size_t)page : 4096, bytes = halo_round_up(total, align);
   MPI_Info info;
   MPI_Info_create(&info);
-  MPI_Info_set(info, "alloc_shared_noncontig",
-               "true"); /* each segment on its own pages */
+  MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment on its own pages */
   char *base = NULL;
-  int rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, h->shm_node, &base,
-                                   &h->shm_win);
+  int rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, h->shm_node, &base, &h->shm_win);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
     h->shm_win = MPI_WIN_NULL;
     return gw__halo_mpi(rc, "MPI_Win_allocate_shared", -1);
   }
-  MPI_Win_set_errhandler(h->shm_win,
-                         MPI_ERRORS_RETURN); /* errors come back as statuses */
-  if (bytes == 0)
-    return GW_OK;
+  MPI_Win_set_errhandler(h->shm_win, MPI_ERRORS_RETURN); /* errors come back as statuses */
+  if (bytes == 0) return GW_OK;
   gw_status st = gw_pin(h->ctx, base, bytes);
   if (st != GW_OK)
     return halo_call_failed(st,
@@ -127,8 +113,7 @@ int halo_next_direct(const gw_halo *h, int *d, int *m) {
     const halo_dim *hd = &h->dim[*d];
     if (hd->link == LINK_MPI)
       while (++*m < hd->nmsg)
-        if (hd->msg[*m].direct)
-          return 1;
+        if (hd->msg[*m].direct) return 1;
     ++*d;
     *m = -1;
   }
@@ -149,21 +134,18 @@ gw_status halo_shm_link(gw_halo *h) {
     int peer = h->dim[d].peer[g->side];
     /* ours goes with the tag of our side; the neighbour's answer has the other
      * one */
-    st = gw__halo_mpi(MPI_Irecv(&theirs[d][g->side], 1, MPI_UNSIGNED_LONG_LONG,
-                                peer, halo_tag_offset(d, !g->side), h->comm,
-                                &req[nreq++]),
+    st = gw__halo_mpi(MPI_Irecv(&theirs[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer,
+                                halo_tag_offset(d, !g->side), h->comm, &req[nreq++]),
                       "MPI_Irecv", d);
     if (st == GW_OK)
-      st = gw__halo_mpi(MPI_Isend(&mine[d][g->side], 1, MPI_UNSIGNED_LONG_LONG,
-                                  peer, halo_tag_offset(d, g->side), h->comm,
-                                  &req[nreq++]),
+      st = gw__halo_mpi(MPI_Isend(&mine[d][g->side], 1, MPI_UNSIGNED_LONG_LONG, peer,
+                                  halo_tag_offset(d, g->side), h->comm, &req[nreq++]),
                         "MPI_Isend", d);
   }
   if (nreq > 0) {
     gw_status w = gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE),
                                "MPI_Waitall (buffer offsets)", -1);
-    if (st == GW_OK)
-      st = w;
+    if (st == GW_OK) st = w;
   }
   for (int d = 0, m = -1; st == GW_OK && halo_next_direct(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
@@ -174,34 +156,24 @@ gw_status halo_shm_link(gw_halo *h) {
     char *pbase = NULL;
     st = gw__halo_mpi(MPI_Win_shared_query(h->shm_win, nr, &size, &du, &pbase),
                       "MPI_Win_shared_query", d);
-    if (st != GW_OK)
-      break;
-    if ((unsigned long long)size <
-        theirs[d][g->side] + (unsigned long long)g->bytes) {
-      st = gw__halo_fail(
-          GW_EINVAL,
-          "gw_halo_create: rank %d's receive buffer along dim %d (%llu + %d "
-          "bytes) "
-          "lies outside its %lld-byte segment: the ranks' fields do not match",
-          peer, d, theirs[d][g->side], g->bytes, (long long)size);
+    if (st != GW_OK) break;
+    if ((unsigned long long)size < theirs[d][g->side] + (unsigned long long)g->bytes) {
+      st = gw__halo_fail(GW_EINVAL,
+                         "gw_halo_create: rank %d's receive buffer along dim %d (%llu + %d "
+                         "bytes) "
+                         "lies outside its %lld-byte segment: the ranks' fields do not match",
+                         peer, d, theirs[d][g->side], g->bytes, (long long)size);
       break;
     }
-    hd->shm_delta[g->side] =
-        (pbase + theirs[d][g->side]) - (h->msg_base + g->off_send);
+    hd->shm_delta[g->side] = (pbase + theirs[d][g->side]) - (h->msg_base + g->off_send);
     int seen = 0;
-    for (int k = 0; k < h->shm_npinned; k++)
-      seen |= h->shm_pinned[k] == pbase;
-    if (seen)
-      continue;
-    void **pv =
-        realloc(h->shm_pinned, (size_t)(h->shm_npinned + 1) * sizeof *pv);
-    if (pv)
-      h->shm_pinned = pv;
-    size_t *pb = pv ? realloc(h->shm_pinned_bytes,
-                              (size_t)(h->shm_npinned + 1) * sizeof *pb)
-                    : NULL;
-    if (pb)
-      h->shm_pinned_bytes = pb;
+    for (int k = 0; k < h->shm_npinned; k++) seen |= h->shm_pinned[k] == pbase;
+    if (seen) continue;
+    void **pv = realloc(h->shm_pinned, (size_t)(h->shm_npinned + 1) * sizeof *pv);
+    if (pv) h->shm_pinned = pv;
+    size_t *pb =
+        pv ? realloc(h->shm_pinned_bytes, (size_t)(h->shm_npinned + 1) * sizeof *pb) : NULL;
+    if (pb) h->shm_pinned_bytes = pb;
     if (!pv || !pb) {
       st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
       break;
@@ -232,10 +204,10 @@ void halo_shm_resync(gw_halo *h) {
   for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
     const halo_msg *g = &hd->msg[m];
-    (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side],
-                    halo_tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
-    (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side],
-                    halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
+    (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
+                    h->comm, &hd->tok_req[m]);
+    (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, !g->side),
+                    h->comm, &hd->free_req[m]);
   }
 }
 
@@ -249,8 +221,7 @@ void halo_shm_cancel(gw_halo *h) {
         MPI_Cancel(&hd->free_req[m]);
         MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
       }
-      if (hd->tok_req[m] != MPI_REQUEST_NULL)
-        MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+      if (hd->tok_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
     }
   }
   h->shm_owed = 0;
@@ -261,16 +232,13 @@ void halo_shm_cancel(gw_halo *h) {
  * comes in: each rank sends before it waits, so every send meets its receive
  * (nothing is left unmatched). */
 void halo_shm_close(gw_halo *h) {
-  if (!h->direct)
-    return;
+  if (!h->direct) return;
   (void)halo_shm_release(h);
   for (int d = 0; d < 3; d++) {
     halo_dim *hd = &h->dim[d];
     for (int m = 0; hd->free_req && m < hd->nmsg; m++) {
-      if (hd->free_req[m] != MPI_REQUEST_NULL)
-        MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
-      if (hd->tok_req[m] != MPI_REQUEST_NULL)
-        MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+      if (hd->free_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      if (hd->tok_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
     }
   }
   for (int k = 0; k < h->shm_npinned; k++)
@@ -286,22 +254,18 @@ void halo_shm_close(gw_halo *h) {
  * buffer here is free again (a 0-byte message it waits for before its next pack
  * into it). */
 gw_status halo_shm_release(gw_halo *h) {
-  if (!h->shm_owed)
-    return GW_OK;
+  if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
   for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
     halo_dim *hd = &h->dim[d];
     const halo_msg *g = &hd->msg[m];
-    if (hd->tok_req[m] !=
-        MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
+    if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
       int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS)
-        return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
+      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
     }
-    int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side],
-                       halo_tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
-    if (rc != MPI_SUCCESS)
-      return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
+    int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
+                       h->comm, &hd->tok_req[m]);
+    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
   }
   return GW_OK;
 }

@@ -7,15 +7,13 @@
  * ------------------------------------------------------------------------- */
 
 /* dst <- src on the plan's stream (or at once without one). */
-gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src,
-                          const char *what, int d) {
+gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d) {
   gw_status st = h->q ? gw_copy_async(dst, src, h->q) : gw_copy(dst, src);
   return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
 }
 
 gw_status halo_sync_stream(gw_halo *h, const char *what) {
-  if (!h->q)
-    return GW_OK;
+  if (!h->q) return GW_OK;
   gw_status st = gw_stream_synchronize(h->q);
   return st == GW_OK ? GW_OK : halo_call_failed(st, what, -1);
 }
@@ -25,12 +23,10 @@ gw_status halo_sync_stream(gw_halo *h, const char *what) {
  * them). */
 /* `wait`: complete them before returning (run_dims). */
 static gw_status self_run(gw_halo *h, int d, int wait) {
-  if (!h->self_batch[d])
-    return GW_OK;
-  gw_status st = wait ? gw__batch_run_wait(h->self_batch[d], h->q)
-                      : gw__batch_run(h->self_batch[d], h->q);
-  return st == GW_OK ? GW_OK
-                     : halo_call_failed(st, "gw_copy of a halo to itself", d);
+  if (!h->self_batch[d]) return GW_OK;
+  gw_status st =
+      wait ? gw__batch_run_wait(h->self_batch[d], h->q) : gw__batch_run(h->self_batch[d], h->q);
+  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_copy of a halo to itself", d);
 }
 
 /* After a failure: cancel the receives still posted, let the sends complete,
@@ -43,22 +39,17 @@ static void quiesce(gw_halo *h) {
         MPI_Cancel(&hd->recv_req[m]);
         MPI_Wait(&hd->recv_req[m], MPI_STATUS_IGNORE);
       }
-      if (hd->send_req[m] != MPI_REQUEST_NULL)
-        MPI_Wait(&hd->send_req[m], MPI_STATUS_IGNORE);
+      if (hd->send_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->send_req[m], MPI_STATUS_IGNORE);
     }
-  if (h->stream)
-    (void)gw_stream_synchronize(h->stream);
-  if (h->q && h->q != h->stream)
-    (void)gw_stream_synchronize(h->q); /* the caller's */
-  halo_shm_cancel(
-      h); /* this epoch's tokens: gone; the next epoch's start below */
+  if (h->stream) (void)gw_stream_synchronize(h->stream);
+  if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
+  halo_shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
   h->captured = 0;
   h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
-  if (h->direct)
-    halo_shm_resync(h);
+  if (h->direct) halo_shm_resync(h);
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first
@@ -75,19 +66,16 @@ static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
       st = self_run(h, d, wait);
       d = h->self_last[d];
     } else if (hd->link == LINK_MPI && h->nccl) {
-      st = halo_nccl_dim(
-          h, d); /* queued, never in flight on the host: nothing to split */
+      st = halo_nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
     } else if (hd->link == LINK_MPI) {
       st = halo_host_send(h, d);
       if (st == GW_OK && split) {
         h->inflight = d;
         return GW_OK;
       }
-      if (st == GW_OK)
-        st = halo_host_complete(h, d);
+      if (st == GW_OK) st = halo_host_complete(h, d);
     }
-    if (st != GW_OK)
-      return st;
+    if (st != GW_OK) return st;
   }
   h->inflight = -1;
   return GW_OK;
@@ -96,12 +84,10 @@ static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
 /* The 1-byte device arrays whose pending-work events order one stream after
  * another. */
 static gw_status tokens(gw_halo *h) {
-  if (h->tok_in)
-    return GW_OK;
+  if (h->tok_in) return GW_OK;
   int64_t one = 1;
   gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_in);
-  if (st == GW_OK)
-    st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
+  if (st == GW_OK) st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &one, &h->tok_out);
   if (st != GW_OK) {
     gw_release(h->tok_in);
     h->tok_in = NULL;
@@ -121,47 +107,37 @@ static gw_status order_after(gw_halo *h, gw_stream *s) {
      * work, waited for. */
     int work = h->info.neighbours > 0 || h->info.bytes_local > 0;
     st = s && work ? gw_stream_synchronize(s) : GW_OK;
-    return st == GW_OK
-               ? GW_OK
-               : halo_call_failed(
-                     st, "gw_stream_synchronize of the caller's stream", -1);
+    return st == GW_OK ? GW_OK
+                       : halo_call_failed(st, "gw_stream_synchronize of the caller's stream", -1);
   }
   if (s && s != h->q) {
     static const uint8_t zero = 0;
     st = tokens(h);
-    if (st != GW_OK)
-      return st;
+    if (st != GW_OK) return st;
     st = gw_fill_async(h->tok_in, &zero, s);
-    if (st == GW_OK)
-      st = gw_array_wait(h->tok_in, h->q);
+    if (st == GW_OK) st = gw_array_wait(h->tok_in, h->q);
     if (st != GW_OK)
-      return halo_call_failed(
-          st, "ordering the plan's stream after the caller's stream", -1);
+      return halo_call_failed(st, "ordering the plan's stream after the caller's stream", -1);
   }
   /* gpuwrap work on the fields queued on other streams (gw_copy_async into a
    * field): the queue waits for it too. Work of the plan itself is already in
    * order. */
   for (int f = 0; f < h->nfields; f++) {
     st = gw_array_wait(h->field[f], h->q);
-    if (st != GW_OK)
-      return halo_call_failed(st, "gw_array_wait on a field", -1);
+    if (st != GW_OK) return halo_call_failed(st, "gw_array_wait on a field", -1);
   }
   return GW_OK;
 }
 
 /* Make the caller's stream wait for the update's queued copies. */
 static gw_status order_before(gw_halo *h, gw_stream *s) {
-  if (!h->q || h->q == s)
-    return GW_OK; /* the copies are complete, or already on s */
+  if (!h->q || h->q == s) return GW_OK; /* the copies are complete, or already on s */
   static const uint8_t zero = 0;
   gw_status st = tokens(h);
-  if (st == GW_OK)
-    st = gw_fill_async(h->tok_out, &zero, h->q);
-  if (st == GW_OK)
-    st = gw_array_wait(h->tok_out, s);
+  if (st == GW_OK) st = gw_fill_async(h->tok_out, &zero, h->q);
+  if (st == GW_OK) st = gw_array_wait(h->tok_out, s);
   if (st != GW_OK)
-    return halo_call_failed(
-        st, "ordering the caller's stream after the unpacks", -1);
+    return halo_call_failed(st, "ordering the caller's stream after the unpacks", -1);
   /* the next update must not receive into buffers these unpacks may still read
    */
   h->tail = h->info.neighbours > 0;
@@ -169,12 +145,10 @@ static gw_status order_before(gw_halo *h, gw_stream *s) {
 }
 
 static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
-  if (!h)
-    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
   if (h->started)
-    return gw__halo_fail(
-        GW_EINVAL,
-        "%s: a split-phase update is in flight (call gw_halo_finish)", fn);
+    return gw__halo_fail(GW_EINVAL, "%s: a split-phase update is in flight (call gw_halo_finish)",
+                         fn);
   gw_status st = GW_OK;
   /* The previous stream-ordered finish may still be unpacking out of the
    * receive buffers: they must be read before new receives are posted into
@@ -188,8 +162,7 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
      * anything is recorded */
     if (!h->nccl || h->captured)
       st = halo_sync_stream(h, "waiting for the previous update's unpacks");
-    if (st == GW_OK)
-      st = halo_shm_release(h);
+    if (st == GW_OK) st = halo_shm_release(h);
     h->tail = 0;
   }
   /* A plan without messages queues its copies on the caller's stream itself:
@@ -198,16 +171,12 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
    * own stream, whose packs the host waits for while the caller's stream runs
    * on. */
   h->q = s && (h->info.neighbours == 0 || h->captured) && h->stream ? s : h->stream;
-  if (st == GW_OK)
-    st = halo_host_post_receives(h);
-  if (st == GW_OK)
-    st = order_after(h, s);
+  if (st == GW_OK) st = halo_host_post_receives(h);
+  if (st == GW_OK) st = order_after(h, s);
   /* gw_halo_update (not split, no stream) of a plan without messages: copies
    * run waiting */
-  if (st == GW_OK)
-    st = run_dims(h, 0, split, !split && !s && h->info.neighbours == 0);
-  if (st != GW_OK)
-    quiesce(h);
+  if (st == GW_OK) st = run_dims(h, 0, split, !split && !s && h->info.neighbours == 0);
+  if (st != GW_OK) quiesce(h);
   return st;
 }
 
@@ -216,14 +185,10 @@ gw_status gw_halo_update(gw_halo *h) {
   if (st == GW_OK) {
     /* Complete when it returns; a plan without messages waited for its copies
      * already. */
-    if (h->info.neighbours > 0)
-      st = halo_sync_stream(h, "gw_halo_update");
-    if (st == GW_OK)
-      st = halo_shm_release(h);
-    if (st == GW_OK)
-      st = halo_nccl_async(h);
-    if (st != GW_OK)
-      quiesce(h);
+    if (h->info.neighbours > 0) st = halo_sync_stream(h, "gw_halo_update");
+    if (st == GW_OK) st = halo_shm_release(h);
+    if (st == GW_OK) st = halo_nccl_async(h);
+    if (st != GW_OK) quiesce(h);
   }
   return st;
 }
@@ -233,36 +198,25 @@ gw_status gw_halo_start(gw_halo *h) {
   /* Local copies of the dims before the one in flight are done when start
    * returns (the program may then read their halos): with a dim in flight its
    * landed packs imply it, otherwise wait here. */
-  if (st == GW_OK && h->inflight < 0 &&
-      !h->nccl) { /* NCCL: all queued, finish waits */
+  if (st == GW_OK && h->inflight < 0 && !h->nccl) { /* NCCL: all queued, finish waits */
     st = halo_sync_stream(h, "gw_halo_start");
-    if (st != GW_OK)
-      quiesce(h);
+    if (st != GW_OK) quiesce(h);
   }
-  if (st == GW_OK)
-    h->started = 1;
+  if (st == GW_OK) h->started = 1;
   return st;
 }
 
 static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
-  if (!h)
-    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
-  if (!h->started)
-    return gw__halo_fail(GW_EINVAL, "%s: no gw_halo_start is in flight", fn);
+  if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (!h->started) return gw__halo_fail(GW_EINVAL, "%s: no gw_halo_start is in flight", fn);
   int d = h->inflight;
   gw_status st = GW_OK;
-  if (d >= 0)
-    st = halo_host_complete(h, d);
-  if (st == GW_OK)
-    st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0, 0);
-  if (st == GW_OK)
-    st = s ? order_before(h, s) : halo_sync_stream(h, fn);
-  if (st == GW_OK && (!s || !h->q))
-    st = halo_shm_release(h); /* (no queue: the unpacks are done) */
-  if (st == GW_OK)
-    st = halo_nccl_async(h);
-  if (st != GW_OK)
-    quiesce(h);
+  if (d >= 0) st = halo_host_complete(h, d);
+  if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0, 0);
+  if (st == GW_OK) st = s ? order_before(h, s) : halo_sync_stream(h, fn);
+  if (st == GW_OK && (!s || !h->q)) st = halo_shm_release(h); /* (no queue: the unpacks are done) */
+  if (st == GW_OK) st = halo_nccl_async(h);
+  if (st != GW_OK) quiesce(h);
   h->started = 0;
   h->captured = 0;
   return st;
@@ -270,10 +224,9 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
 
 gw_status gw_halo_finish(gw_halo *h) {
   if (h && h->started && h->captured)
-    return gw__halo_fail(GW_ENOTSUP,
-                         "gw_halo_finish: the update was started in a graph "
-                         "capture; finish it with gw_halo_finish_on on a "
-                         "stream of that capture");
+    return gw__halo_fail(GW_ENOTSUP, "gw_halo_finish: the update was started in a graph "
+                                     "capture; finish it with gw_halo_finish_on on a "
+                                     "stream of that capture");
   return finish(h, "gw_halo_finish", NULL);
 }
 
@@ -284,17 +237,15 @@ gw_status gw_halo_finish(gw_halo *h) {
  * update agreeing over every rank would cost every update a collective), so a
  * program that passes such a stream on some ranks only must treat the error as
  * fatal, as halo.h says. */
-static gw_status check_stream(const gw_halo *h, const char *fn,
-                              const gw_stream *s) {
+static gw_status check_stream(const gw_halo *h, const char *fn, const gw_stream *s) {
   gw_context *c = gw__stream_context(s);
   if (gw_context_backend(c) == gw_context_backend(h->ctx) &&
       gw_context_device(c) == gw_context_device(h->ctx))
     return GW_OK;
-  return gw__halo_fail(
-      GW_EDEVICE,
-      "%s: stream is on %s device %d, the plan's fields on %s device %d", fn,
-      gw_backend_name(gw_context_backend(c)), gw_context_device(c),
-      gw_backend_name(gw_context_backend(h->ctx)), gw_context_device(h->ctx));
+  return gw__halo_fail(GW_EDEVICE,
+                       "%s: stream is on %s device %d, the plan's fields on %s device %d", fn,
+                       gw_backend_name(gw_context_backend(c)), gw_context_device(c),
+                       gw_backend_name(gw_context_backend(h->ctx)), gw_context_device(h->ctx));
 }
 
 /* Graph capture (gpuwrap.h "Graphs"). An update on a capturing stream is
@@ -308,57 +259,45 @@ static gw_status check_stream(const gw_halo *h, const char *fn,
  * check_stream: every rank's stream is its own, so the neighbours are not told.
  * *capturing: whether s captures (0 for a refused call). */
 static int host_steps(const gw_halo *h) {
-  if (h->direct)
-    return 1;
+  if (h->direct) return 1;
   for (int d = 0; d < h->ndim; d++)
-    if (h->dim[d].link == LINK_MPI && !h->nccl)
-      return 1;
+    if (h->dim[d].link == LINK_MPI && !h->nccl) return 1;
   return 0;
 }
 
-static gw_status check_capture(const gw_halo *h, const char *fn, gw_stream *s,
-                               int *capturing) {
+static gw_status check_capture(const gw_halo *h, const char *fn, gw_stream *s, int *capturing) {
   *capturing = 0;
   int cap = 0;
   gw_status st = s ? gw__stream_capturing(s, &cap) : GW_OK;
-  if (st != GW_OK)
-    return halo_call_failed(st, "asking whether the stream is being captured",
-                            -1);
+  if (st != GW_OK) return halo_call_failed(st, "asking whether the stream is being captured", -1);
   if (h->started && cap != h->captured)
-    return gw__halo_fail(
-        GW_ENOTSUP,
-        "%s: the update was started %s a graph capture and is finished %s one: "
-        "start and finish an update on streams of one capture, or both "
-        "outside any",
-        fn, h->captured ? "inside" : "outside", cap ? "inside" : "outside");
+    return gw__halo_fail(GW_ENOTSUP,
+                         "%s: the update was started %s a graph capture and is finished %s one: "
+                         "start and finish an update on streams of one capture, or both "
+                         "outside any",
+                         fn, h->captured ? "inside" : "outside", cap ? "inside" : "outside");
   if (cap && host_steps(h))
-    return gw__halo_fail(
-        GW_ENOTSUP,
-        "%s: stream is being captured into a graph, and this plan's update "
-        "runs MPI on the host between its packs and unpacks (path %s, %d "
-        "remote neighbour message(s)), which a graph cannot record; capture "
-        "a plan whose exchanges are all device work (one rank's local "
-        "copies, or the NCCL path), or update this one outside the capture",
-        fn, gw_halo_path_name(h->info.path), h->info.neighbours);
+    return gw__halo_fail(GW_ENOTSUP,
+                         "%s: stream is being captured into a graph, and this plan's update "
+                         "runs MPI on the host between its packs and unpacks (path %s, %d "
+                         "remote neighbour message(s)), which a graph cannot record; capture "
+                         "a plan whose exchanges are all device work (one rank's local "
+                         "copies, or the NCCL path), or update this one outside the capture",
+                         fn, gw_halo_path_name(h->info.path), h->info.neighbours);
   *capturing = cap;
   return GW_OK;
 }
 
 /* start_on and finish_on under the name of the call the caller made. */
 static gw_status start_on(gw_halo *h, gw_stream *s, const char *fn) {
-  if (!h)
-    return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
+  if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
   if (!s)
-    return gw__halo_fail(GW_EINVAL,
-                         "%s: stream is NULL (%s is the host-ordered call)", fn,
-                         strcmp(fn, "gw_halo_update_on") ? "gw_halo_start"
-                                                         : "gw_halo_update");
+    return gw__halo_fail(GW_EINVAL, "%s: stream is NULL (%s is the host-ordered call)", fn,
+                         strcmp(fn, "gw_halo_update_on") ? "gw_halo_start" : "gw_halo_update");
   gw_status st = check_stream(h, fn, s);
   int cap = 0;
-  if (st == GW_OK && !h->started)
-    st = check_capture(h, fn, s, &cap);
-  if (st != GW_OK)
-    return st;
+  if (st == GW_OK && !h->started) st = check_capture(h, fn, s, &cap);
+  if (st != GW_OK) return st;
   h->captured = cap;
   st = begin(h, fn, 1, s);
   if (st == GW_OK)
@@ -377,17 +316,13 @@ static gw_status finish_on(gw_halo *h, gw_stream *s, const char *fn) {
   if (h && h->started) {
     int cap;
     gw_status st = check_stream(h, fn, s);
-    if (st == GW_OK)
-      st = check_capture(h, fn, s, &cap);
-    if (st != GW_OK)
-      return st;
+    if (st == GW_OK) st = check_capture(h, fn, s, &cap);
+    if (st != GW_OK) return st;
   }
   return finish(h, fn, s);
 }
 
-gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) {
-  return start_on(h, s, "gw_halo_start_on");
-}
+gw_status gw_halo_start_on(gw_halo *h, gw_stream *s) { return start_on(h, s, "gw_halo_start_on"); }
 
 gw_status gw_halo_finish_on(gw_halo *h, gw_stream *s) {
   return finish_on(h, s, "gw_halo_finish_on");

@@ -56,8 +56,8 @@ static int load_cuda(const char **why) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
-    snprintf(why_buf, sizeof why_buf, "the NCCL path needs the CUDA driver: dlopen(\"libcuda.so.1\"): %s",
-             e ? e : "failed");
+    snprintf(why_buf, sizeof why_buf,
+             "the NCCL path needs the CUDA driver: dlopen(\"libcuda.so.1\"): %s", e ? e : "failed");
     *why = why_buf;
     return 0;
   }
@@ -65,12 +65,13 @@ static int load_cuda(const char **why) {
   *(void **)&cu.DeviceGet = sym(h, "cuDeviceGet", NULL);
   *(void **)&cu.DeviceGetUuid = sym(h, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
   *(void **)&cu.PrimaryCtxRetain = sym(h, "cuDevicePrimaryCtxRetain", NULL);
-  *(void **)&cu.PrimaryCtxRelease = sym(h, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+  *(void **)&cu.PrimaryCtxRelease =
+      sym(h, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
   *(void **)&cu.CtxPushCurrent = sym(h, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
   *(void **)&cu.CtxPopCurrent = sym(h, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
   *(void **)&cu.GetErrorString = sym(h, "cuGetErrorString", NULL);
-  if (!cu.Init || !cu.DeviceGet || !cu.DeviceGetUuid || !cu.PrimaryCtxRetain || !cu.PrimaryCtxRelease ||
-      !cu.CtxPushCurrent || !cu.CtxPopCurrent) {
+  if (!cu.Init || !cu.DeviceGet || !cu.DeviceGetUuid || !cu.PrimaryCtxRetain ||
+      !cu.PrimaryCtxRelease || !cu.CtxPushCurrent || !cu.CtxPopCurrent) {
     dlclose(h);
     memset(&cu, 0, sizeof cu);
     snprintf(why_buf, sizeof why_buf, "libcuda.so.1 lacks the driver calls the NCCL path needs");
@@ -82,9 +83,10 @@ static int load_cuda(const char **why) {
 }
 
 const gw_nccl_fns *gw__nccl_load(const char **why) {
-  static const char *const names[] = {"ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclGroupStart",
-                                      "ncclGroupEnd",    "ncclSend",         "ncclRecv",        "ncclGetErrorString",
-                                      "ncclCommGetAsyncError"};
+  static const char *const names[] = {
+      "ncclGetUniqueId", "ncclCommInitRank",   "ncclCommDestroy",
+      "ncclGroupStart",  "ncclGroupEnd",       "ncclSend",
+      "ncclRecv",        "ncclGetErrorString", "ncclCommGetAsyncError"};
   const gw_nccl_fns *out = NULL;
   pthread_mutex_lock(&lock);
   if (loaded) {
@@ -106,7 +108,8 @@ const gw_nccl_fns *gw__nccl_load(const char **why) {
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
     p[k] = dlsym(h, names[k]);
     if (!p[k]) {
-      snprintf(why_buf, sizeof why_buf, "NCCL is absent: %s has no %s (not NCCL 2.x)", lib, names[k]);
+      snprintf(why_buf, sizeof why_buf, "NCCL is absent: %s has no %s (not NCCL 2.x)", lib,
+               names[k]);
       *why = why_buf;
       dlclose(h);
       goto done;
@@ -148,7 +151,8 @@ int gw__nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why) 
   if (r == 0) r = cu.DeviceGet(&dev, ordinal);
   if (r == 0) r = cu.DeviceGetUuid(uuid, dev);
   if (r != 0) {
-    snprintf(why_buf, sizeof why_buf, "CUDA driver: UUID of device %d: %s (%d)", ordinal, cu_text(r), r);
+    snprintf(why_buf, sizeof why_buf, "CUDA driver: UUID of device %d: %s (%d)", ordinal,
+             cu_text(r), r);
     *why = why_buf;
     return 0;
   }
@@ -166,7 +170,8 @@ int gw__nccl_push_device(int ordinal, const char **why) {
     if (r != 0) cu.PrimaryCtxRelease(dev);
   }
   if (r != 0) {
-    snprintf(why_buf, sizeof why_buf, "CUDA driver: making device %d current: %s (%d)", ordinal, cu_text(r), r);
+    snprintf(why_buf, sizeof why_buf, "CUDA driver: making device %d current: %s (%d)", ordinal,
+             cu_text(r), r);
     *why = why_buf;
     return 0;
   }
@@ -183,7 +188,9 @@ void gw__nccl_pop_device(int ordinal) {
 const char *gw__nccl_text(gw_ncclResult_t r, gw_ncclComm_t comm, char *buf, size_t n) {
   const char *s = fns.GetErrorString ? fns.GetErrorString(r) : NULL;
   const char *last = comm && fns.GetLastError ? fns.GetLastError(comm) : NULL;
-  if (last && *last) snprintf(buf, n, "%s (%d): %s", s ? s : "NCCL error", (int)r, last);
-  else snprintf(buf, n, "%s (%d)", s ? s : "NCCL error", (int)r);
+  if (last && *last)
+    snprintf(buf, n, "%s (%d): %s", s ? s : "NCCL error", (int)r, last);
+  else
+    snprintf(buf, n, "%s (%d)", s ? s : "NCCL error", (int)r);
   return buf;
 }

@@ -38,10 +38,10 @@ typedef struct {
   gw_ncclResult_t (*CommDestroy)(gw_ncclComm_t comm);
   gw_ncclResult_t (*GroupStart)(void);
   gw_ncclResult_t (*GroupEnd)(void);
-  gw_ncclResult_t (*Send)(const void *buf, size_t count, gw_ncclDataType_t type, int peer, gw_ncclComm_t comm,
-                          gw_cudaStream_t stream);
-  gw_ncclResult_t (*Recv)(void *buf, size_t count, gw_ncclDataType_t type, int peer, gw_ncclComm_t comm,
-                          gw_cudaStream_t stream);
+  gw_ncclResult_t (*Send)(const void *buf, size_t count, gw_ncclDataType_t type, int peer,
+                          gw_ncclComm_t comm, gw_cudaStream_t stream);
+  gw_ncclResult_t (*Recv)(void *buf, size_t count, gw_ncclDataType_t type, int peer,
+                          gw_ncclComm_t comm, gw_cudaStream_t stream);
   const char *(*GetErrorString)(gw_ncclResult_t r);
   gw_ncclResult_t (*CommGetAsyncError)(gw_ncclComm_t comm, gw_ncclResult_t *async);
   const char *(*GetLastError)(gw_ncclComm_t comm); /* NCCL >= 2.13; NULL when older */

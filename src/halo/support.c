@@ -26,7 +26,8 @@ gw_status gw__halo_mpi(int code, const char *what, int dim) {
   if (code == MPI_SUCCESS) return GW_OK;
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+    snprintf(text, sizeof text, "MPI error %d", code);
   if (dim >= 0) return gw__halo_fail(GW_EBACKEND, "%s (dim %d): %s", what, dim, text);
   return gw__halo_fail(GW_EBACKEND, "%s: %s", what, text);
 }
@@ -48,10 +49,10 @@ static int mpi_says_gpu_aware(gw_backend backend) {
 #if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
     return MPIX_Query_cuda_support() == 1;
 #elif defined(MPIX_GPU_SUPPORT_CUDA)
-    {
-      int yes = 0;
-      return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
-    }
+  {
+    int yes = 0;
+    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
+  }
 #else
     return 0;
 #endif
@@ -59,10 +60,10 @@ static int mpi_says_gpu_aware(gw_backend backend) {
 #if defined(OMPI_HAVE_MPI_EXT_ROCM) && OMPI_HAVE_MPI_EXT_ROCM
     return MPIX_Query_rocm_support() == 1;
 #elif defined(MPIX_GPU_SUPPORT_HIP)
-    {
-      int yes = 0;
-      return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_HIP, &yes) == MPI_SUCCESS && yes;
-    }
+  {
+    int yes = 0;
+    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_HIP, &yes) == MPI_SUCCESS && yes;
+  }
 #else
     return 0;
 #endif
@@ -92,16 +93,18 @@ gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn) {
   memcpy(text, halo_err, sizeof text);
   rc = MPI_Bcast(text, (int)sizeof text, MPI_CHAR, worst.rank, comm);
   text[sizeof text - 1] = 0;
-  if (worst.rank == rank || (mine == (gw_status)worst.st && rc == MPI_SUCCESS && !strcmp(text, halo_err)))
+  if (worst.rank == rank ||
+      (mine == (gw_status)worst.st && rc == MPI_SUCCESS && !strcmp(text, halo_err)))
     return (gw_status)worst.st; /* this rank's own message says it */
   if (rc != MPI_SUCCESS) snprintf(text, sizeof text, "(its message did not arrive)");
   if (mine != GW_OK) {
     /* failed too, otherwise: keep both */
     char own[sizeof halo_err];
     memcpy(own, halo_err, sizeof own);
-    return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s; this rank: %s", fn,
-                         worst.rank, gw_err_name((gw_status)worst.st), text, own);
+    return gw__halo_fail((gw_status)worst.st,
+                         "%s: another rank failed (rank %d, %s): %s; this rank: %s", fn, worst.rank,
+                         gw_err_name((gw_status)worst.st), text, own);
   }
-  return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s", fn, worst.rank,
-                       gw_err_name((gw_status)worst.st), text);
+  return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s", fn,
+                       worst.rank, gw_err_name((gw_status)worst.st), text);
 }

@@ -28,8 +28,8 @@ _Static_assert(offsetof(DLManagedTensorVersioned, manager_ctx) == 8 &&
 _Static_assert(kDLCPU == 1 && kDLCUDA == 2 && kDLCUDAHost == 3 && kDLROCM == 10 &&
                    kDLROCMHost == 11 && kDLCUDAManaged == 13 && kDLOneAPI == 14,
                "device type values");
-_Static_assert(kDLInt == 0 && kDLUInt == 1 && kDLFloat == 2 && kDLBfloat == 4 &&
-                   kDLComplex == 5 && kDLBool == 6,
+_Static_assert(kDLInt == 0 && kDLUInt == 1 && kDLFloat == 2 && kDLBfloat == 4 && kDLComplex == 5 &&
+                   kDLBool == 6,
                "type code values");
 _Static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS_COPIED == 2,
                "flag bits");
@@ -59,8 +59,13 @@ static void producer_init(producer *p, void *data, int64_t n) {
   memset(p, 0, sizeof *p);
   p->shape[0] = n;
   p->strides[0] = 1;
-  DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1},
-                .shape = p->shape, .strides = p->strides, .byte_offset = 0};
+  DLTensor t = {.data = data,
+                .device = {kDLCPU, 0},
+                .ndim = 1,
+                .dtype = {kDLFloat, 32, 1},
+                .shape = p->shape,
+                .strides = p->strides,
+                .byte_offset = 0};
   p->mt.version = (DLPackVersion){1, 0};
   p->mt.manager_ctx = p;
   p->mt.deleter = producer_deleter;
@@ -82,8 +87,7 @@ static void expect_refused(gw_context *ctx, producer *p, gw_status want, const c
   ASSERT_EQ_INT(p->calls, 1);
   ASSERT_EQ_PTR(out, SENTINEL);
 }
-static void expect_refused_legacy(gw_context *ctx, producer *p, gw_status want,
-                                  const char *field) {
+static void expect_refused_legacy(gw_context *ctx, producer *p, gw_status want, const char *field) {
   gw_array *out = SENTINEL;
   p->legacy_calls = 0;
   ASSERT_STATUS(gw_from_dlpack_legacy(ctx, &p->legacy, &out), want);
@@ -216,16 +220,13 @@ static void check_kind(gw_memkind kind) {
       want_id = gw_device(a);
       want_data = gw_data(a);
       break;
-    case GW_MEM_PINNED:
-      want = b == GW_BACKEND_HIP ? kDLROCMHost : kDLCUDAHost;
-      break;
+    case GW_MEM_PINNED: want = b == GW_BACKEND_HIP ? kDLROCMHost : kDLCUDAHost; break;
     case GW_MEM_MANAGED:
       want = b == GW_BACKEND_HIP ? kDLROCM : kDLCUDAManaged;
       want_id = b == GW_BACKEND_HIP ? gw_device(a) : 0;
       want_data = gw_data(a);
       break;
-    default:
-      break;
+    default: break;
     }
   }
   DLDevice dev;
@@ -256,10 +257,22 @@ static void check_kind(gw_memkind kind) {
   if (kind == GW_MEM_HOST) ASSERT_EQ_INT(d.calls, 1);
   gw_context_destroy(ctx);
 }
-TEST_IMPL(kind_host) { check_kind(GW_MEM_HOST); return 0; }
-TEST_IMPL(kind_pinned) { check_kind(GW_MEM_PINNED); return 0; }
-TEST_IMPL(kind_device) { check_kind(GW_MEM_DEVICE); return 0; }
-TEST_IMPL(kind_managed) { check_kind(GW_MEM_MANAGED); return 0; }
+TEST_IMPL(kind_host) {
+  check_kind(GW_MEM_HOST);
+  return 0;
+}
+TEST_IMPL(kind_pinned) {
+  check_kind(GW_MEM_PINNED);
+  return 0;
+}
+TEST_IMPL(kind_device) {
+  check_kind(GW_MEM_DEVICE);
+  return 0;
+}
+TEST_IMPL(kind_managed) {
+  check_kind(GW_MEM_MANAGED);
+  return 0;
+}
 
 /* The explicit choice: pinned and managed memory as the GPU type or as kDLCPU, zero-copy;
  * device memory never as kDLCPU. */
@@ -292,11 +305,13 @@ TEST_IMPL(export_as) {
       continue;
     }
     /* as the GPU type, through the device address */
-    ASSERT_OK(gw_to_dlpack_as(a, (DLDevice){gpu_type(), kinds[i] == GW_MEM_DEVICE ? gw_device(a) : dev0}, &t));
+    ASSERT_OK(gw_to_dlpack_as(
+        a, (DLDevice){gpu_type(), kinds[i] == GW_MEM_DEVICE ? gw_device(a) : dev0}, &t));
     ASSERT_EQ_INT(t->dl_tensor.device.device_type, gpu_type());
     ASSERT_EQ_PTR(t->dl_tensor.data, gw_data(a));
     t->deleter(t);
-    ASSERT_OK(gw_to_dlpack_legacy_as(a, (DLDevice){gpu_type(), kinds[i] == GW_MEM_DEVICE ? gw_device(a) : dev0}, &l));
+    ASSERT_OK(gw_to_dlpack_legacy_as(
+        a, (DLDevice){gpu_type(), kinds[i] == GW_MEM_DEVICE ? gw_device(a) : dev0}, &l));
     ASSERT_EQ_INT(l->dl_tensor.device.device_type, gpu_type());
     ASSERT_EQ_PTR(l->dl_tensor.data, gw_data(a));
     l->deleter(l);
@@ -350,16 +365,20 @@ TEST_IMPL(deleter_every_order) {
       ASSERT_OK(gw_view(a, start, vshape, step, &v));
       DLManagedTensorVersioned *t = NULL;
       DLManagedTensor *l = NULL;
-      if (legacy) ASSERT_OK(gw_to_dlpack_legacy(v, &l));
-      else ASSERT_OK(gw_to_dlpack(v, &t));
+      if (legacy)
+        ASSERT_OK(gw_to_dlpack_legacy(v, &l));
+      else
+        ASSERT_OK(gw_to_dlpack(v, &t));
       for (int k = 0; k < 3; k++) {
         ASSERT_EQ_INT(d.calls, 0);
         switch (orders[o][k]) {
         case 0: gw_release(a); break;
         case 1: gw_release(v); break;
         case 2:
-          if (legacy) l->deleter(l);
-          else t->deleter(t);
+          if (legacy)
+            l->deleter(l);
+          else
+            t->deleter(t);
           break;
         }
       }
@@ -384,8 +403,10 @@ TEST_IMPL(import_deleter_every_order) {
       producer p;
       producer_init(&p, buf, 32);
       gw_array *a = NULL, *v = NULL;
-      if (legacy) ASSERT_OK(gw_from_dlpack_legacy(ctx, &p.legacy, &a));
-      else ASSERT_OK(gw_from_dlpack(ctx, &p.mt, &a));
+      if (legacy)
+        ASSERT_OK(gw_from_dlpack_legacy(ctx, &p.legacy, &a));
+      else
+        ASSERT_OK(gw_from_dlpack(ctx, &p.mt, &a));
       ASSERT_EQ_PTR(gw_host_data(a), buf);
       int64_t start[1] = {31}, vshape[1] = {8}, step[1] = {-2};
       ASSERT_OK(gw_view(a, start, vshape, step, &v));
@@ -446,12 +467,11 @@ TEST_IMPL(dtypes_both_ways) {
     gw_dtype t;
     uint8_t code, bits;
   } map[] = {
-      {GW_BOOL, kDLBool, 8},        {GW_INT8, kDLInt, 8},        {GW_INT16, kDLInt, 16},
-      {GW_INT32, kDLInt, 32},       {GW_INT64, kDLInt, 64},      {GW_UINT8, kDLUInt, 8},
-      {GW_UINT16, kDLUInt, 16},     {GW_UINT32, kDLUInt, 32},    {GW_UINT64, kDLUInt, 64},
-      {GW_FLOAT16, kDLFloat, 16},   {GW_BFLOAT16, kDLBfloat, 16}, {GW_FLOAT32, kDLFloat, 32},
-      {GW_FLOAT64, kDLFloat, 64},   {GW_COMPLEX64, kDLComplex, 64},
-      {GW_COMPLEX128, kDLComplex, 128},
+      {GW_BOOL, kDLBool, 8},      {GW_INT8, kDLInt, 8},           {GW_INT16, kDLInt, 16},
+      {GW_INT32, kDLInt, 32},     {GW_INT64, kDLInt, 64},         {GW_UINT8, kDLUInt, 8},
+      {GW_UINT16, kDLUInt, 16},   {GW_UINT32, kDLUInt, 32},       {GW_UINT64, kDLUInt, 64},
+      {GW_FLOAT16, kDLFloat, 16}, {GW_BFLOAT16, kDLBfloat, 16},   {GW_FLOAT32, kDLFloat, 32},
+      {GW_FLOAT64, kDLFloat, 64}, {GW_COMPLEX64, kDLComplex, 64}, {GW_COMPLEX128, kDLComplex, 128},
   };
   ASSERT_EQ_INT(sizeof map / sizeof map[0], GW_DTYPE_COUNT);
   gw_context *ctx = tst_open(0);
@@ -680,11 +700,11 @@ TEST_IMPL(malformed_fields) {
   gw_context *ctx = tst_open(0);
   float buf[64];
   producer p;
-#define CASE(field_edit, status, mention)                                                  \
-  do {                                                                                     \
-    producer_init(&p, buf, 4);                                                             \
-    field_edit;                                                                            \
-    expect_refused(ctx, &p, status, mention);                                              \
+#define CASE(field_edit, status, mention)     \
+  do {                                        \
+    producer_init(&p, buf, 4);                \
+    field_edit;                               \
+    expect_refused(ctx, &p, status, mention); \
   } while (0)
   CASE(p.mt.dl_tensor.ndim = -1, GW_EINVAL, "ndim");
   CASE(p.mt.dl_tensor.ndim = GW_MAX_DIMS + 1, GW_EINVAL, "ndim");

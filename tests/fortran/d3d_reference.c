@@ -24,7 +24,8 @@ int main(int argc, char **argv) {
   int np = atoi(argv[1]), steps = atoi(argv[3]), periodic = atoi(argv[4]), dims[3] = {0, 0, 0};
   int64_t m = atoll(argv[2]);
   MPI_Dims_create(np, 3, dims);
-  const int64_t N[3] = {dims[0] * m, dims[1] * m, dims[2] * m}, rn[3] = {N[0] + 2, N[1] + 2, N[2] + 2};
+  const int64_t N[3] = {dims[0] * m, dims[1] * m, dims[2] * m},
+                rn[3] = {N[0] + 2, N[1] + 2, N[2] + 2};
   double *ref = reference(N, steps, periodic);
   FILE *f = fopen(argv[5], "wb");
   if (!ref || !f) {

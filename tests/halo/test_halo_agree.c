@@ -27,10 +27,11 @@
 
 #include "halo_test.h"
 
-#define ASSERT_MSG(needle)                                                                 \
-  do {                                                                                     \
-    g_checks++;                                                                            \
-    if (!strstr(gw_halo_last_error(), needle)) FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
+#define ASSERT_MSG(needle)                                                    \
+  do {                                                                        \
+    g_checks++;                                                               \
+    if (!strstr(gw_halo_last_error(), needle))                                \
+      FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
   } while (0)
 
 static MPI_Comm g_cart;
@@ -49,7 +50,9 @@ static void make_cart(int periodic) {
 typedef struct {
   size_t regs, allocs, ranges;
 } live;
-static live now(void) { return (live){gw_cpu_live_registrations(), gw_cpu_live_allocations(), gw_registry_ranges()}; }
+static live now(void) {
+  return (live){gw_cpu_live_registrations(), gw_cpu_live_allocations(), gw_registry_ranges()};
+}
 static void same_live(live a) {
   live b = now();
   ASSERT_EQ_LONG(b.regs, a.regs);
@@ -95,7 +98,8 @@ static void test_mismatch(gw_context *ctx) {
   gw_halo_field f2[2] = {{b, {1, 1, 1}}, {a, {1, 1, 1}}};
   st = gw_halo_create_multi(f2, 2, g_cart, GW_HALO_PATH_HOST, &h);
   if (g_size > 1) {
-    snprintf(want, sizeof want, "fields[0].field extent along dim 1: rank 0 has 7, its +x neighbour rank %d has 9",
+    snprintf(want, sizeof want,
+             "fields[0].field extent along dim 1: rank 0 has 7, its +x neighbour rank %d has 9",
              g_odd);
     all_fail(st, GW_EINVAL, want);
   } else {
@@ -109,7 +113,8 @@ static void test_mismatch(gw_context *ctx) {
   gw_halo_field f3[2] = {{a, {1, 1, 1}}, {b, {1, 1, 1}}};
   st = gw_halo_create_multi(f3, 2, g_cart, GW_HALO_PATH_HOST, &h);
   if (g_size > 1) {
-    snprintf(want, sizeof want, "fields[1].field dtype: rank 0 has float64, its +x neighbour rank %d has float32",
+    snprintf(want, sizeof want,
+             "fields[1].field dtype: rank 0 has float64, its +x neighbour rank %d has float32",
              g_odd);
     all_fail(st, GW_EINVAL, want);
   } else {
@@ -131,7 +136,8 @@ static void test_mismatch(gw_context *ctx) {
   gw_halo_field f0 = {a, {me_odd ? 0 : 1, 1, 1}};
   st = gw_halo_create_multi(&f0, 1, g_cart, GW_HALO_PATH_HOST, &h);
   if (g_size > 1) {
-    snprintf(want, sizeof want, "fields[0].width[0]: rank 0 has 1, its +x neighbour rank %d has 0", g_odd);
+    snprintf(want, sizeof want, "fields[0].width[0]: rank 0 has 1, its +x neighbour rank %d has 0",
+             g_odd);
     all_fail(st, GW_EINVAL, want);
   } else {
     ASSERT_OK(st);
@@ -184,7 +190,8 @@ static void test_grid_sizes(void) {
   gw_status st = gw_grid_create_local(MPI_COMM_WORLD, 3, huge, NULL, row, &g);
   if (g_size > 1) {
     char want[160];
-    snprintf(want, sizeof want, "local[0] is %lld: times the %d ranks along dim 0, the global size overflows",
+    snprintf(want, sizeof want,
+             "local[0] is %lld: times the %d ranks along dim 0, the global size overflows",
              (long long)huge[0], g_size);
     all_fail(st, GW_EINVAL, want);
   } else {
@@ -295,8 +302,9 @@ static void test_stream_device(void) {
  * on every rank, the same. Nothing is left allocated; a good value afterwards works. */
 static void test_settings(gw_context *ctx) {
   static const char *const bad[][2] = {
-      {"GPUWRAP_HALO_GPU_AWARE", "maybe"}, {"GPUWRAP_HALO_SHM", "perhaps"}, {"GPUWRAP_HALO_SHM_GROUP", "-3"},
-      {"GPUWRAP_HALO_CHUNK", "lots"},      {"GPUWRAP_HALO_NCCL_SELF", "2"},
+      {"GPUWRAP_HALO_GPU_AWARE", "maybe"}, {"GPUWRAP_HALO_SHM", "perhaps"},
+      {"GPUWRAP_HALO_SHM_GROUP", "-3"},    {"GPUWRAP_HALO_CHUNK", "lots"},
+      {"GPUWRAP_HALO_NCCL_SELF", "2"},
   };
   make_cart(1);
   int64_t n[3] = {7, 8, 9};
@@ -312,8 +320,10 @@ static void test_settings(gw_context *ctx) {
       gw_halo *h = (gw_halo *)0x1;
       all_fail(gw_halo_create(a, g_cart, wd, GW_HALO_PATH_AUTO, &h), GW_EINVAL, name);
       ASSERT_EQ_LONG(h == (gw_halo *)0x1, 1); /* *out untouched */
-      if (keep) setenv(name, keep, 1);
-      else unsetenv(name);
+      if (keep)
+        setenv(name, keep, 1);
+      else
+        unsetenv(name);
       free(keep);
     }
   same_live(l0);

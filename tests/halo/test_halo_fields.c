@@ -38,10 +38,11 @@
 #include <time.h>
 
 #include "halo_test.h"
-#define ASSERT_MSG(needle)                                                                 \
-  do {                                                                                     \
-    g_checks++;                                                                            \
-    if (!strstr(gw_halo_last_error(), needle)) FAIL_("message does not name %s: %s", needle, gw_halo_last_error()); \
+#define ASSERT_MSG(needle)                                                 \
+  do {                                                                     \
+    g_checks++;                                                            \
+    if (!strstr(gw_halo_last_error(), needle))                             \
+      FAIL_("message does not name %s: %s", needle, gw_halo_last_error()); \
   } while (0)
 
 static uint64_t mix(uint64_t x) {
@@ -63,7 +64,7 @@ static unsigned char ref_byte(int k, const int64_t g[3], int boundary, size_t b,
 typedef struct {
   int nd;
   int w[3];
-  int64_t n[3];       /* local extent, halo included (1 past nd) */
+  int64_t n[3]; /* local extent, halo included (1 past nd) */
   gw_dtype t;
   gw_grid_info gi;
 } geom;
@@ -80,8 +81,10 @@ static cell_class classify(const geom *G, const int64_t i[3], int64_t g[3]) {
     g[d] = G->gi.offset[d] + i[d] - G->w[d];
     if (i[d] < G->w[d] || i[d] >= G->n[d] - G->w[d]) c = CELL_HALO;
     if (g[d] < 0 || g[d] >= N) {
-      if (G->gi.periods[d]) g[d] = (g[d] + N) % N;
-      else boundary = 1;
+      if (G->gi.periods[d])
+        g[d] = (g[d] + N) % N;
+      else
+        boundary = 1;
     }
   }
   return boundary ? CELL_BOUNDARY : c;
@@ -107,19 +110,24 @@ static void image(const geom *G, int k, unsigned char *p, int after) {
       }
 }
 
-static void compare(const geom *G, const unsigned char *got, const unsigned char *want, const char *what) {
+static void compare(const geom *G, const unsigned char *got, const unsigned char *want,
+                    const char *what) {
   size_t elem = gw_dtype_size(G->t);
   g_checks++;
   for (int64_t k = 0; k < cells(G); k++) {
     if (memcmp(got + k * elem, want + k * elem, elem) == 0) continue;
     int64_t i[3] = {k / (G->n[1] * G->n[2]), k / G->n[2] % G->n[1], k % G->n[2]}, g[3];
     cell_class c = classify(G, i, g);
-    FAIL_("%s: %d-D %s width (%d,%d,%d) dims (%d,%d,%d) periods (%d,%d,%d): local cell (%lld,%lld,%lld) [%s, "
+    FAIL_("%s: %d-D %s width (%d,%d,%d) dims (%d,%d,%d) periods (%d,%d,%d): local cell "
+          "(%lld,%lld,%lld) [%s, "
           "global (%lld,%lld,%lld)] byte 0 is 0x%02x, want 0x%02x",
-          what, G->nd, gw_dtype_name(G->t), G->w[0], G->w[1], G->w[2], G->gi.dims[0], G->gi.dims[1], G->gi.dims[2],
-          G->gi.periods[0], G->gi.periods[1], G->gi.periods[2], (long long)i[0], (long long)i[1], (long long)i[2],
-          c == CELL_OWN ? "own" : c == CELL_HALO ? "halo" : "boundary", (long long)g[0], (long long)g[1],
-          (long long)g[2], got[k * elem], want[k * elem]);
+          what, G->nd, gw_dtype_name(G->t), G->w[0], G->w[1], G->w[2], G->gi.dims[0], G->gi.dims[1],
+          G->gi.dims[2], G->gi.periods[0], G->gi.periods[1], G->gi.periods[2], (long long)i[0],
+          (long long)i[1], (long long)i[2],
+          c == CELL_OWN    ? "own"
+          : c == CELL_HALO ? "halo"
+                           : "boundary",
+          (long long)g[0], (long long)g[1], (long long)g[2], got[k * elem], want[k * elem]);
   }
 }
 
@@ -151,9 +159,11 @@ static void fld_make(gw_context *ctx, fld *f, memlay m) {
     ASSERT_OK(gw_wrap(ctx, f->raw, G->t, nd, big, st, 0, &f->owner));
     ASSERT_OK(gw_view(f->owner, start, G->n, NULL, &f->field));
   } else {
-    ASSERT_OK(gw_alloc(ctx, m == MEM_HOST ? GW_MEM_HOST : GW_MEM_DEVICE, G->t, nd, G->n, &f->field));
+    ASSERT_OK(
+        gw_alloc(ctx, m == MEM_HOST ? GW_MEM_HOST : GW_MEM_DEVICE, G->t, nd, G->n, &f->field));
     f->owner = gw_retain(f->field);
-    if (m == MEM_DEVICE) ASSERT_OK(gw_wrap(ctx, gw_data(f->field), G->t, nd, G->n, NULL, 0, &f->alias));
+    if (m == MEM_DEVICE)
+      ASSERT_OK(gw_wrap(ctx, gw_data(f->field), G->t, nd, G->n, NULL, 0, &f->alias));
   }
   ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, G->t, nd, G->n, &f->init));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, G->t, nd, G->n, &f->want));
@@ -171,7 +181,8 @@ static void fld_free(fld *f) {
 }
 
 enum { MODE_BLOCKING, MODE_SPLIT, MODE_STREAM, MODE_BORROWED, MODE_UPDATE_ON, MODE_COUNT };
-static const char *mode_name[] = {"blocking", "host split", "start_on/finish_on", "borrowed stream", "update_on"};
+static const char *mode_name[] = {"blocking", "host split", "start_on/finish_on", "borrowed stream",
+                                  "update_on"};
 
 #define NF 3
 static const gw_dtype case_dtypes[NF] = {GW_FLOAT64, GW_UINT8, GW_COMPLEX64};
@@ -215,8 +226,10 @@ static void check_neighbour_paths(const gw_halo *h, MPI_Comm cart, int nd, gw_ha
       ASSERT_EQ_LONG(r, peer[s]);
       if (p == GW_HALO_PATH_AUTO) continue; /* no message: none, width 0 or itself */
       ASSERT_EQ_LONG(dims[d] > 1, 1);
-      if (plan == GW_HALO_PATH_IPC) ASSERT_EQ_LONG(p, same_node(g_rank, r) ? GW_HALO_PATH_IPC : GW_HALO_PATH_HOST);
-      else ASSERT_EQ_LONG(p, plan);
+      if (plan == GW_HALO_PATH_IPC)
+        ASSERT_EQ_LONG(p, same_node(g_rank, r) ? GW_HALO_PATH_IPC : GW_HALO_PATH_HOST);
+      else
+        ASSERT_EQ_LONG(p, plan);
     }
   }
   int r;
@@ -226,8 +239,8 @@ static void check_neighbour_paths(const gw_halo *h, MPI_Comm cart, int nd, gw_ha
   ASSERT_STATUS(gw_halo_neighbour(NULL, 0, 0, &r, &p), GW_EINVAL);
 }
 
-static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3], memlay m, gw_halo_path path,
-                     int quick) {
+static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3], memlay m,
+                     gw_halo_path path, int quick) {
   gw_grid_info gi;
   ASSERT_OK(gw_grid_query(grid, &gi));
   fld F[NF];
@@ -270,8 +283,10 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
     /* write the initial state: on the stream through the alias where there is one, so
      * only the stream order puts it before the packs */
     for (int k = 0; k < NF; k++) {
-      if (on_stream && F[k].alias) ASSERT_OK(gw_copy_async(F[k].alias, F[k].init, on));
-      else ASSERT_OK(gw_copy(F[k].field, F[k].init));
+      if (on_stream && F[k].alias)
+        ASSERT_OK(gw_copy_async(F[k].alias, F[k].init, on));
+      else
+        ASSERT_OK(gw_copy(F[k].field, F[k].init));
     }
     switch (mode) {
     case MODE_BLOCKING: ASSERT_OK(gw_halo_update(h)); break;
@@ -286,16 +301,18 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
       break;
     }
     for (int k = 0; k < NF; k++) {
-      if (on_stream && F[k].alias) ASSERT_OK(gw_copy_async(F[k].got, F[k].alias, on));
+      if (on_stream && F[k].alias)
+        ASSERT_OK(gw_copy_async(F[k].got, F[k].alias, on));
       else if (on_stream) {
         ASSERT_OK(gw_stream_synchronize(on));
         ASSERT_OK(gw_copy(F[k].got, F[k].field));
-      } else ASSERT_OK(gw_copy(F[k].got, F[k].field));
+      } else
+        ASSERT_OK(gw_copy(F[k].got, F[k].field));
     }
     ASSERT_OK(gw_stream_synchronize(on));
     for (int k = 0; k < NF; k++) {
-      snprintf(what, sizeof what, "field %d of %d, %s, memory %d, path %s", k, NF, mode_name[mode], (int)m,
-               gw_halo_path_name(info.path));
+      snprintf(what, sizeof what, "field %d of %d, %s, memory %d, path %s", k, NF, mode_name[mode],
+               (int)m, gw_halo_path_name(info.path));
       compare(&F[k].G, gw_host_data(F[k].got), gw_host_data(F[k].want), what);
     }
   }
@@ -315,7 +332,8 @@ static void test_values(gw_context *ctx, int quick) {
       int dims[3] = {0, 0, 0};
       MPI_Dims_create(g_size, nd, dims);
       int64_t global[3];
-      for (int d = 0; d < nd; d++) global[d] = dims[d] * (int64_t)(2 + d) + extra[d] % (dims[d] + 1) + 1;
+      for (int d = 0; d < nd; d++)
+        global[d] = dims[d] * (int64_t)(2 + d) + extra[d] % (dims[d] + 1) + 1;
       gw_grid *grid;
       ASSERT_OK(gw_grid_create(MPI_COMM_WORLD, nd, global, period_sets[p], NULL, &grid));
       int combos = 1;
@@ -332,7 +350,8 @@ static void test_values(gw_context *ctx, int quick) {
             run_case(ctx, grid, nd, w, m, GW_HALO_PATH_AUTO, quick); /* device fields: IPC */
             cases += 4;
           } else {
-            run_case(ctx, grid, nd, w, m, m == MEM_HOST ? GW_HALO_PATH_HOST : GW_HALO_PATH_AUTO, quick);
+            run_case(ctx, grid, nd, w, m, m == MEM_HOST ? GW_HALO_PATH_HOST : GW_HALO_PATH_AUTO,
+                     quick);
             cases++;
           }
         }
@@ -362,7 +381,8 @@ static void test_grid(gw_context *ctx) {
     MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
     ASSERT_EQ_LONG(in.node_size, node_size);
-    if (in.node_rank < 0 || in.node_rank >= in.node_size) FAIL_("node_rank %d of %d", in.node_rank, in.node_size);
+    if (in.node_rank < 0 || in.node_rank >= in.node_size)
+      FAIL_("node_rank %d of %d", in.node_rank, in.node_size);
     int coords[3];
     MPI_Cart_coords(gw_grid_comm(g), in.rank, nd, coords);
     int64_t sum_local = 0;
@@ -381,7 +401,8 @@ static void test_grid(gw_context *ctx) {
     /* the blocks tile the global box exactly */
     int64_t mine = in.local[0] * in.local[1] * in.local[2], total = 0;
     MPI_Allreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, gw_grid_comm(g));
-    ASSERT_EQ_LONG(total, (nd > 0 ? global[0] : 1) * (nd > 1 ? global[1] : 1) * (nd > 2 ? global[2] : 1));
+    ASSERT_EQ_LONG(total,
+                   (nd > 0 ? global[0] : 1) * (nd > 1 ? global[1] : 1) * (nd > 2 ? global[2] : 1));
     int64_t l[3], o[3];
     ASSERT_OK(gw_grid_block(g, in.rank, l, o));
     for (int d = 0; d < 3; d++) {
@@ -419,8 +440,8 @@ static void test_grid(gw_context *ctx) {
                 unsigned char want = ref_byte(7, gc, 0, b, G.t);
                 size_t at = (size_t)((gc[0] * gn[1] + gc[1]) * gn[2] + gc[2]) * 4 + b;
                 if (p[at] != want)
-                  FAIL_("gather %d-D: global cell (%lld,%lld,%lld) byte %zu is 0x%02x, want 0x%02x", nd,
-                        (long long)gc[0], (long long)gc[1], (long long)gc[2], b, p[at], want);
+                  FAIL_("gather %d-D: global cell (%lld,%lld,%lld) byte %zu is 0x%02x, want 0x%02x",
+                        nd, (long long)gc[0], (long long)gc[1], (long long)gc[2], b, p[at], want);
               }
         g_checks++;
       }
@@ -487,7 +508,8 @@ static void test_errors(gw_context *ctx) {
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_INT16, 3, n3, &b));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT32, 2, n2, &two));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT32, 3, flat, &thin));
-  ASSERT_OK(gw_wrap(ctx, gw_host_data(a), GW_FLOAT64, 3, n3, NULL, GW_WRAP_READONLY | GW_WRAP_NO_REGISTER, &ro));
+  ASSERT_OK(gw_wrap(ctx, gw_host_data(a), GW_FLOAT64, 3, n3, NULL,
+                    GW_WRAP_READONLY | GW_WRAP_NO_REGISTER, &ro));
   gw_halo *h = NULL;
   gw_halo_field ok[2] = {{a, {1, 1, 1}}, {b, {1, 1, 1}}};
 
@@ -614,7 +636,8 @@ static void test_local_batch(gw_context *ctx) {
   static const int periods[3] = {1, 1, 1}, dims1[3] = {1, 1, 1};
   for (int nd = 1; nd <= 3; nd++) {
     MPI_Comm cart;
-    if (MPI_Cart_create(MPI_COMM_SELF, nd, dims1, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    if (MPI_Cart_create(MPI_COMM_SELF, nd, dims1, periods, 0, &cart) != MPI_SUCCESS)
+      FAIL_("MPI_Cart_create");
     /* three fields: float64 widths 1, uint8 widths 2 (dim 1 off), complex64 width 1 */
     static const gw_dtype types[3] = {GW_FLOAT64, GW_UINT8, GW_COMPLEX64};
     static const int widths[3][3] = {{1, 1, 1}, {2, 0, 2}, {1, 1, 1}};
@@ -671,15 +694,18 @@ static void test_local_batch(gw_context *ctx) {
             for (int d = 0; d < nd; d++) {
               int w = widths[k][d];
               if (w == 0) continue;
-              if (i[d] < w) j[d] = i[d] + n[d] - 2 * w;
-              else if (i[d] >= n[d] - w) j[d] = i[d] - (n[d] - 2 * w);
+              if (i[d] < w)
+                j[d] = i[d] + n[d] - 2 * w;
+              else if (i[d] >= n[d] - w)
+                j[d] = i[d] - (n[d] - 2 * w);
             }
             size_t oi = (size_t)((i[0] * n[1] + i[1]) * n[2] + i[2]) * e;
             size_t oj = (size_t)((j[0] * n[1] + j[1]) * n[2] + j[2]) * e;
             g_checks++;
             if (memcmp(got + oi, got + oj, e) != 0)
-              FAIL_("%d-D field %d: cell (%lld,%lld,%lld) != its wrap (%lld,%lld,%lld)", nd, k, (long long)i0,
-                    (long long)i1, (long long)i2, (long long)j[0], (long long)j[1], (long long)j[2]);
+              FAIL_("%d-D field %d: cell (%lld,%lld,%lld) != its wrap (%lld,%lld,%lld)", nd, k,
+                    (long long)i0, (long long)i1, (long long)i2, (long long)j[0], (long long)j[1],
+                    (long long)j[2]);
           }
       free(got);
     }
@@ -722,11 +748,13 @@ static void test_local_batch(gw_context *ctx) {
 static void test_local_order(void) {
   if (setenv("GPUWRAP_CPU_STREAM_DELAY_US", "20000", 1) != 0) FAIL_("setenv");
   gw_context *ctx;
-  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
+    FAIL_("gw_context_create: %s", gw_last_error());
   unsetenv("GPUWRAP_CPU_STREAM_DELAY_US");
   static const int periods[3] = {1, 1, 1}, dims1[3] = {1, 1, 1}, width[3] = {1, 2, 1};
   MPI_Comm cart;
-  if (MPI_Cart_create(MPI_COMM_SELF, 3, dims1, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  if (MPI_Cart_create(MPI_COMM_SELF, 3, dims1, periods, 0, &cart) != MPI_SUCCESS)
+    FAIL_("MPI_Cart_create");
   int64_t n[3] = {5, 8, 6};
   size_t cells = (size_t)(n[0] * n[1] * n[2]);
   double *init = malloc(cells * sizeof *init), *got = malloc(cells * sizeof *got);
@@ -747,7 +775,8 @@ static void test_local_order(void) {
   ASSERT_OK(gw_stream_create(ctx, &t));
   static const char *const how[3] = {"start_on(s)/finish_on(t)", "update_on", "blocking update"};
   for (int round = 0; round < 3; round++) {
-    for (size_t c = 0; c < cells; c++) init[c] = (double)(mix(g_seed + c * 31 + (uint64_t)round) % 1000003);
+    for (size_t c = 0; c < cells; c++)
+      init[c] = (double)(mix(g_seed + c * 31 + (uint64_t)round) % 1000003);
     for (size_t c = 0; c < cells; c++) got[c] = -1.0; /* poison */
     ASSERT_OK(gw_copy_async(round < 2 ? a : p, hi, round ? t : s));
     if (round == 0) {
@@ -770,16 +799,18 @@ static void test_local_order(void) {
         for (int64_t i2 = 0; i2 < n[2]; i2++) {
           int64_t i[3] = {i0, i1, i2}, j[3] = {i0, i1, i2};
           for (int d = 0; d < 3; d++) {
-            if (i[d] < width[d]) j[d] = i[d] + (n[d] - 2 * width[d]);
-            else if (i[d] >= n[d] - width[d]) j[d] = i[d] - (n[d] - 2 * width[d]);
+            if (i[d] < width[d])
+              j[d] = i[d] + (n[d] - 2 * width[d]);
+            else if (i[d] >= n[d] - width[d])
+              j[d] = i[d] - (n[d] - 2 * width[d]);
           }
           double want = init[(j[0] * n[1] + j[1]) * n[2] + j[2]];
           double have = got[(i0 * n[1] + i1) * n[2] + i2];
           g_checks++;
           if (have != want)
             FAIL_("%s: cell (%lld,%lld,%lld) is %g, its wrap (%lld,%lld,%lld) was written as %g",
-                  how[round], (long long)i0, (long long)i1,
-                  (long long)i2, have, (long long)j[0], (long long)j[1], (long long)j[2], want);
+                  how[round], (long long)i0, (long long)i1, (long long)i2, have, (long long)j[0],
+                  (long long)j[1], (long long)j[2], want);
         }
   }
   gw_halo_destroy(h);
@@ -812,11 +843,13 @@ static void test_reuse(void) {
    * rank 0's unpack runs, unless they wait for its token */
   if (setenv("GPUWRAP_CPU_STREAM_DELAY_US", g_rank == 0 ? "20000" : "500", 1) != 0) FAIL_("setenv");
   gw_context *ctx;
-  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
+    FAIL_("gw_context_create: %s", gw_last_error());
   unsetenv("GPUWRAP_CPU_STREAM_DELAY_US");
   int dims[1] = {g_size}, periods[1] = {1};
   MPI_Comm cart;
-  if (MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  if (MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart) != MPI_SUCCESS)
+    FAIL_("MPI_Cart_create");
   int me, lo, hi;
   MPI_Comm_rank(cart, &me);
   MPI_Cart_shift(cart, 0, 1, &lo, &hi);
@@ -850,8 +883,8 @@ static void test_reuse(void) {
     double want_lo = 1e6 * k + 1e3 * lo + M, want_hi = 1e6 * k + 1e3 * hi + 1;
     g_checks += 2;
     if (got[k][0] != want_lo || got[k][M + 1] != want_hi)
-      FAIL_("step %d: halos %.0f / %.0f, want %.0f / %.0f (the neighbours' values of step %d)", k, got[k][0],
-            got[k][M + 1], want_lo, want_hi, k);
+      FAIL_("step %d: halos %.0f / %.0f, want %.0f / %.0f (the neighbours' values of step %d)", k,
+            got[k][0], got[k][M + 1], want_lo, want_hi, k);
     for (int i = 1; i <= M; i++) {
       g_checks++;
       if (got[k][i] != init[k][i]) FAIL_("step %d: interior cell %d changed", k, i);
@@ -876,7 +909,9 @@ static void test_reuse(void) {
  * (the faces spanned only the interior of the dims after the exchanged one: with dim 0
  * split the corners kept their own values, with dim 1 split they got the neighbour's).
  * Every cell is checked, for both paths, blocking, split and stream-ordered. */
-static double corner_value(int rank, const int64_t c[2]) { return 1000.0 * rank + 10.0 * (double)c[0] + (double)c[1]; }
+static double corner_value(int rank, const int64_t c[2]) {
+  return 1000.0 * rank + 10.0 * (double)c[0] + (double)c[1];
+}
 
 static void test_boundary_corners(gw_context *ctx) {
   for (int d = 0; d < 2; d++) { /* the split dim */
@@ -884,7 +919,8 @@ static void test_boundary_corners(gw_context *ctx) {
     dims[d] = g_size;
     periods[d] = 1;
     MPI_Comm cart;
-    if (MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    if (MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart) != MPI_SUCCESS)
+      FAIL_("MPI_Cart_create");
     int me, lo, hi;
     MPI_Comm_rank(cart, &me);
     MPI_Cart_shift(cart, d, 1, &lo, &hi);
@@ -901,7 +937,8 @@ static void test_boundary_corners(gw_context *ctx) {
     for (int path = 0; path < 2; path++)
       for (int mode = 0; mode < 3; mode++) {
         gw_halo *h;
-        ASSERT_OK(gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
+        ASSERT_OK(
+            gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
         ASSERT_OK(gw_copy(a, hw));
         if (mode == 0) {
           ASSERT_OK(gw_halo_update(h));
@@ -931,8 +968,10 @@ static void test_boundary_corners(gw_context *ctx) {
             double want = corner_value(from, c);
             g_checks++;
             if (got[i * n[1] + j] != want)
-              FAIL_("boundary corners, dim %d split, %s path, mode %d: cell (%lld, %lld) = %.0f, want %.0f", d,
-                    path ? "device" : "host", mode, (long long)i, (long long)j, got[i * n[1] + j], want);
+              FAIL_("boundary corners, dim %d split, %s path, mode %d: cell (%lld, %lld) = %.0f, "
+                    "want %.0f",
+                    d, path ? "device" : "host", mode, (long long)i, (long long)j,
+                    got[i * n[1] + j], want);
           }
         gw_halo_destroy(h);
       }
@@ -951,18 +990,21 @@ static void test_empty_faces(gw_context *ctx) {
   for (int nd = 2; nd <= 3; nd++) {
     int dims[3] = {g_size, 1, 1}, periods[3] = {1, 0, 1};
     MPI_Comm cart;
-    if (MPI_Cart_create(MPI_COMM_WORLD, nd, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+    if (MPI_Cart_create(MPI_COMM_WORLD, nd, dims, periods, 0, &cart) != MPI_SUCCESS)
+      FAIL_("MPI_Cart_create");
     int64_t n[3] = {4, nd == 2 ? 0 : 3, 0};
     gw_array *a;
     ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, nd, n, &a));
     gw_halo_field f = {a, {1, nd == 2 ? 0 : 1, 0}};
     for (int path = 0; path < 2; path++) {
       gw_halo *h;
-      ASSERT_OK(gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
+      ASSERT_OK(
+          gw_halo_create_multi(&f, 1, cart, path ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST, &h));
       gw_halo_info info;
       ASSERT_OK(gw_halo_query(h, &info));
       g_checks++;
-      if (info.buffer_bytes != 0) FAIL_("%d-D empty faces: %zu bytes of buffers", nd, (size_t)info.buffer_bytes);
+      if (info.buffer_bytes != 0)
+        FAIL_("%d-D empty faces: %zu bytes of buffers", nd, (size_t)info.buffer_bytes);
       ASSERT_OK(gw_halo_update(h));
       ASSERT_OK(gw_halo_start(h));
       ASSERT_OK(gw_halo_finish(h));
@@ -1031,11 +1073,14 @@ static void test_ipc(gw_context *ctx) {
   const int remote = victim < g_size;
   for (int op = 0; op < 2; op++) {
     /* the victim's first export / open fails */
-    if (g_rank == victim) gw_cpu_fail_op(op ? GW_CPU_OP_IPC_OPEN : GW_CPU_OP_IPC_EXPORT, 1, GW_EBACKEND);
+    if (g_rank == victim)
+      gw_cpu_fail_op(op ? GW_CPU_OP_IPC_OPEN : GW_CPU_OP_IPC_EXPORT, 1, GW_EBACKEND);
     gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
     gw_cpu_fail_reset();
-    if (remote) all_fail(st, GW_EBACKEND, op ? "gw_ipc_open" : "gw_ipc_export");
-    else ASSERT_OK(st);
+    if (remote)
+      all_fail(st, GW_EBACKEND, op ? "gw_ipc_open" : "gw_ipc_export");
+    else
+      ASSERT_OK(st);
     if (st == GW_OK) gw_halo_destroy(h);
     h = (gw_halo *)0x1;
     ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
@@ -1055,14 +1100,16 @@ int main(int argc, char **argv) {
   int quick = argc > 1 && !strcmp(argv[1], "quick");
   /* fresh data every run, the same on every rank; printed so a failure can be replayed
    * (GW_HALO_TEST_SEED) */
-  unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
+  unsigned long long seed =
+      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
   const char *env = getenv("GW_HALO_TEST_SEED");
   if (env) seed = strtoull(env, NULL, 0);
   MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   g_seed = seed;
   if (g_rank == 0) printf("test_halo_fields: %d ranks, seed %llu\n", g_size, seed);
   gw_context *ctx;
-  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
+    FAIL_("gw_context_create: %s", gw_last_error());
   test_errors(ctx);
   test_grid(ctx);
   test_values(ctx, quick);

@@ -32,11 +32,11 @@
 #include "halo_test.h"
 
 #define LAUNCHES 50
-#define ASSERT_MSG(needle)                                                                 \
-  do {                                                                                     \
-    g_checks++;                                                                            \
-    if (!strstr(gw_halo_last_error(), needle))                                             \
-      FAIL_("message does not name %s: %s", needle, gw_halo_last_error());                 \
+#define ASSERT_MSG(needle)                                                 \
+  do {                                                                     \
+    g_checks++;                                                            \
+    if (!strstr(gw_halo_last_error(), needle))                             \
+      FAIL_("message does not name %s: %s", needle, gw_halo_last_error()); \
   } while (0)
 
 static uint64_t g_state;
@@ -52,7 +52,9 @@ static const gw_dtype types[NFIELD] = {GW_FLOAT64, GW_UINT8};
 static const int widths[NFIELD][3] = {{1, 2, 1}, {2, 0, 1}};
 static const int64_t shape[3] = {6, 9, 7};
 
-static size_t at(const int64_t i[3]) { return (size_t)((i[0] * shape[1] + i[1]) * shape[2] + i[2]); }
+static size_t at(const int64_t i[3]) {
+  return (size_t)((i[0] * shape[1] + i[1]) * shape[2] + i[2]);
+}
 
 /* Fresh bytes in every cell, the halo cells' then poisoned (flipped), into img. */
 static void fresh(unsigned char *img, int k) {
@@ -62,8 +64,7 @@ static void fresh(unsigned char *img, int k) {
     for (i[1] = 0; i[1] < shape[1]; i[1]++)
       for (i[2] = 0; i[2] < shape[2]; i[2]++) {
         int halo = 0;
-        for (int d = 0; d < 3; d++)
-          halo |= i[d] < widths[k][d] || i[d] >= shape[d] - widths[k][d];
+        for (int d = 0; d < 3; d++) halo |= i[d] < widths[k][d] || i[d] >= shape[d] - widths[k][d];
         for (size_t b = 0; b < e; b++) {
           unsigned char v = (unsigned char)next_rand();
           img[at(i) * e + b] = halo ? (unsigned char)~v : v;
@@ -73,7 +74,8 @@ static void fresh(unsigned char *img, int k) {
 
 /* Every cell of got against init: a halo cell holds the cell it wraps to, the others are
  * unchanged. */
-static void check(const unsigned char *got, const unsigned char *init, int k, const char *what, int launch) {
+static void check(const unsigned char *got, const unsigned char *init, int k, const char *what,
+                  int launch) {
   size_t e = gw_dtype_size(types[k]);
   int64_t i[3];
   for (i[0] = 0; i[0] < shape[0]; i[0]++)
@@ -82,22 +84,26 @@ static void check(const unsigned char *got, const unsigned char *init, int k, co
         int64_t j[3] = {i[0], i[1], i[2]};
         for (int d = 0; d < 3; d++) {
           int w = widths[k][d];
-          if (i[d] < w) j[d] = i[d] + shape[d] - 2 * w;
-          else if (i[d] >= shape[d] - w) j[d] = i[d] - (shape[d] - 2 * w);
+          if (i[d] < w)
+            j[d] = i[d] + shape[d] - 2 * w;
+          else if (i[d] >= shape[d] - w)
+            j[d] = i[d] - (shape[d] - 2 * w);
         }
         g_checks++;
         if (memcmp(got + at(i) * e, init + at(j) * e, e) != 0)
-          FAIL_("%s, launch %d, field %d: cell (%lld,%lld,%lld) byte 0 is 0x%02x, want 0x%02x (cell "
-                "(%lld,%lld,%lld) as written)",
-                what, launch, k, (long long)i[0], (long long)i[1], (long long)i[2], got[at(i) * e],
-                init[at(j) * e], (long long)j[0], (long long)j[1], (long long)j[2]);
+          FAIL_(
+              "%s, launch %d, field %d: cell (%lld,%lld,%lld) byte 0 is 0x%02x, want 0x%02x (cell "
+              "(%lld,%lld,%lld) as written)",
+              what, launch, k, (long long)i[0], (long long)i[1], (long long)i[2], got[at(i) * e],
+              init[at(j) * e], (long long)j[0], (long long)j[1], (long long)j[2]);
       }
 }
 
 static void test_recorded(gw_context *ctx) {
   static const int periods[3] = {1, 1, 1}, dims1[3] = {1, 1, 1};
   MPI_Comm cart;
-  if (MPI_Cart_create(MPI_COMM_SELF, 3, dims1, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  if (MPI_Cart_create(MPI_COMM_SELF, 3, dims1, periods, 0, &cart) != MPI_SUCCESS)
+    FAIL_("MPI_Cart_create");
   gw_array *a[NFIELD], *hw_init[NFIELD], *hw_got[NFIELD];
   unsigned char *init[NFIELD], *got[NFIELD];
   gw_halo_field f[NFIELD];
@@ -143,7 +149,8 @@ static void test_recorded(gw_context *ctx) {
     for (int k = 0; k < NFIELD; k++) {
       ASSERT_OK(gw_copy(hw_got[k], a[k]));
       g_checks++;
-      if (memcmp(got[k], init[k], bytes[k]) != 0) FAIL_("%s: the capture changed field %d", how[form], k);
+      if (memcmp(got[k], init[k], bytes[k]) != 0)
+        FAIL_("%s: the capture changed field %d", how[form], k);
     }
     for (int launch = 0; launch < LAUNCHES; launch++) {
       for (int k = 0; k < NFIELD; k++) {
@@ -251,7 +258,8 @@ static void test_refused(gw_context *ctx) {
   if (g_size < 2) return;
   int dims[1] = {g_size}, periods[1] = {1};
   MPI_Comm cart;
-  if (MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart) != MPI_SUCCESS) FAIL_("MPI_Cart_create");
+  if (MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart) != MPI_SUCCESS)
+    FAIL_("MPI_Cart_create");
   refuse_one(ctx, cart, GW_HALO_PATH_HOST, "host path (shared-memory window or MPI, as set)");
   refuse_one(ctx, cart, GW_HALO_PATH_IPC, "IPC path");
   MPI_Comm_free(&cart);
@@ -261,7 +269,8 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  unsigned long long seed = (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
+  unsigned long long seed =
+      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
   const char *env = getenv("GW_HALO_TEST_SEED");
   if (env) seed = strtoull(env, NULL, 0);
   MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
@@ -269,7 +278,8 @@ int main(int argc, char **argv) {
   g_state = seed ^ (uint64_t)g_rank * 0x100000001b3ull;
   if (g_rank == 0) printf("test_halo_graph: %d ranks, seed %llu\n", g_size, seed);
   gw_context *ctx;
-  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK) FAIL_("gw_context_create: %s", gw_last_error());
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
+    FAIL_("gw_context_create: %s", gw_last_error());
   test_recorded(ctx);
   test_refused(ctx);
   long total = 0;

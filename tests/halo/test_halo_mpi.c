@@ -38,8 +38,9 @@ static uint64_t mix(uint64_t x) {
 /* Byte b of the value at (extended) global coordinate g; `boundary` selects the second
  * function. Bool elements stay 0/1. */
 static unsigned char ref_byte(const int64_t g[3], int boundary, size_t b, gw_dtype t) {
-  uint64_t h = mix(mix(mix(mix((uint64_t)(g[0] + 1000)) ^ (uint64_t)(g[1] + 1000)) ^ (uint64_t)(g[2] + 1000)) ^
-                   (b * 2 + (unsigned)boundary));
+  uint64_t h = mix(
+      mix(mix(mix((uint64_t)(g[0] + 1000)) ^ (uint64_t)(g[1] + 1000)) ^ (uint64_t)(g[2] + 1000)) ^
+      (b * 2 + (unsigned)boundary));
   return t == GW_BOOL ? (unsigned char)(h & 1) : (unsigned char)h;
 }
 
@@ -88,30 +89,34 @@ static void image(const geometry *geo, gw_dtype t, unsigned char *p, int after) 
       }
 }
 
-static void compare(const geometry *geo, gw_dtype t, const unsigned char *got, const unsigned char *want,
-                    const char *what) {
+static void compare(const geometry *geo, gw_dtype t, const unsigned char *got,
+                    const unsigned char *want, const char *what) {
   size_t elem = gw_dtype_size(t);
   g_checks++;
   for (int64_t k = 0; k < geo->n[0] * geo->n[1] * geo->n[2]; k++) {
     if (memcmp(got + k * elem, want + k * elem, elem) == 0) continue;
     int64_t i[3] = {k / (geo->n[1] * geo->n[2]), k / geo->n[2] % geo->n[1], k % geo->n[2]}, g[3];
     cell_class c = classify(geo, i, g);
-    FAIL_("%s: dtype %s width (%d,%d,%d) dims (%d,%d,%d) periods (%d,%d,%d): local cell (%lld,%lld,%lld) "
+    FAIL_("%s: dtype %s width (%d,%d,%d) dims (%d,%d,%d) periods (%d,%d,%d): local cell "
+          "(%lld,%lld,%lld) "
           "[%s, global (%lld,%lld,%lld)] byte 0 is 0x%02x, want 0x%02x",
-          what, gw_dtype_name(t), geo->w[0], geo->w[1], geo->w[2], geo->dims[0], geo->dims[1], geo->dims[2],
-          geo->periods[0], geo->periods[1], geo->periods[2], (long long)i[0], (long long)i[1], (long long)i[2],
-          c == CELL_INTERIOR ? "interior" : c == CELL_HALO ? "halo" : "boundary", (long long)g[0],
-          (long long)g[1], (long long)g[2], got[k * elem], want[k * elem]);
+          what, gw_dtype_name(t), geo->w[0], geo->w[1], geo->w[2], geo->dims[0], geo->dims[1],
+          geo->dims[2], geo->periods[0], geo->periods[1], geo->periods[2], (long long)i[0],
+          (long long)i[1], (long long)i[2],
+          c == CELL_INTERIOR ? "interior"
+          : c == CELL_HALO   ? "halo"
+                             : "boundary",
+          (long long)g[0], (long long)g[1], (long long)g[2], got[k * elem], want[k * elem]);
   }
 }
 
 /* ---- one case -------------------------------------------------------------------------- */
 
 typedef enum {
-  LAYOUT_HOST,        /* gw_alloc GW_MEM_HOST, C order, path HOST */
-  LAYOUT_DEVICE,      /* gw_alloc GW_MEM_DEVICE (not host-accessible), path HOST */
-  LAYOUT_DEVICE_MPI,  /* GW_MEM_DEVICE, path DEVICE: buffers handed to MPI */
-  LAYOUT_STRIDED,     /* a view into a larger pageable array, column-major, path AUTO */
+  LAYOUT_HOST,       /* gw_alloc GW_MEM_HOST, C order, path HOST */
+  LAYOUT_DEVICE,     /* gw_alloc GW_MEM_DEVICE (not host-accessible), path HOST */
+  LAYOUT_DEVICE_MPI, /* GW_MEM_DEVICE, path DEVICE: buffers handed to MPI */
+  LAYOUT_STRIDED,    /* a view into a larger pageable array, column-major, path AUTO */
   LAYOUT_COUNT
 } layout;
 static const char *layout_name[] = {"host", "device", "device+mpi", "strided"};
@@ -136,7 +141,8 @@ static void field_make(gw_context *ctx, const geometry *geo, gw_dtype t, layout 
     int64_t start[3] = {1, 1, 1};
     ASSERT_OK(gw_view(f->owner, start, geo->n, NULL, &f->field));
   } else {
-    ASSERT_OK(gw_alloc(ctx, l == LAYOUT_HOST ? GW_MEM_HOST : GW_MEM_DEVICE, t, 3, geo->n, &f->field));
+    ASSERT_OK(
+        gw_alloc(ctx, l == LAYOUT_HOST ? GW_MEM_HOST : GW_MEM_DEVICE, t, 3, geo->n, &f->field));
     f->owner = gw_retain(f->field);
   }
 }
@@ -148,7 +154,9 @@ static void field_free(field_t *f) {
 }
 
 static gw_halo_path layout_path(layout l) {
-  return l == LAYOUT_DEVICE_MPI ? GW_HALO_PATH_DEVICE : l == LAYOUT_STRIDED ? GW_HALO_PATH_AUTO : GW_HALO_PATH_HOST;
+  return l == LAYOUT_DEVICE_MPI ? GW_HALO_PATH_DEVICE
+         : l == LAYOUT_STRIDED  ? GW_HALO_PATH_AUTO
+                                : GW_HALO_PATH_HOST;
 }
 
 static void run_case(gw_context *ctx, MPI_Comm cart, const geometry *geo, gw_dtype t, layout l) {
@@ -177,7 +185,8 @@ static void run_case(gw_context *ctx, MPI_Comm cart, const geometry *geo, gw_dty
       ASSERT_OK(gw_halo_update(h));
     }
     ASSERT_OK(gw_copy(got, f.field));
-    snprintf(what, sizeof what, "%s update, layout %s", split ? "split-phase" : "blocking", layout_name[l]);
+    snprintf(what, sizeof what, "%s update, layout %s", split ? "split-phase" : "blocking",
+             layout_name[l]);
     compare(geo, t, gw_host_data(got), gw_host_data(want), what);
   }
   /* a second update over exchanged halos changes nothing */
@@ -248,7 +257,8 @@ static void test_counts(gw_context *ctx) {
   set_width(&geo, 2);
   gw_array *field;
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT32, 3, geo.n, &field));
-  size_t regs0 = gw_cpu_live_registrations(), allocs0 = gw_cpu_live_allocations(), ranges0 = gw_registry_ranges();
+  size_t regs0 = gw_cpu_live_registrations(), allocs0 = gw_cpu_live_allocations(),
+         ranges0 = gw_registry_ranges();
 
   gw_halo *h;
   ASSERT_OK(gw_halo_create(field, cart, geo.w, GW_HALO_PATH_HOST, &h));
@@ -290,12 +300,15 @@ static void test_counts(gw_context *ctx) {
 
   /* info adds up: faces of w cells along their dim times the whole extent of the others
    * (halo cells included, as ImplicitGlobalGrid's) per neighbour */
-  int64_t face[3] = {(int64_t)geo.w[0] * geo.n[1] * geo.n[2], (int64_t)geo.n[0] * geo.w[1] * geo.n[2],
+  int64_t face[3] = {(int64_t)geo.w[0] * geo.n[1] * geo.n[2],
+                     (int64_t)geo.n[0] * geo.w[1] * geo.n[2],
                      (int64_t)geo.n[0] * geo.n[1] * geo.w[2]};
   size_t sent = 0, local = 0;
   int msgs = 0;
   for (int d = 0; d < 3; d++) {
-    int nb = geo.dims[d] > 1 ? (geo.periods[d] ? 2 : (geo.coords[d] > 0) + (geo.coords[d] < geo.dims[d] - 1)) : 0;
+    int nb = geo.dims[d] > 1
+                 ? (geo.periods[d] ? 2 : (geo.coords[d] > 0) + (geo.coords[d] < geo.dims[d] - 1))
+                 : 0;
     msgs += nb;
     sent += (size_t)nb * (size_t)face[d] * 4;
     if (geo.dims[d] == 1 && geo.periods[d]) local += 2 * (size_t)face[d] * 4;
@@ -310,7 +323,8 @@ static void test_counts(gw_context *ctx) {
   ASSERT_EQ_LONG(gw_registry_ranges(), ranges0);
   gw_release(field);
   MPI_Comm_free(&cart);
-  if (g_rank == 0) printf("counts: ok (%d messages, %zu bytes sent per update per rank 0)\n", msgs, sent);
+  if (g_rank == 0)
+    printf("counts: ok (%d messages, %zu bytes sent per update per rank 0)\n", msgs, sent);
 }
 
 static void test_errors(gw_context *ctx) {
@@ -329,8 +343,10 @@ static void test_errors(gw_context *ctx) {
   ASSERT_STATUS(gw_halo_create(field, cart, NULL, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
   ASSERT_STATUS(gw_halo_create(field, cart, geo.w, GW_HALO_PATH_AUTO, NULL), GW_EINVAL);
   ASSERT_STATUS(gw_halo_create(field, cart, w0, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
-  ASSERT_STATUS(gw_halo_create(field, cart, w4, GW_HALO_PATH_AUTO, &h), GW_EINVAL); /* extent < 3w */
-  if (!strstr(gw_halo_last_error(), "3*width")) FAIL_("message does not explain: %s", gw_halo_last_error());
+  ASSERT_STATUS(gw_halo_create(field, cart, w4, GW_HALO_PATH_AUTO, &h),
+                GW_EINVAL); /* extent < 3w */
+  if (!strstr(gw_halo_last_error(), "3*width"))
+    FAIL_("message does not explain: %s", gw_halo_last_error());
   ASSERT_STATUS(gw_halo_create(field, cart, geo.w, (gw_halo_path)7, &h), GW_EINVAL);
   ASSERT_STATUS(gw_halo_create(field, MPI_COMM_WORLD, geo.w, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
   ASSERT_STATUS(gw_halo_create(field, MPI_COMM_NULL, geo.w, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
@@ -340,9 +356,11 @@ static void test_errors(gw_context *ctx) {
   int64_t start[3] = {0, 0, 0}, two[3] = {geo.n[0], 2, geo.n[2]};
   ASSERT_OK(gw_view(field, start, two, NULL, &small));
   ASSERT_STATUS(gw_halo_create(small, cart, geo.w, GW_HALO_PATH_AUTO, &h), GW_EINVAL);
-  ASSERT_OK(gw_wrap(ctx, gw_host_data(field), GW_INT32, 3, geo.n, NULL, GW_WRAP_READONLY | GW_WRAP_NO_REGISTER, &ro));
+  ASSERT_OK(gw_wrap(ctx, gw_host_data(field), GW_INT32, 3, geo.n, NULL,
+                    GW_WRAP_READONLY | GW_WRAP_NO_REGISTER, &ro));
   ASSERT_STATUS(gw_halo_create(ro, cart, geo.w, GW_HALO_PATH_AUTO, &h), GW_EREADONLY);
-  ASSERT_STATUS(gw_halo_create(field, cart, geo.w, GW_HALO_PATH_DEVICE, &h), GW_EINVAL); /* pageable: no device address */
+  ASSERT_STATUS(gw_halo_create(field, cart, geo.w, GW_HALO_PATH_DEVICE, &h),
+                GW_EINVAL); /* pageable: no device address */
   if (h) FAIL_("a failed create wrote *out");
 
   ASSERT_STATUS(gw_halo_update(NULL), GW_EINVAL);
@@ -392,7 +410,8 @@ static void test_injected(gw_context *ctx) {
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, t, 3, geo.n, &got));
   image(&geo, t, gw_host_data(init), 0);
   image(&geo, t, gw_host_data(want), 1);
-  size_t regs0 = gw_cpu_live_registrations(), allocs0 = gw_cpu_live_allocations(), ranges0 = gw_registry_ranges();
+  size_t regs0 = gw_cpu_live_registrations(), allocs0 = gw_cpu_live_allocations(),
+         ranges0 = gw_registry_ranges();
   gw_halo *h = NULL;
 
   /* every rank has a remote neighbour along dim 0 (periodic) when there are several */
@@ -412,7 +431,8 @@ static void test_injected(gw_context *ctx) {
     gw_cpu_fail_reset();
     const char *shm_env = getenv("GPUWRAP_HALO_SHM");
     if (!(shm_env && !strcmp(shm_env, "0"))) { /* (through MPI the others need no pin of it) */
-      if (one == GW_OK) FAIL_("gw_halo_create succeeded while rank %d failed to pin its buffers", g_size - 1);
+      if (one == GW_OK)
+        FAIL_("gw_halo_create succeeded while rank %d failed to pin its buffers", g_size - 1);
       if (g_rank != g_size - 1 && !strstr(gw_halo_last_error(), "another rank failed"))
         FAIL_("message does not say another rank failed: %s", gw_halo_last_error());
     } else if (one == GW_OK) {
@@ -424,8 +444,10 @@ static void test_injected(gw_context *ctx) {
   gw_cpu_fail_op(GW_CPU_OP_ALLOC, 1, GW_ENOMEM);
   gw_status st = gw_halo_create(field, cart, geo.w, GW_HALO_PATH_DEVICE, &h);
   gw_cpu_fail_reset();
-  if (g_size > 1) ASSERT_EQ_LONG(st, GW_ENOMEM);
-  else ASSERT_OK(st); /* no remote neighbour: no buffers to allocate */
+  if (g_size > 1)
+    ASSERT_EQ_LONG(st, GW_ENOMEM);
+  else
+    ASSERT_OK(st); /* no remote neighbour: no buffers to allocate */
   if (st == GW_OK) gw_halo_destroy(h);
   ASSERT_EQ_LONG(gw_cpu_live_allocations(), allocs0);
 
@@ -435,7 +457,8 @@ static void test_injected(gw_context *ctx) {
     gw_cpu_fail_op(GW_CPU_OP_COPY, 1, GW_EBACKEND); /* the first pack or local copy */
     ASSERT_STATUS(gw_halo_update(h), GW_EBACKEND);
     gw_cpu_fail_reset();
-    if (!strstr(gw_halo_last_error(), "gw_copy")) FAIL_("message does not say what failed: %s", gw_halo_last_error());
+    if (!strstr(gw_halo_last_error(), "gw_copy"))
+      FAIL_("message does not say what failed: %s", gw_halo_last_error());
     ASSERT_OK(gw_halo_update(h)); /* idle again after the failure */
     ASSERT_OK(gw_copy(got, field));
     compare(&geo, t, gw_host_data(got), gw_host_data(want), "update after an injected failure");
@@ -468,12 +491,17 @@ static void test_auto_path(gw_context *ctx) {
     gw_halo_path want;
     int aware;
   } cases[] = {
-      {"1", dev, GW_HALO_PATH_DEVICE, 1}, {"1", host, GW_HALO_PATH_HOST, 1}, {"0", dev, GW_HALO_PATH_IPC, 0},
-      {NULL, dev, GW_HALO_PATH_IPC, 0}, /* the CPU backend's model is not GPU-aware: device fields take IPC */
+      {"1", dev, GW_HALO_PATH_DEVICE, 1},
+      {"1", host, GW_HALO_PATH_HOST, 1},
+      {"0", dev, GW_HALO_PATH_IPC, 0},
+      {NULL, dev, GW_HALO_PATH_IPC,
+       0}, /* the CPU backend's model is not GPU-aware: device fields take IPC */
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    if (cases[k].env) setenv("GPUWRAP_HALO_GPU_AWARE", cases[k].env, 1);
-    else unsetenv("GPUWRAP_HALO_GPU_AWARE");
+    if (cases[k].env)
+      setenv("GPUWRAP_HALO_GPU_AWARE", cases[k].env, 1);
+    else
+      unsetenv("GPUWRAP_HALO_GPU_AWARE");
     gw_halo *h;
     gw_halo_info info;
     ASSERT_OK(gw_halo_create(cases[k].field, cart, geo.w, GW_HALO_PATH_AUTO, &h));

@@ -32,9 +32,9 @@
 #include <string.h>
 
 #include "halo_test.h"
-#define ASSERT_HAS(text, needle)                                                           \
-  do {                                                                                     \
-    g_checks++;                                                                            \
+#define ASSERT_HAS(text, needle)                                                              \
+  do {                                                                                        \
+    g_checks++;                                                                               \
     if (!strstr((text), (needle))) FAIL_("\"%s\" does not contain \"%s\"", (text), (needle)); \
   } while (0)
 
@@ -67,8 +67,10 @@ static void image(const geometry *geo, int k, unsigned char *p, int after) {
           g[d] = geo->coords[d] * geo->m[d] + i[d] - geo->w[d];
           if (i[d] < geo->w[d] || i[d] >= geo->n[d] - geo->w[d]) halo = 1;
           if (g[d] < 0 || g[d] >= N) {
-            if (geo->periods[d]) g[d] = (g[d] + N) % N;
-            else boundary = 1;
+            if (geo->periods[d])
+              g[d] = (g[d] + N) % N;
+            else
+              boundary = 1;
           }
         }
         unsigned char *cell = p + (size_t)((i[0] * geo->n[1] + i[1]) * geo->n[2] + i[2]) * elem;
@@ -141,8 +143,8 @@ static const char *mode_name[] = {"blocking", "split phase", "stream-ordered"};
 
 /* Run `mode` three times on fresh data; every field must equal the reference and, byte for
  * byte, `prev` (the host path's result) when given; the result is left in got[]. */
-static void run(gw_context *ctx, scene *sc, gw_halo *h, int mode, gw_array *got[NF], gw_array *const prev[NF],
-                const char *what) {
+static void run(gw_context *ctx, scene *sc, gw_halo *h, int mode, gw_array *got[NF],
+                gw_array *const prev[NF], const char *what) {
   gw_stream *s = NULL;
   if (mode == MODE_STREAM) ASSERT_OK(gw_stream_create(ctx, &s));
   for (int rep = 0; rep < 3; rep++) {
@@ -171,7 +173,8 @@ static void run(gw_context *ctx, scene *sc, gw_halo *h, int mode, gw_array *got[
 }
 
 static void results(gw_context *ctx, const scene *sc, gw_array *out[NF]) {
-  for (int k = 0; k < NF; k++) ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, sc->geo[k].t, 3, sc->geo[k].n, &out[k]));
+  for (int k = 0; k < NF; k++)
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, sc->geo[k].t, 3, sc->geo[k].n, &out[k]));
 }
 static void results_free(gw_array *a[NF]) {
   for (int k = 0; k < NF; k++) gw_release(a[k]);
@@ -329,12 +332,12 @@ static int test_cuda(void) {
     for (int mode = 0; mode < MODE_COUNT; mode++) {
       gw_halo *hh;
       ASSERT_OK(plan(&sc, GW_HALO_PATH_HOST, &hh));
-      snprintf(what, sizeof what, "host path, periods (%d,%d,%d)", period_sets[p][0], period_sets[p][1],
-               period_sets[p][2]);
+      snprintf(what, sizeof what, "host path, periods (%d,%d,%d)", period_sets[p][0],
+               period_sets[p][1], period_sets[p][2]);
       run(ctx, &sc, hh, mode, host_res, NULL, what);
       gw_halo_destroy(hh);
-      snprintf(what, sizeof what, "NCCL path, periods (%d,%d,%d)", period_sets[p][0], period_sets[p][1],
-               period_sets[p][2]);
+      snprintf(what, sizeof what, "NCCL path, periods (%d,%d,%d)", period_sets[p][0],
+               period_sets[p][1], period_sets[p][2]);
       run(ctx, &sc, hn, mode, res, host_res, what);
     }
     /* mixing host- and stream-ordered calls on the same plan */
@@ -361,8 +364,10 @@ static int test_cuda(void) {
     results_free(res);
     scene_free(&sc);
     if (g_rank == 0)
-      printf("nccl: periods (%d,%d,%d) ok: %d messages, %zu bytes per update on rank 0, equal to the host path\n",
-             period_sets[p][0], period_sets[p][1], period_sets[p][2], info.neighbours, info.bytes_sent);
+      printf("nccl: periods (%d,%d,%d) ok: %d messages, %zu bytes per update on rank 0, equal to "
+             "the host path\n",
+             period_sets[p][0], period_sets[p][1], period_sets[p][2], info.neighbours,
+             info.bytes_sent);
   }
   /* managed memory: forced fails clearly, AUTO does not take NCCL */
   {

@@ -43,7 +43,7 @@
 
 typedef struct {
   /* arming */
-  long fail_at;  /* global index of the failing call; 0 = none armed */
+  long fail_at; /* global index of the failing call; 0 = none armed */
   /* what happened */
   int absorbed_unregister, absorbed_free, absorbed_harmless, absorbed_other;
   int skipped_stream_destroy;
@@ -84,10 +84,14 @@ static void note_void_call(long before) {
   long after = total_calls();
   if (R.fail_at && before < R.fail_at && R.fail_at <= after) {
     const char *e = gw_last_error();
-    if (strstr(e, "stream_synchronize")) R.absorbed_harmless++; /* waits for nothing, changes nothing */
-    else if (strstr(e, "unregister")) R.absorbed_unregister++;
-    else if (strstr(e, "free")) R.absorbed_free++;
-    else R.absorbed_other++;
+    if (strstr(e, "stream_synchronize"))
+      R.absorbed_harmless++; /* waits for nothing, changes nothing */
+    else if (strstr(e, "unregister"))
+      R.absorbed_unregister++;
+    else if (strstr(e, "free"))
+      R.absorbed_free++;
+    else
+      R.absorbed_other++;
   }
 }
 
@@ -124,18 +128,18 @@ static void bag_release(bag *b) {
   while (b->n > 0) rel_release(b->a[--b->n]);
 }
 
-#define TRY(expr)                                                                          \
-  do {                                                                                     \
-    s = (expr);                                                                            \
-    if (s != GW_OK) goto out;                                                              \
+#define TRY(expr)             \
+  do {                        \
+    s = (expr);               \
+    if (s != GW_OK) goto out; \
   } while (0)
 
 /* Data check that fails the scenario (not the test) when a readback itself failed. */
 static gw_status check_equal(gw_array *a, const void *want, size_t bytes) {
   void *buf = malloc(bytes ? bytes : 1);
   gw_array *h = NULL;
-  gw_status s = gw_wrap(gw_array_context(a), buf, gw_array_dtype(a), gw_ndim(a), gw_shape(a),
-                        NULL, GW_WRAP_NO_REGISTER, &h);
+  gw_status s = gw_wrap(gw_array_context(a), buf, gw_array_dtype(a), gw_ndim(a), gw_shape(a), NULL,
+                        GW_WRAP_NO_REGISTER, &h);
   if (s == GW_OK) s = gw_copy(h, a);
   if (s == GW_OK && memcmp(buf, want, bytes) != 0)
     TST_FAIL("data mismatch after a successful copy (%zu bytes)", bytes);
@@ -175,7 +179,8 @@ static void setup_ranges(gw_context *ctx) {
   size_t pg = tst_page();
   for (int j = 0; pattern[j]; j++) {
     char *p = pbuf + (size_t)(1 + 2 * j) * pg;
-    if (pattern[j] == 'E') ASSERT_OK(gw_pin(ctx, p, pg));
+    if (pattern[j] == 'E')
+      ASSERT_OK(gw_pin(ctx, p, pg));
     else {
       ASSERT_OK(gw_cpu_runtime_register(p, pg));
       track_foreign(p);
@@ -186,8 +191,10 @@ static void teardown_ranges(gw_context *ctx) {
   size_t pg = tst_page();
   for (int j = 0; pattern[j]; j++) {
     char *p = pbuf + (size_t)(1 + 2 * j) * pg;
-    if (pattern[j] == 'E') ASSERT_OK(gw_unpin(ctx, p, pg));
-    else ASSERT_OK(gw_cpu_runtime_unregister(p));
+    if (pattern[j] == 'E')
+      ASSERT_OK(gw_unpin(ctx, p, pg));
+    else
+      ASSERT_OK(gw_cpu_runtime_unregister(p));
   }
   teardown_pageable(ctx);
 }
@@ -222,7 +229,8 @@ static gw_status run_pageable(gw_context *ctx) {
   keep(&b, v2);
   gw_ptrinfo info;
   TRY(gw_pointer_query(ctx, pbuf + pg, &info));
-  if (info.kind != GW_MEM_PINNED) TST_FAIL("wrapped pageable memory is %s", gw_memkind_name(info.kind));
+  if (info.kind != GW_MEM_PINNED)
+    TST_FAIL("wrapped pageable memory is %s", gw_memkind_name(info.kind));
 out:
   bag_release(&b);
   free(src);
@@ -289,7 +297,8 @@ static gw_status run_pin_loop(gw_context *ctx) {
 out:
   if (pinned) {
     gw_status u = gw_unpin(ctx, pbuf, bytes);
-    if (u != GW_OK) TST_FAIL("gw_unpin after a failed scenario: %s: %s", gw_err_name(u), gw_last_error());
+    if (u != GW_OK)
+      TST_FAIL("gw_unpin after a failed scenario: %s: %s", gw_err_name(u), gw_last_error());
   }
   bag_release(&b);
   return s;
@@ -342,7 +351,8 @@ static gw_status run_own(gw_context *ctx) {
   R.allocs[R.nallocs++] = dev;
   s = gw_wrap(ctx, dev, GW_FLOAT32, 1, &n, NULL, GW_WRAP_OWN, &a);
   if (s != GW_OK) {
-    (void)gw_cpu_runtime_free(dev); /* ours again; a failure here is a second injection? no: one per run */
+    (void)gw_cpu_runtime_free(
+        dev); /* ours again; a failure here is a second injection? no: one per run */
     goto out;
   }
   keep(&b, a);
@@ -455,9 +465,13 @@ static gw_status run_dlpack(gw_context *ctx) {
   p->strides[0] = 32, p->strides[1] = 1;
   p->t.version = (DLPackVersion){1, 0};
   p->t.deleter = producer_deleter;
-  p->t.dl_tensor = (DLTensor){.data = pbuf + 4 * tst_page(), .device = {kDLCPU, 0}, .ndim = 2,
-                              .dtype = {kDLFloat, 32, 1}, .shape = p->shape,
-                              .strides = p->strides, .byte_offset = 64};
+  p->t.dl_tensor = (DLTensor){.data = pbuf + 4 * tst_page(),
+                              .device = {kDLCPU, 0},
+                              .ndim = 2,
+                              .dtype = {kDLFloat, 32, 1},
+                              .shape = p->shape,
+                              .strides = p->strides,
+                              .byte_offset = 64};
   s = gw_from_dlpack(ctx, &p->t, &a);
   if (s != GW_OK) {
     if (calls != 1) TST_FAIL("failed import: producer deleter ran %d times", calls);
@@ -467,8 +481,12 @@ static gw_status run_dlpack(gw_context *ctx) {
   producer_legacy *q = calloc(1, sizeof *q);
   q->calls = &lcalls;
   q->t.deleter = producer_legacy_deleter;
-  q->t.dl_tensor = (DLTensor){.data = pbuf + 6 * tst_page(), .device = {kDLCPU, 0}, .ndim = 2,
-                              .dtype = {kDLFloat, 32, 1}, .shape = p->shape, .strides = NULL};
+  q->t.dl_tensor = (DLTensor){.data = pbuf + 6 * tst_page(),
+                              .device = {kDLCPU, 0},
+                              .ndim = 2,
+                              .dtype = {kDLFloat, 32, 1},
+                              .shape = p->shape,
+                              .strides = NULL};
   s = gw_from_dlpack_legacy(ctx, &q->t, &lb);
   if (s != GW_OK) {
     if (lcalls != 1) TST_FAIL("failed legacy import: producer deleter ran %d times", lcalls);
@@ -545,7 +563,8 @@ static void sweep(const scenario *sc) {
   long c0 = total_calls();
   gw_status s = sc->run(ctx);
   long n = total_calls() - c0;
-  if (s != GW_OK) TST_FAIL("%s: clean run failed: %s: %s", sc->name, gw_err_name(s), gw_last_error());
+  if (s != GW_OK)
+    TST_FAIL("%s: clean run failed: %s: %s", sc->name, gw_err_name(s), gw_last_error());
   sc->teardown(ctx);
   ASSERT_NO_LEAK(base);
   ASSERT_EQ_INT(gw_registry_ranges(), base.ranges);
@@ -565,21 +584,23 @@ static void sweep(const scenario *sc) {
       gw_cpu_fail_reset();
       const char *err = gw_last_error();
       if (verbose)
-        printf("  %s: call %ld/%ld %s -> %s%s\n", sc->name, i, n, gw_err_name(want),
-               gw_err_name(s), R.skipped_stream_destroy ? " (skipped: stream_destroy)" : "");
+        printf("  %s: call %ld/%ld %s -> %s%s\n", sc->name, i, n, gw_err_name(want), gw_err_name(s),
+               R.skipped_stream_destroy ? " (skipped: stream_destroy)" : "");
       if (R.skipped_stream_destroy) {
         skipped++;
         if (s != GW_OK) TST_FAIL("%s: run failed with nothing injected", sc->name);
       } else {
         if (fired != 1)
           TST_FAIL("%s: call %ld of %ld: %ld failures fired (expected 1: the run is "
-                   "deterministic up to the failing call)", sc->name, i, n, fired);
+                   "deterministic up to the failing call)",
+                   sc->name, i, n, fired);
         injected++;
       }
       if (s != GW_OK) {
         if (s != want)
           TST_FAIL("%s: call %ld of %ld failed with injected %s, the scenario returned %s; "
-                   "last error: \"%s\"", sc->name, i, n, gw_err_name(want), gw_err_name(s), err);
+                   "last error: \"%s\"",
+                   sc->name, i, n, gw_err_name(want), gw_err_name(s), err);
         if (!err || !*err)
           TST_FAIL("%s: call %ld returned %s with an empty gw_last_error()", sc->name, i,
                    gw_err_name(s));

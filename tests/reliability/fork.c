@@ -34,12 +34,12 @@ static int child_status(pid_t pid) {
 }
 
 /* In the child: exit codes say which check failed (the harness's abort would be a signal). */
-#define CHILD_CHECK(cond, code)                                                            \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      fprintf(stderr, "child: check failed: %s (%s)\n", #cond, gw_last_error());           \
-      _exit(code);                                                                         \
-    }                                                                                      \
+#define CHILD_CHECK(cond, code)                                                  \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "child: check failed: %s (%s)\n", #cond, gw_last_error()); \
+      _exit(code);                                                               \
+    }                                                                            \
   } while (0)
 
 TEST_IMPL(inherited) {
@@ -130,9 +130,16 @@ TEST_IMPL(inherited) {
 static atomic_int stop;
 /* Which call a hung child is in, printed by its SIGALRM handler. */
 static volatile sig_atomic_t stage;
-static const char *const stage_names[] = {"start", "gw_context_create", "gw_wrap (pageable)",
-                                          "gw_fill", "gw_release", "gw_alloc (device)",
-                                          "gw_release (device)", "gw_pin", "gw_unpin", "done"};
+static const char *const stage_names[] = {"start",
+                                          "gw_context_create",
+                                          "gw_wrap (pageable)",
+                                          "gw_fill",
+                                          "gw_release",
+                                          "gw_alloc (device)",
+                                          "gw_release (device)",
+                                          "gw_pin",
+                                          "gw_unpin",
+                                          "done"};
 static void on_alarm(int sig) {
   (void)sig;
   const char *m = stage_names[stage];
@@ -217,7 +224,8 @@ TEST_IMPL(busy) {
       _exit(0);
     }
     int rc = child_status(pid);
-    if (rc == 99) hung++;
+    if (rc == 99)
+      hung++;
     else if (rc != 0) {
       bad++;
       fprintf(stderr, "fork %d: child exit %d\n", f, rc);
@@ -225,9 +233,10 @@ TEST_IMPL(busy) {
   }
   atomic_store(&stop, 1);
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
-  printf("FORK busy: %d forks with %d threads using gpuwrap: %d children hung, %d failed\n",
-         FORKS, THREADS, hung, bad);
-  if (hung || bad) TST_FAIL("%d of %d children hung (a lock inherited locked), %d failed", hung, FORKS, bad);
+  printf("FORK busy: %d forks with %d threads using gpuwrap: %d children hung, %d failed\n", FORKS,
+         THREADS, hung, bad);
+  if (hung || bad)
+    TST_FAIL("%d of %d children hung (a lock inherited locked), %d failed", hung, FORKS, bad);
   ASSERT_NO_LEAK(base);
   free(shared_buf);
   free(mine);

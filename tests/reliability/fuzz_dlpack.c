@@ -30,12 +30,13 @@
 #include "fuzz_reader.h"
 
 static void die(const char *what) {
-  fprintf(stderr, "fuzz_dlpack: invariant broken: %s (last error: \"%s\")\n", what, gw_last_error());
+  fprintf(stderr, "fuzz_dlpack: invariant broken: %s (last error: \"%s\")\n", what,
+          gw_last_error());
   abort();
 }
-#define CHECK(c)                                                                           \
-  do {                                                                                     \
-    if (!(c)) die(#c);                                                                     \
+#define CHECK(c)       \
+  do {                 \
+    if (!(c)) die(#c); \
   } while (0)
 
 #define MAXD 64
@@ -57,7 +58,9 @@ static void free_producer(producer *p) {
   free(p->strides);
   free(p);
 }
-static void del_versioned(DLManagedTensorVersioned *self) { free_producer((producer *)(void *)self); }
+static void del_versioned(DLManagedTensorVersioned *self) {
+  free_producer((producer *)(void *)self);
+}
 static void del_legacy(DLManagedTensor *self) { free_producer((producer *)(void *)self); }
 
 static gw_context *ctx;
@@ -107,13 +110,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memsize = 4096;
     if (gw_cpu_runtime_alloc(GW_MEM_DEVICE, 0, memsize, (void **)&mem) != GW_OK) die("alloc");
   }
-  void *dataptr = memkind == 2 ? NULL : memkind == 3 ? (void *)bogus : (void *)(mem + rd(&r, 1) % 64);
+  void *dataptr = memkind == 2   ? NULL
+                  : memkind == 3 ? (void *)bogus
+                                 : (void *)(mem + rd(&r, 1) % 64);
 
   /* the tensor */
   int32_t ndim = (int32_t)(rd8(&r) % 20);
   uint8_t nsel = rd8(&r);
-  if (nsel % 16 == 0) ndim = (int32_t)rd(&r, 4);
-  else if (nsel % 16 == 1) ndim = -(int32_t)(rd8(&r) % 3) - 1;
+  if (nsel % 16 == 0)
+    ndim = (int32_t)rd(&r, 4);
+  else if (nsel % 16 == 1)
+    ndim = -(int32_t)(rd8(&r) % 3) - 1;
   int entries = ndim <= 0 ? 0 : ndim > MAXD ? MAXD : ndim;
   int shape_null = rd8(&r) % 16 == 0, strides_null = rd8(&r) % 4 == 0;
   if (!shape_null) {
@@ -124,32 +131,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p->strides = malloc((size_t)(entries ? entries : 1) * sizeof(int64_t));
     for (int d = 0; d < entries; d++) p->strides[d] = rd_stride(&r);
   }
-  static const uint8_t codes[] = {kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLComplex, kDLBool,
-                                  kDLOpaqueHandle, kDLFloat8_e4m3fn};
+  static const uint8_t codes[] = {kDLInt,     kDLUInt, kDLFloat,        kDLBfloat,
+                                  kDLComplex, kDLBool, kDLOpaqueHandle, kDLFloat8_e4m3fn};
   static const uint8_t bits[] = {8, 16, 32, 64, 128, 1, 4, 0};
   DLDataType dt = {codes[rd8(&r) % 8], bits[rd8(&r) % 8], 1};
   uint8_t lsel = rd8(&r);
   if (lsel % 8 == 0) dt.lanes = (uint16_t)rd(&r, 2);
   if (lsel % 8 == 1) dt.code = rd8(&r), dt.bits = rd8(&r);
-  static const int32_t devtypes[] = {kDLCPU, kDLCPU, kDLCPU, kDLCUDA, kDLCUDAHost, kDLROCM,
-                                     kDLCUDAManaged, kDLOneAPI, 0, 99};
+  static const int32_t devtypes[] = {kDLCPU,  kDLCPU,         kDLCPU,    kDLCUDA, kDLCUDAHost,
+                                     kDLROCM, kDLCUDAManaged, kDLOneAPI, 0,       99};
   DLDevice dev = {(DLDeviceType)devtypes[rd8(&r) % 10], 0};
   uint8_t isel = rd8(&r);
-  if (isel % 8 == 0) dev.device_id = (int32_t)rd(&r, 4);
-  else if (isel % 8 == 1) dev.device_id = -1;
+  if (isel % 8 == 0)
+    dev.device_id = (int32_t)rd(&r, 4);
+  else if (isel % 8 == 1)
+    dev.device_id = -1;
   uint64_t byte_offset = 0;
   uint8_t osel = rd8(&r);
-  if (osel % 4 == 1) byte_offset = rd8(&r) % 128;
-  else if (osel % 4 == 2) byte_offset = rd(&r, 8);
-  else if (osel % 4 == 3) byte_offset = UINT64_MAX - rd8(&r);
+  if (osel % 4 == 1)
+    byte_offset = rd8(&r) % 128;
+  else if (osel % 4 == 2)
+    byte_offset = rd(&r, 8);
+  else if (osel % 4 == 3)
+    byte_offset = UINT64_MAX - rd8(&r);
   uint64_t flags = rd8(&r) % 4 == 0 ? rd(&r, 8) : (rd8(&r) & 1);
   DLPackVersion ver = {1, rd8(&r) % 4};
   uint8_t vsel = rd8(&r);
-  if (vsel % 8 == 0) ver.major = 0;
-  else if (vsel % 8 == 1) ver.major = (uint32_t)rd(&r, 4);
+  if (vsel % 8 == 0)
+    ver.major = 0;
+  else if (vsel % 8 == 1)
+    ver.major = (uint32_t)rd(&r, 4);
 
-  DLTensor t = {.data = dataptr, .device = dev, .ndim = ndim, .dtype = dt,
-                .shape = p->shape, .strides = p->strides, .byte_offset = byte_offset};
+  DLTensor t = {.data = dataptr,
+                .device = dev,
+                .ndim = ndim,
+                .dtype = dt,
+                .shape = p->shape,
+                .strides = p->strides,
+                .byte_offset = byte_offset};
   gw_array *a = (gw_array *)(uintptr_t)0x1;
   gw_status s;
   if (legacy) {
@@ -199,8 +218,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(calls == 1);
   }
 
-  if (memkind == 0) free(mem);
-  else if (memkind == 1 && gw_cpu_runtime_free(mem) != GW_OK) die("free");
+  if (memkind == 0)
+    free(mem);
+  else if (memkind == 1 && gw_cpu_runtime_free(mem) != GW_OK)
+    die("free");
   CHECK(gw_registry_ranges() == ranges0);
   CHECK(gw_cpu_live_registrations() == regs0);
   CHECK(gw_cpu_live_allocations() == allocs0);

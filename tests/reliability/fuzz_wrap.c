@@ -61,9 +61,9 @@ static void die(const char *what) {
   fprintf(stderr, "fuzz_wrap: invariant broken: %s (last error: \"%s\")\n", what, gw_last_error());
   abort();
 }
-#define CHECK(c)                                                                           \
-  do {                                                                                     \
-    if (!(c)) die(#c);                                                                     \
+#define CHECK(c)       \
+  do {                 \
+    if (!(c)) die(#c); \
   } while (0)
 
 static gw_context *ctx;
@@ -99,18 +99,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memsize = PAGES * page;
     mem = aligned_alloc(page, memsize);
     memset(mem, 0, memsize);
-    if (kind == K_FOREIGN && gw_cpu_runtime_register(mem + page, page) == GW_OK) foreign_registered = 1;
+    if (kind == K_FOREIGN && gw_cpu_runtime_register(mem + page, page) == GW_OK)
+      foreign_registered = 1;
     break;
   case K_DEVICE:
   case K_PINNED:
   case K_MANAGED: {
-    gw_memkind mk = kind == K_DEVICE ? GW_MEM_DEVICE : kind == K_PINNED ? GW_MEM_PINNED : GW_MEM_MANAGED;
+    gw_memkind mk = kind == K_DEVICE   ? GW_MEM_DEVICE
+                    : kind == K_PINNED ? GW_MEM_PINNED
+                                       : GW_MEM_MANAGED;
     memsize = 4096;
     if (gw_cpu_runtime_alloc(mk, 0, memsize, (void **)&mem) != GW_OK) die("runtime alloc");
     break;
   }
   case K_NULL: break;
-  case K_BOGUS: mem = (char *)(uintptr_t)0x10000; memsize = 1 << 20; break; /* never touched */
+  case K_BOGUS:
+    mem = (char *)(uintptr_t)0x10000;
+    memsize = 1 << 20;
+    break; /* never touched */
   }
   int real = mem && kind != K_BOGUS;
   int64_t off = (int64_t)(rd(&r, 2) % (memsize + 129)) - 64;
@@ -140,10 +146,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   dstate ds = {0};
   gw_array *a = (gw_array *)(uintptr_t)0x1;
-  gw_status s = with_deleter
-                    ? gw_wrap_with_deleter(ctx, ptr, dtype, ndim, shape, use_strides ? strides : NULL,
-                                           flags, deleter, &ds, &a)
-                    : gw_wrap(ctx, ptr, dtype, ndim, shape, use_strides ? strides : NULL, flags, &a);
+  gw_status s =
+      with_deleter ? gw_wrap_with_deleter(ctx, ptr, dtype, ndim, shape,
+                                          use_strides ? strides : NULL, flags, deleter, &ds, &a)
+                   : gw_wrap(ctx, ptr, dtype, ndim, shape, use_strides ? strides : NULL, flags, &a);
   int memory_given = 0;
   if (s != GW_OK) {
     CHECK(s < 0);
@@ -173,8 +179,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (numel > 0) {
     for (int d = 0; d < ndim; d++) {
       i128 reach = (i128)(shape[d] - 1) * gw_strides(a)[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
+      if (reach < 0)
+        lo += reach;
+      else
+        hi += reach;
     }
     lo *= (i128)elem;
     hi = hi * (i128)elem + (i128)elem;
@@ -228,7 +236,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* ---- a reshape ---- */
   int rnd = rd8(&r) % (GW_MAX_DIMS + 2);
   int64_t rshape[GW_MAX_DIMS + 2];
-  for (int d = 0; d < rnd; d++) rshape[d] = rd8(&r) % 8 == 0 ? rd_extent(&r) : (int64_t)(rd8(&r) % 5);
+  for (int d = 0; d < rnd; d++)
+    rshape[d] = rd8(&r) % 8 == 0 ? rd_extent(&r) : (int64_t)(rd8(&r) % 5);
   gw_array *rs = (gw_array *)(uintptr_t)0x1;
   s = gw_reshape(s == GW_OK && (rd8(&r) & 1) ? v : a, rnd, rshape, &rs);
   if (s != GW_OK) {
@@ -250,10 +259,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(ds.calls == with_deleter);
 
 cleanup:
-  if (foreign_registered && gw_cpu_runtime_unregister(mem + page) != GW_OK) die("unregister foreign");
+  if (foreign_registered && gw_cpu_runtime_unregister(mem + page) != GW_OK)
+    die("unregister foreign");
   if (!memory_given) {
-    if (kind == K_PAGEABLE || kind == K_FOREIGN) free(mem);
-    else if (real && gw_cpu_runtime_free(mem) != GW_OK) die("runtime free");
+    if (kind == K_PAGEABLE || kind == K_FOREIGN)
+      free(mem);
+    else if (real && gw_cpu_runtime_free(mem) != GW_OK)
+      die("runtime free");
   }
   CHECK(gw_registry_ranges() == ranges0);
   CHECK(gw_cpu_live_registrations() == regs0);

@@ -59,8 +59,8 @@ static uint64_t wbelow(worker *w, uint64_t n) { return n ? wrand(w) % n : 0; }
 static int failed(gw_status s, const char *what) {
   if (s == GW_OK) return 0;
   if (s != GW_ENOMEM && s != GW_EBACKEND)
-    TST_FAIL("%s returned %s (%d), not an injected status: \"%s\"", what, gw_err_name(s),
-             (int)s, gw_last_error());
+    TST_FAIL("%s returned %s (%d), not an injected status: \"%s\"", what, gw_err_name(s), (int)s,
+             gw_last_error());
   const char *e = gw_last_error();
   if (!e || !*e) TST_FAIL("%s returned %s with an empty gw_last_error()", what, gw_err_name(s));
   atomic_fetch_add(&st_failures_seen, 1);
@@ -86,7 +86,8 @@ static void op_wrap_copy(worker *w) {
   double src[64], back[64];
   double base = (double)(wrand(w) % 1000000);
   for (int64_t k = 0; k < count; k++) src[k] = base + (double)k;
-  if (failed(gw_wrap(ctx, src, GW_FLOAT64, 1, &count, NULL, GW_WRAP_NO_REGISTER, &h), "gw_wrap(src)"))
+  if (failed(gw_wrap(ctx, src, GW_FLOAT64, 1, &count, NULL, GW_WRAP_NO_REGISTER, &h),
+             "gw_wrap(src)"))
     goto out;
   if (!failed(gw_copy(v, h), "gw_copy(view <- src)")) {
     for (int64_t k = 0; k < count; k++) shadow[b][lo + first + k * step] = src[k];
@@ -95,7 +96,8 @@ static void op_wrap_copy(worker *w) {
   gw_release(h);
   h = NULL;
   /* read back through the view into private memory */
-  if (failed(gw_wrap(ctx, back, GW_FLOAT64, 1, &count, NULL, GW_WRAP_NO_REGISTER, &h), "gw_wrap(back)"))
+  if (failed(gw_wrap(ctx, back, GW_FLOAT64, 1, &count, NULL, GW_WRAP_NO_REGISTER, &h),
+             "gw_wrap(back)"))
     goto out;
   if (!failed(gw_copy(h, v), "gw_copy(back <- view)")) {
     for (int64_t k = 0; k < count; k++)
@@ -114,7 +116,8 @@ out:
 static void op_alloc_fill(worker *w) {
   int b = (int)wbelow(w, BUFFERS);
   int64_t count = 1 + (int64_t)wbelow(w, 32), step = nthreads;
-  int64_t first = w->id + nthreads * (int64_t)wbelow(w, (uint64_t)((int64_t)buf_elems / nthreads - count));
+  int64_t first =
+      w->id + nthreads * (int64_t)wbelow(w, (uint64_t)((int64_t)buf_elems / nthreads - count));
   int64_t n = (count - 1) * step + 1;
   gw_array *d = NULL, *a = NULL, *v = NULL;
   if (failed(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 1, &count, &d), "gw_alloc")) return;
@@ -167,10 +170,14 @@ static void *run(void *arg) {
   worker *w = arg;
   for (long i = 0; i < nops; i++) {
     uint64_t r = wbelow(w, 100);
-    if (r < 55) op_wrap_copy(w);
-    else if (r < 75) op_alloc_fill(w);
-    else if (r < 90) op_pin(w);
-    else op_inject(w);
+    if (r < 55)
+      op_wrap_copy(w);
+    else if (r < 75)
+      op_alloc_fill(w);
+    else if (r < 90)
+      op_pin(w);
+    else
+      op_inject(w);
     atomic_fetch_add(&st_ops, 1);
   }
   return NULL;
@@ -179,7 +186,8 @@ static void *run(void *arg) {
 TEST_IMPL(threads) {
   TEST_REQUIRE_CPU();
   const char *e;
-  if ((e = getenv("GW_STRESS_THREADS")) && atoi(e) > 0) nthreads = atoi(e) > MAX_THREADS ? MAX_THREADS : atoi(e);
+  if ((e = getenv("GW_STRESS_THREADS")) && atoi(e) > 0)
+    nthreads = atoi(e) > MAX_THREADS ? MAX_THREADS : atoi(e);
   if ((e = getenv("GW_STRESS_OPS")) && atol(e) > 0) nops = atol(e);
   ctx = tst_open(0);
   gw_cpu_fail_reset();
@@ -286,10 +294,12 @@ TEST_IMPL(overlap_race) {
     if (pthread_create(&th[t], NULL, race_run, (void *)(intptr_t)t)) TST_FAIL("pthread_create");
   for (int t = 0; t < RACE_THREADS; t++) pthread_join(th[t], NULL);
   printf("RACE threads %d, wraps %ld: GW_ERANGE %ld, live array not gpuwrap-registered %ld, "
-         "other failures %ld\n", RACE_THREADS, RACE_THREADS * race_iters,
-         atomic_load(&race_erange), atomic_load(&race_unpinned), atomic_load(&race_other));
+         "other failures %ld\n",
+         RACE_THREADS, RACE_THREADS * race_iters, atomic_load(&race_erange),
+         atomic_load(&race_unpinned), atomic_load(&race_other));
   ASSERT_NO_LEAK(base);
-  ASSERT_EQ_INT(atomic_load(&race_erange) + atomic_load(&race_unpinned) + atomic_load(&race_other), 0);
+  ASSERT_EQ_INT(atomic_load(&race_erange) + atomic_load(&race_unpinned) + atomic_load(&race_other),
+                0);
   free(race_buf);
   gw_context_destroy(ctx);
   return 0;

@@ -60,8 +60,7 @@ static int inject(const char *call) {
 }
 
 static void run_to(long pos) {
-  for (; M.done < pos; M.done++)
-    memcpy(M.q[M.done].dst, M.q[M.done].src, M.q[M.done].n);
+  for (; M.done < pos; M.done++) memcpy(M.q[M.done].dst, M.q[M.done].src, M.q[M.done].n);
 }
 
 static void run_some(void) {
@@ -78,11 +77,9 @@ int gwv_device_attr(gwv_attr a, int device) {
 
 gwv_err gwv_HostAlloc(void **p, size_t n, int flags) {
   (void)flags;
-  if (inject("HostAlloc"))
-    return GWV_MOCK_ERROR;
+  if (inject("HostAlloc")) return GWV_MOCK_ERROR;
   *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
-  if (!*p)
-    return GWV_MOCK_ERROR;
+  if (!*p) return GWV_MOCK_ERROR;
   M.host_allocs++;
   return GWV_SUCCESS;
 }
@@ -95,11 +92,9 @@ gwv_err gwv_FreeHost(void *p) {
 
 gwv_err gwv_EventCreateWithFlags(gwv_event *e, int flags) {
   (void)flags;
-  if (inject("EventCreate"))
-    return GWV_MOCK_ERROR;
+  if (inject("EventCreate")) return GWV_MOCK_ERROR;
   *e = calloc(1, sizeof **e);
-  if (!*e)
-    return GWV_MOCK_ERROR;
+  if (!*e) return GWV_MOCK_ERROR;
   M.events++;
   return GWV_SUCCESS;
 }
@@ -112,37 +107,32 @@ gwv_err gwv_EventDestroy(gwv_event e) {
 
 gwv_err gwv_EventRecord(gwv_event e, gwv_stream s) {
   (void)s;
-  if (inject("EventRecord"))
-    return GWV_MOCK_ERROR;
+  if (inject("EventRecord")) return GWV_MOCK_ERROR;
   e->pos = M.n;
   return GWV_SUCCESS;
 }
 
 gwv_err gwv_EventQuery(gwv_event e) {
-  if (inject("EventQuery"))
-    return GWV_MOCK_ERROR;
+  if (inject("EventQuery")) return GWV_MOCK_ERROR;
   run_some();
   return M.done >= e->pos ? GWV_SUCCESS : GWV_MOCK_NOT_READY;
 }
 
 gwv_err gwv_EventSynchronize(gwv_event e) {
-  if (inject("EventSynchronize"))
-    return GWV_MOCK_ERROR;
+  if (inject("EventSynchronize")) return GWV_MOCK_ERROR;
   run_to(e->pos);
   return GWV_SUCCESS;
 }
 
 gwv_err gwv_MemcpyAsync(void *dst, const void *src, size_t n, int kind, gwv_stream s) {
   (void)kind, (void)s;
-  if (inject("MemcpyAsync"))
-    return GWV_MOCK_ERROR;
+  if (inject("MemcpyAsync")) return GWV_MOCK_ERROR;
   M.dmas++;
   M.zero_dmas += n == 0;
   if (M.n == M.cap) {
     long cap = M.cap ? 2 * M.cap : 1024;
     gwm_op *q = realloc(M.q, (size_t)cap * sizeof *q);
-    if (!q)
-      return GWV_MOCK_ERROR;
+    if (!q) return GWV_MOCK_ERROR;
     M.q = q;
     M.cap = cap;
   }
@@ -251,8 +241,7 @@ static gw_status one(gwg_ctx *ctx, rig *r, int up, size_t n, size_t ho, size_t d
     if (dst[n + i] != poison)
       TST_FAIL("%s %zu bytes: wrote past the destination (byte %zu)", up ? "h2d" : "d2h", n, i);
   ASSERT_EQ_INT(M.zero_dmas, zero0);
-  if (!*staged || s != GW_OK)
-    return s;
+  if (!*staged || s != GW_OK) return s;
   if (memcmp(dst, r->ref, n) != 0)
     for (size_t i = 0; i < n; i++)
       if (dst[i] != r->ref[i])
@@ -290,8 +279,7 @@ static const char *threads_upto(const char *want) {
 static size_t pick_size(size_t cap) {
   static const size_t fixed[] = {1, 255, 4097, MiB - 1, MiB, 4 * MiB + 1};
   uint64_t k = tst_rand_below(10);
-  if (k < 6 && fixed[k] <= cap)
-    return fixed[k];
+  if (k < 6 && fixed[k] <= cap) return fixed[k];
   return 1 + (size_t)tst_rand_below(cap);
 }
 
@@ -349,8 +337,8 @@ TEST_IMPL(fail) {
   if (strcmp(tst_backend_str(), "cpu"))
     TEST_SKIP("the staging model runs on the CPU backend's suite only");
   watchdog();
-  static const char *calls[] = {"HostAlloc", "EventCreate", "MemcpyAsync", "EventRecord",
-                                "EventQuery", "EventSynchronize"};
+  static const char *calls[] = {"HostAlloc",   "EventCreate", "MemcpyAsync",
+                                "EventRecord", "EventQuery",  "EventSynchronize"};
   rig r;
   rig_make(&r, 3 * MiB);
   long cases = 0, reported = 0, declined = 0;
@@ -414,8 +402,10 @@ TEST_IMPL(fail) {
 TEST_IMPL(bad_setting) {
   if (strcmp(tst_backend_str(), "cpu"))
     TEST_SKIP("the staging model runs on the CPU backend's suite only");
-  const char *bad[][2] = {{"GPUWRAP_STAGING_CHUNK", "2048"}, {"GPUWRAP_STAGING_BUFFERS", "17"},
-                          {"GPUWRAP_STAGING_THREADS", "many"}, {"GPUWRAP_STAGING_NT_UP_MAX", "off"}};
+  const char *bad[][2] = {{"GPUWRAP_STAGING_CHUNK", "2048"},
+                          {"GPUWRAP_STAGING_BUFFERS", "17"},
+                          {"GPUWRAP_STAGING_THREADS", "many"},
+                          {"GPUWRAP_STAGING_NT_UP_MAX", "off"}};
   rig r;
   rig_make(&r, 2 * MiB);
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

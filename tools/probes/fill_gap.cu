@@ -38,12 +38,15 @@
 
 #include "../raw_fill_ptx.h" // fill_ptx: the bench's raw fill kernel
 
-struct alignas(16) V16 { uint64_t a, b; };
+struct alignas(16) V16 {
+  uint64_t a, b;
+};
 __device__ __forceinline__ char body_byte(V16 body, uint64_t k) {
   uint64_t w = (k & 8) ? body.b : body.a;
   return (char)(w >> (8 * (k & 7)));
 }
-__global__ void __launch_bounds__(256) kfill5(char *p, uint32_t head, uint64_t n16, uint32_t tail, V16 body) {
+__global__ void __launch_bounds__(256)
+    kfill5(char *p, uint32_t head, uint64_t n16, uint32_t tail, V16 body) {
   uint64_t gid = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
   char *b = p + head;
   V16 *q = reinterpret_cast<V16 *>(b);
@@ -60,15 +63,41 @@ __global__ void kfill3(char *p, uint64_t n16, uint32_t w) {
 // gwk_fill's kernel for fills without a head or tail (kernels.cu's k_fill16): 3 parameters,
 // the pattern as 16 bytes.
 __global__ void __launch_bounds__(256) kfill16(V16 *q, uint64_t n16, V16 body) {
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n16; i += (uint64_t)gridDim.x * blockDim.x)
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n16;
+       i += (uint64_t)gridDim.x * blockDim.x)
     q[i] = body;
 }
 __global__ void kempty() {}
 
-static double now() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
-#define CKC(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { fprintf(stderr, "%s: %d\n", #x, (int)r_); return 1; } } while (0)
-#define CKR(x) do { cudaError_t r_ = (x); if (r_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorName(r_)); return 1; } } while (0)
-#define CKG(x) do { gw_status s_ = (x); if (s_ != GW_OK) { fprintf(stderr, "%s: %s\n", #x, gw_last_error()); return 1; } } while (0)
+static double now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+#define CKC(x)                                  \
+  do {                                          \
+    CUresult r_ = (x);                          \
+    if (r_ != CUDA_SUCCESS) {                   \
+      fprintf(stderr, "%s: %d\n", #x, (int)r_); \
+      return 1;                                 \
+    }                                           \
+  } while (0)
+#define CKR(x)                                               \
+  do {                                                       \
+    cudaError_t r_ = (x);                                    \
+    if (r_ != cudaSuccess) {                                 \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorName(r_)); \
+      return 1;                                              \
+    }                                                        \
+  } while (0)
+#define CKG(x)                                          \
+  do {                                                  \
+    gw_status s_ = (x);                                 \
+    if (s_ != GW_OK) {                                  \
+      fprintf(stderr, "%s: %s\n", #x, gw_last_error()); \
+      return 1;                                         \
+    }                                                   \
+  } while (0)
 
 int main() {
   gw_context *ctx;
@@ -89,18 +118,24 @@ int main() {
   gw_array *a64, *a32;
   CKG(gw_wrap(ctx, p, GW_FLOAT64, 1, &n64, NULL, 0, &a64));
   CKG(gw_wrap(ctx, p, GW_FLOAT32, 1, &n32, NULL, 0, &a32));
-  const char *names[] = {"A raw PTX, cuLaunch+cuSync", "B nvcc 5-param, cuLaunch+cuSync", "C nvcc 5-param, cudaLaunch+cudaSync",
-                         "D nvcc 3-param, cuLaunch+cuSync", "E gw_fill float64 (kernel)", "F gw_fill float32 (memset)",
-                         "G cuMemsetD32Async+cuSync", "H empty kernel, cuLaunch+cuSync",
-                         "I G as gw_fill calls it (runtime)", "J nvcc (ptr,n16,V16), cudaLaunch+cudaSync"};
+  const char *names[] = {
+      "A raw PTX, cuLaunch+cuSync",          "B nvcc 5-param, cuLaunch+cuSync",
+      "C nvcc 5-param, cudaLaunch+cudaSync", "D nvcc 3-param, cuLaunch+cuSync",
+      "E gw_fill float64 (kernel)",          "F gw_fill float32 (memset)",
+      "G cuMemsetD32Async+cuSync",           "H empty kernel, cuLaunch+cuSync",
+      "I G as gw_fill calls it (runtime)",   "J nvcc (ptr,n16,V16), cudaLaunch+cudaSync"};
   const int NV = 10;
   {
     const int N = 200000;
     int dev;
     CUcontext cur;
     gw_ptrinfo info;
-    const char *what[] = {"cudaGetDevice", "cuCtxGetCurrent", "cudaStreamSynchronize(legacy), idle",
-                          "cuStreamSynchronize(NULL), idle", "gw_pointer_query(device pointer)", "cudaGetLastError"};
+    const char *what[] = {"cudaGetDevice",
+                          "cuCtxGetCurrent",
+                          "cudaStreamSynchronize(legacy), idle",
+                          "cuStreamSynchronize(NULL), idle",
+                          "gw_pointer_query(device pointer)",
+                          "cudaGetLastError"};
     for (int rep = 0; rep < 2; rep++)
       for (int k = 0; k < 6; k++) {
         double t0 = now();
@@ -120,7 +155,8 @@ int main() {
   size_t sizes[] = {4096, 4u << 20, 16u << 20};
   for (size_t n : sizes) {
     const int reps = 600;
-    std::vector<std::vector<double>> t(NV, std::vector<double>(reps)), tlaunch(NV, std::vector<double>(reps));
+    std::vector<std::vector<double>> t(NV, std::vector<double>(reps)),
+        tlaunch(NV, std::vector<double>(reps));
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
     unsigned long long n16 = n / 16;
     unsigned w = 0x3fc00000u;
@@ -144,15 +180,40 @@ int main() {
         int k = (k0 + (r < 0 ? 0 : r)) % NV; // rotate the order rep by rep
         double t0 = now(), tmid = -1;
         switch (k) {
-        case 0: CKC(cuLaunchKernel(raw, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL)); CKC(cuStreamSynchronize(NULL)); break;
-        case 1: CKC(cuLaunchKernel((CUfunction)k5, grid, 1, 1, 256, 1, 1, 0, NULL, a5, NULL)); tmid = now(); CKC(cuStreamSynchronize(NULL)); break;
-        case 2: CKR(cudaLaunchKernel((const void *)kfill5, dim3(grid), dim3(256), a5, 0, cudaStreamLegacy)); tmid = now(); CKR(cudaStreamSynchronize(cudaStreamLegacy)); break;
-        case 3: CKC(cuLaunchKernel((CUfunction)k3, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL)); CKC(cuStreamSynchronize(NULL)); break;
+        case 0:
+          CKC(cuLaunchKernel(raw, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL));
+          CKC(cuStreamSynchronize(NULL));
+          break;
+        case 1:
+          CKC(cuLaunchKernel((CUfunction)k5, grid, 1, 1, 256, 1, 1, 0, NULL, a5, NULL));
+          tmid = now();
+          CKC(cuStreamSynchronize(NULL));
+          break;
+        case 2:
+          CKR(cudaLaunchKernel((const void *)kfill5, dim3(grid), dim3(256), a5, 0,
+                               cudaStreamLegacy));
+          tmid = now();
+          CKR(cudaStreamSynchronize(cudaStreamLegacy));
+          break;
+        case 3:
+          CKC(cuLaunchKernel((CUfunction)k3, grid, 1, 1, 256, 1, 1, 0, NULL, a3, NULL));
+          CKC(cuStreamSynchronize(NULL));
+          break;
         case 4: CKG(gw_fill(v64, &d)); break;
         case 5: CKG(gw_fill(v32, &f)); break;
-        case 6: CKC(cuMemsetD32Async(dp, w, n / 4, NULL)); CKC(cuStreamSynchronize(NULL)); break;
-        case 7: CKC(cuLaunchKernel((CUfunction)ke, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)); CKC(cuStreamSynchronize(NULL)); break;
-        case 9: CKR(cudaLaunchKernel((const void *)kfill16, dim3(grid), dim3(256), a16, 0, cudaStreamLegacy)); CKR(cudaStreamSynchronize(cudaStreamLegacy)); break;
+        case 6:
+          CKC(cuMemsetD32Async(dp, w, n / 4, NULL));
+          CKC(cuStreamSynchronize(NULL));
+          break;
+        case 7:
+          CKC(cuLaunchKernel((CUfunction)ke, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+          CKC(cuStreamSynchronize(NULL));
+          break;
+        case 9:
+          CKR(cudaLaunchKernel((const void *)kfill16, dim3(grid), dim3(256), a16, 0,
+                               cudaStreamLegacy));
+          CKR(cudaStreamSynchronize(cudaStreamLegacy));
+          break;
         case 8: {
           int dv;
           CUcontext cc;
@@ -168,15 +229,17 @@ int main() {
         if (r >= 0 && tmid > 0) tlaunch[k][r] = tmid - t0;
       }
     }
-    printf("%zu bytes (grid %u): host wall clock us, median [p10..p90] of %d, interleaved\n", n, grid, reps);
+    printf("%zu bytes (grid %u): host wall clock us, median [p10..p90] of %d, interleaved\n", n,
+           grid, reps);
     for (int k = 0; k < NV; k++) {
       std::sort(t[k].begin(), t[k].end());
-      printf("  %-38s %7.2f [%6.2f..%6.2f]\n", names[k], t[k][reps / 2], t[k][reps / 10], t[k][reps * 9 / 10]);
+      printf("  %-38s %7.2f [%6.2f..%6.2f]\n", names[k], t[k][reps / 2], t[k][reps / 10],
+             t[k][reps * 9 / 10]);
     }
     for (int k = 1; k <= 2; k++) { // the launch call alone, of B and C (the rest is the sync)
       std::sort(tlaunch[k].begin(), tlaunch[k].end());
-      printf("  %c: its launch call alone%15s %7.2f [%6.2f..%6.2f]\n", names[k][0], "", tlaunch[k][reps / 2],
-             tlaunch[k][reps / 10], tlaunch[k][reps * 9 / 10]);
+      printf("  %c: its launch call alone%15s %7.2f [%6.2f..%6.2f]\n", names[k][0], "",
+             tlaunch[k][reps / 2], tlaunch[k][reps / 10], tlaunch[k][reps * 9 / 10]);
     }
     gw_release(v64);
     gw_release(v32);

@@ -19,24 +19,21 @@ static gw_status check_dims(const char *who, int ndim, size_t elem, const int64_
                             int *empty) {
   if (ndim < 0 || ndim > GW_MAX_DIMS)
     return gw__fail(GW_EINVAL, "%s: ndim %d outside 0..%d", who, ndim, GW_MAX_DIMS);
-  if (elem == 0)
-    return gw__fail(GW_EINVAL, "%s: element size 0", who);
+  if (elem == 0) return gw__fail(GW_EINVAL, "%s: element size 0", who);
   *empty = 0;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 0)
       return gw__fail(GW_EINVAL, "%s: dim %d has negative extent %lld", who, d,
                       (long long)shape[d]);
-    if (shape[d] == 0)
-      *empty = 1;
+    if (shape[d] == 0) *empty = 1;
   }
   return GW_OK;
 }
 
 /* ---- copy ---- */
 
-#define COPY_ELEMS(N)                                                                       \
-  for (int64_t i = 0; i < n; i++, d += ds, s += ss)                                         \
-    memcpy(d, s, N);                                                                         \
+#define COPY_ELEMS(N)                                                \
+  for (int64_t i = 0; i < n; i++, d += ds, s += ss) memcpy(d, s, N); \
   break
 
 static void copy_row(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, size_t elem) {
@@ -58,8 +55,7 @@ gw_status gw__cpu_copy_check(const gw__xfer *x) {
 gw_status gw__cpu_copy(const gw__xfer *x) {
   int empty = 0;
   gw_status st = check_dims("copy", x->ndim, x->elem, x->shape, &empty);
-  if (st || empty)
-    return st;
+  if (st || empty) return st;
   const int nd = x->ndim;
   const size_t elem = x->elem;
   if (nd == 0) {
@@ -92,16 +88,14 @@ gw_status gw__cpu_copy(const gw__xfer *x) {
       d -= x->dst_stride[k] * (x->shape[k] - 1);
       s -= x->src_stride[k] * (x->shape[k] - 1);
     }
-    if (k < 0)
-      return GW_OK;
+    if (k < 0) return GW_OK;
   }
 }
 
 /* ---- fill ---- */
 
-#define FILL_ELEMS(N)                                                                       \
-  for (int64_t i = 0; i < n; i++, d += ds)                                                  \
-    memcpy(d, v, N);                                                                         \
+#define FILL_ELEMS(N)                                       \
+  for (int64_t i = 0; i < n; i++, d += ds) memcpy(d, v, N); \
   break
 
 static void fill_strided(char *d, int64_t n, int64_t ds, const unsigned char *v, size_t elem) {
@@ -120,8 +114,7 @@ static void fill_strided(char *d, int64_t n, int64_t ds, const unsigned char *v,
 /* n contiguous elements: one memset when every byte of the value is equal (zero, all
  * ones, any 1-byte type), else write a few elements and double the written prefix with
  * memcpy, O(log n) calls at memcpy speed. */
-static void fill_contiguous(char *d, int64_t n, const unsigned char *v, size_t elem,
-                            int uniform) {
+static void fill_contiguous(char *d, int64_t n, const unsigned char *v, size_t elem, int uniform) {
   size_t total = (size_t)n * elem;
   if (uniform) {
     memset(d, v[0], total);
@@ -151,12 +144,10 @@ gw_status gw__cpu_fill(const gw__fillspec *f) {
   const size_t elem = f->elem;
   int empty = 0;
   gw_status st = gw__cpu_fill_check(f, &empty);
-  if (st || empty)
-    return st;
+  if (st || empty) return st;
   const unsigned char *v = f->value;
   int uniform = 1;
-  for (size_t i = 1; i < elem; i++)
-    uniform &= v[i] == v[0];
+  for (size_t i = 1; i < elem; i++) uniform &= v[i] == v[0];
   const int nd = f->ndim;
   if (nd == 0) {
     memcpy(f->dst, v, elem);
@@ -181,7 +172,6 @@ gw_status gw__cpu_fill(const gw__fillspec *f) {
       idx[k] = 0;
       d -= f->stride[k] * (f->shape[k] - 1);
     }
-    if (k < 0)
-      return GW_OK;
+    if (k < 0) return GW_OK;
   }
 }

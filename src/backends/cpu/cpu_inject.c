@@ -25,7 +25,9 @@ typedef struct {
 } trigger;
 
 static pthread_mutex_t inject_lock = PTHREAD_MUTEX_INITIALIZER;
-void gw__cpu_inject_lock(int on) { on ? pthread_mutex_lock(&inject_lock) : pthread_mutex_unlock(&inject_lock); }
+void gw__cpu_inject_lock(int on) {
+  on ? pthread_mutex_lock(&inject_lock) : pthread_mutex_unlock(&inject_lock);
+}
 static trigger op_trigger[GW_CPU_OP_COUNT]; /* inject_lock */
 static trigger any_trigger;                 /* inject_lock */
 static atomic_long failures;
@@ -56,16 +58,14 @@ static const char *const op_names[GW_CPU_OP_COUNT] = {
 };
 
 GW_API const char *gw_cpu_op_name(gw_cpu_op op) {
-  if ((int)op < 0 || op >= GW_CPU_OP_COUNT)
-    return "unknown";
+  if ((int)op < 0 || op >= GW_CPU_OP_COUNT) return "unknown";
   return op_names[op];
 }
 
 /* inject_lock held. */
 static void recount_armed(void) {
   int n = any_trigger.remaining > 0;
-  for (int i = 0; i < GW_CPU_OP_COUNT; i++)
-    n += op_trigger[i].remaining > 0;
+  for (int i = 0; i < GW_CPU_OP_COUNT; i++) n += op_trigger[i].remaining > 0;
   atomic_store_explicit(&gw__cpu_armed, n, memory_order_relaxed);
 }
 
@@ -78,8 +78,7 @@ static int parse_long(const char *s, long *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (errno || end == s || *end)
-    return -1;
+  if (errno || end == s || *end) return -1;
   *out = v;
   return 0;
 }
@@ -88,8 +87,7 @@ static int parse_long(const char *s, long *out) {
 static int parse_status(const char *s, gw_status *out) {
   long v;
   if (parse_long(s, &v) == 0) {
-    if (v >= 0 || v < -1000)
-      return -1;
+    if (v >= 0 || v < -1000) return -1;
     *out = (gw_status)v;
     return 0;
   }
@@ -116,14 +114,11 @@ static int parse_entry(char *entry) {
   char *op = strtok_r(entry, ":", &save);
   char *nth = strtok_r(NULL, ":", &save);
   char *status = strtok_r(NULL, ":", &save);
-  if (!op || !nth || strtok_r(NULL, ":", &save))
-    return -1;
+  if (!op || !nth || strtok_r(NULL, ":", &save)) return -1;
   long n;
-  if (parse_long(nth, &n) || n < 0)
-    return -1;
+  if (parse_long(nth, &n) || n < 0) return -1;
   gw_status st = GW_EBACKEND;
-  if (status && parse_status(status, &st))
-    return -1;
+  if (status && parse_status(status, &st)) return -1;
   if (strcmp(op, "any") == 0) {
     any_trigger = (trigger){n, st};
     return 0;
@@ -179,15 +174,12 @@ gw_status gw__cpu_inject_slow(gw_cpu_op op, long callno) {
   gw_status st = GW_OK;
   pthread_mutex_lock(&inject_lock);
   trigger *t = &op_trigger[op];
-  if (t->remaining > 0 && --t->remaining == 0)
-    st = failing(t->status);
+  if (t->remaining > 0 && --t->remaining == 0) st = failing(t->status);
   if (any_trigger.remaining > 0 && --any_trigger.remaining == 0 && st == GW_OK)
     st = failing(any_trigger.status);
-  if (st != GW_OK)
-    recount_armed();
+  if (st != GW_OK) recount_armed();
   pthread_mutex_unlock(&inject_lock);
-  if (st == GW_OK)
-    return GW_OK;
+  if (st == GW_OK) return GW_OK;
   atomic_fetch_add_explicit(&failures, 1, memory_order_relaxed);
   return gw__fail(st, "injected failure: %s call #%ld", op_names[op], callno);
 }
@@ -195,8 +187,7 @@ gw_status gw__cpu_inject_slow(gw_cpu_op op, long callno) {
 /* ---- public controls ---- */
 
 GW_API void gw_cpu_fail_op(gw_cpu_op op, long nth, gw_status status) {
-  if ((int)op < 0 || op >= GW_CPU_OP_COUNT)
-    return;
+  if ((int)op < 0 || op >= GW_CPU_OP_COUNT) return;
   gw__cpu_inject_init();
   pthread_mutex_lock(&inject_lock);
   op_trigger[op] = (trigger){nth > 0 ? nth : 0, status};
@@ -232,7 +223,6 @@ GW_API long gw_cpu_op_calls(gw_cpu_op op) {
       total += atomic_load_explicit(&gw__cpu_calls[i], memory_order_relaxed);
     return total;
   }
-  if ((int)op < 0 || op > GW_CPU_OP_COUNT)
-    return 0;
+  if ((int)op < 0 || op > GW_CPU_OP_COUNT) return 0;
   return atomic_load_explicit(&gw__cpu_calls[op], memory_order_relaxed);
 }

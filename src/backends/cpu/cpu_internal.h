@@ -44,11 +44,9 @@ const char *gw__cpu_inject_env_error(void);
  * one relaxed increment and two loads; the mutex is taken only while something is armed.
  */
 static inline gw_status gw__cpu_check(gw_cpu_op op) {
-  if (!atomic_load_explicit(&gw__cpu_inject_ready, memory_order_acquire))
-    gw__cpu_inject_init();
+  if (!atomic_load_explicit(&gw__cpu_inject_ready, memory_order_acquire)) gw__cpu_inject_init();
   long n = atomic_fetch_add_explicit(&gw__cpu_calls[op], 1, memory_order_relaxed) + 1;
-  if (atomic_load_explicit(&gw__cpu_armed, memory_order_relaxed) == 0)
-    return GW_OK;
+  if (atomic_load_explicit(&gw__cpu_armed, memory_order_relaxed) == 0) return GW_OK;
   return gw__cpu_inject_slow(op, n);
 }
 

@@ -72,8 +72,10 @@ static size_t lower_bound(uintptr_t p) {
   size_t a = 0, b = nallocs;
   while (a < b) {
     size_t m = a + (b - a) / 2;
-    if (allocs[m].base < p) a = m + 1;
-    else b = m;
+    if (allocs[m].base < p)
+      a = m + 1;
+    else
+      b = m;
   }
   return a;
 }
@@ -189,8 +191,10 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
                     "which no other process can map",
                     base);
   if (extent > a.len)
-    return gw__fail(GW_EINVAL, "model cudaIpcGetMemHandle(%p): extent %zu exceeds the %zu "
-                    "bytes mapped", base, extent, a.len);
+    return gw__fail(GW_EINVAL,
+                    "model cudaIpcGetMemHandle(%p): extent %zu exceeds the %zu "
+                    "bytes mapped",
+                    base, extent, a.len);
   rt_handle h = {.pid = (uint64_t)getpid(), .fd = a.fd, .serial = a.serial, .len = a.len};
   memcpy(h.magic, RT_MAGIC, 8);
   memcpy(rt, &h, sizeof h);
@@ -210,7 +214,7 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
   memcpy(&h, rt, sizeof h);
   if (memcmp(h.magic, RT_MAGIC, 8) != 0 || h.fd < 0 || h.len < extent)
     return gw__fail(GW_EINVAL, "model cudaIpcOpenMemHandle: not a handle of this runtime "
-                    "(invalid value)");
+                               "(invalid value)");
   if (h.pid == (uint64_t)getpid())
     return gw__fail(GW_EBACKEND,
                     "model cudaIpcOpenMemHandle: a handle of this process's own allocation: "
@@ -242,8 +246,7 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
                     path, link, (unsigned long long)h.serial);
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0)
-    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: open(%s): %s", path,
-                    strerror(errno));
+    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: open(%s): %s", path, strerror(errno));
   struct stat st;
   void *p = MAP_FAILED;
   if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.len)

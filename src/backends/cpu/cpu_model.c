@@ -57,8 +57,7 @@ static long long setting(gw__setting_id id) {
 }
 
 static void read_config(void) {
-  for (int i = 0; i < GW__CPU_MAX_DEVICES; i++)
-    slots[i].device = i;
+  for (int i = 0; i < GW__CPU_MAX_DEVICES; i++) slots[i].device = i;
   _Static_assert(GW__CPU_MAX_DEVICES == 64, "GPUWRAP_CPU_DEVICES' range in settings_table.h");
   config.devices = (int)setting(GW__SET_CPU_DEVICES);
   config.stream_delay_us = setting(GW__SET_CPU_STREAM_DELAY_US);
@@ -96,9 +95,11 @@ typedef struct {
 } table;
 
 static pthread_mutex_t model_lock = PTHREAD_MUTEX_INITIALIZER;
-void gw__cpu_model_lock(int on) { on ? pthread_mutex_lock(&model_lock) : pthread_mutex_unlock(&model_lock); }
-static table allocs;   /* model_lock */
-static table regs;     /* model_lock */
+void gw__cpu_model_lock(int on) {
+  on ? pthread_mutex_lock(&model_lock) : pthread_mutex_unlock(&model_lock);
+}
+static table allocs; /* model_lock */
+static table regs;   /* model_lock */
 /* allocs.n + regs.n, so a query of pageable memory with empty tables skips the lock. */
 static atomic_size_t live_ranges;
 
@@ -107,8 +108,7 @@ static atomic_size_t live_ranges;
  * bisection, which costs more than the search itself. */
 static ptrdiff_t floor_index(const table *t, uintptr_t p) {
   size_t n = t->n;
-  if (n == 0)
-    return -1;
+  if (n == 0) return -1;
   const range *v = t->v;
   size_t lo = 0;
   while (n > 1) {
@@ -121,8 +121,7 @@ static ptrdiff_t floor_index(const table *t, uintptr_t p) {
 
 static range *containing(const table *t, uintptr_t p) {
   ptrdiff_t i = floor_index(t, p);
-  if (i < 0)
-    return NULL;
+  if (i < 0) return NULL;
   range *r = &t->v[i];
   return p - r->base < r->size ? r : NULL;
 }
@@ -131,20 +130,17 @@ static range *containing(const table *t, uintptr_t p) {
  * the last one starting before e has the greatest end of those that could. */
 static range *overlapping(const table *t, uintptr_t b, uintptr_t e) {
   ptrdiff_t i = floor_index(t, e - 1);
-  if (i < 0)
-    return NULL;
+  if (i < 0) return NULL;
   range *r = &t->v[i];
   return r->base + r->size > b ? r : NULL;
 }
 
 /* Make room for one more, so that the insert after it cannot fail. */
 static int reserve(table *t) {
-  if (t->n < t->cap)
-    return 0;
+  if (t->n < t->cap) return 0;
   size_t cap = t->cap ? 2 * t->cap : 64;
   range *v = realloc(t->v, cap * sizeof *v);
-  if (!v)
-    return -1;
+  if (!v) return -1;
   t->v = v;
   t->cap = cap;
   return 0;
@@ -164,7 +160,6 @@ static void erase(table *t, range *r) {
   t->n--;
   atomic_fetch_sub_explicit(&live_ranges, 1, memory_order_relaxed);
 }
-
 
 /* ---- rules ---- */
 
@@ -199,13 +194,11 @@ void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out) {
 gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size_t bytes,
                               void **out) {
   gw_status cg = gw__cpu_capture_guard("cudaMalloc");
-  if (cg != GW_OK)
-    return cg;
+  if (cg != GW_OK) return cg;
   if (kind != GW_MEM_DEVICE && kind != GW_MEM_PINNED && kind != GW_MEM_MANAGED)
     return gw__fail(GW_EINVAL, "%s: kind %d (%s) is not device, pinned or managed memory", who,
                     (int)kind, gw_memkind_name(kind));
-  if (!out)
-    return gw__fail(GW_EINVAL, "%s: out is NULL", who);
+  if (!out) return gw__fail(GW_EINVAL, "%s: out is NULL", who);
   /* A zero-byte request still gets a distinct, classifiable pointer. */
   size_t size = bytes ? bytes : 1;
   void *p = NULL;
@@ -216,17 +209,18 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
   int rc = kind == GW_MEM_DEVICE ? ((p = gw__cpu_devmem_alloc(size)) == NULL)
                                  : posix_memalign(&p, page, (size + page - 1) / page * page);
   if (rc != 0)
-    return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d",
-                    who, bytes, gw_memkind_name(kind), device);
+    return gw__fail(GW_ENOMEM, "%s: cannot allocate %zu bytes of %s memory on cpu device %d", who,
+                    bytes, gw_memkind_name(kind), device);
   pthread_mutex_lock(&model_lock);
   const range *clash = overlapping(&allocs, (uintptr_t)p, (uintptr_t)p + size);
   if (clash || reserve(&allocs)) {
     gw_status st =
-        clash ? gw__fail(GW_EBACKEND,
-                         "%s: new memory [%p, +%zu) overlaps live %s allocation [%p, +%zu) "
-                         "(was backend memory released with free()?)",
-                         who, p, size, gw_memkind_name(clash->kind), (void *)clash->base, clash->size)
-              : gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
+        clash
+            ? gw__fail(GW_EBACKEND,
+                       "%s: new memory [%p, +%zu) overlaps live %s allocation [%p, +%zu) "
+                       "(was backend memory released with free()?)",
+                       who, p, size, gw_memkind_name(clash->kind), (void *)clash->base, clash->size)
+            : gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
     pthread_mutex_unlock(&model_lock);
     kind == GW_MEM_DEVICE ? gw__cpu_devmem_free(p) : free(p);
     return st;
@@ -238,8 +232,7 @@ gw_status gw__cpu_model_alloc(const char *who, gw_memkind kind, int device, size
 }
 
 gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void *ptr) {
-  if (!ptr)
-    return GW_OK; /* as cudaFree(NULL) and free(NULL) */
+  if (!ptr) return GW_OK; /* as cudaFree(NULL) and free(NULL) */
   uintptr_t p = (uintptr_t)ptr;
   gw_status st = GW_OK;
   pthread_mutex_lock(&model_lock);
@@ -263,19 +256,18 @@ gw_status gw__cpu_model_free(const char *who, gw_memkind kind, int device, void 
                   "%s: %p is inside %s allocation [%p, +%zu), not its base (invalid value)", who,
                   ptr, gw_memkind_name(r->kind), (void *)r->base, r->size);
   else if (r && kind != GW_MEM_UNKNOWN && kind != r->kind)
-    st = gw__fail(GW_EINVAL, "%s: %p is a %s allocation, not %s memory (invalid value)", who,
-                  ptr, gw_memkind_name(r->kind), gw_memkind_name(kind));
+    st = gw__fail(GW_EINVAL, "%s: %p is a %s allocation, not %s memory (invalid value)", who, ptr,
+                  gw_memkind_name(r->kind), gw_memkind_name(kind));
   else if (r)
-    st = gw__fail(GW_EINVAL, "%s: %p belongs to cpu device %d, not device %d (invalid value)",
-                  who, ptr, r->device, device);
+    st = gw__fail(GW_EINVAL, "%s: %p belongs to cpu device %d, not device %d (invalid value)", who,
+                  ptr, r->device, device);
   else if ((reg = containing(&regs, p)) != NULL)
     st = gw__fail(GW_EINVAL,
                   "%s: %p is registered host memory [%p, +%zu), not an allocation (invalid "
                   "value, as cudaFreeHost returns on CUDA; the registration stays)",
                   who, ptr, (void *)reg->base, reg->size);
   else
-    st = gw__fail(GW_EINVAL, "%s: %p is not a live backend allocation (invalid value)", who,
-                  ptr);
+    st = gw__fail(GW_EINVAL, "%s: %p is not a live backend allocation (invalid value)", who, ptr);
   pthread_mutex_unlock(&model_lock);
   return st;
 }
@@ -297,18 +289,15 @@ static const char *hole_text(const gw__hostmap *m, char *buf, size_t n) {
 gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t bytes,
                                  unsigned flags) {
   gw_status cg = gw__cpu_capture_guard("cudaHostRegister");
-  if (cg != GW_OK)
-    return cg;
+  if (cg != GW_OK) return cg;
   uintptr_t b = (uintptr_t)base;
   if (!base || bytes == 0)
     return gw__fail(GW_EINVAL, "%s: [%p, +%zu): %s (invalid value)", who, base, bytes,
                     base ? "zero bytes" : "NULL pointer");
   if (bytes > UINTPTR_MAX - b)
-    return gw__fail(GW_EINVAL, "%s: [%p, +%zu) wraps around the address space", who, base,
-                    bytes);
+    return gw__fail(GW_EINVAL, "%s: [%p, +%zu) wraps around the address space", who, base, bytes);
   if (flags & ~GW__REG_READONLY)
-    return gw__fail(GW_EINVAL, "%s: unknown registration flags %#x (invalid value)", who,
-                    flags);
+    return gw__fail(GW_EINVAL, "%s: unknown registration flags %#x (invalid value)", who, flags);
   bool readonly = (flags & GW__REG_READONLY) != 0;
   if (readonly && !gw__cpu_config_get()->readonly_register)
     return gw__fail(GW_ENOTSUP,
@@ -378,8 +367,7 @@ gw_status gw__cpu_model_register(const char *who, int device, void *base, size_t
 
 gw_status gw__cpu_model_unregister(const char *who, void *base) {
   gw_status st = gw__cpu_capture_guard("cudaHostUnregister");
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   uintptr_t b = (uintptr_t)base;
   pthread_mutex_lock(&model_lock);
   range *r = base ? containing(&regs, b) : NULL;
@@ -411,8 +399,7 @@ gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev) 
   pthread_mutex_lock(&model_lock);
   const range *r = containing(&allocs, p);
   if (r && r->kind == GW_MEM_DEVICE)
-    st = gw__fail(GW_EINVAL, "%s: %p is device memory, not host memory (invalid value)", who,
-                  host);
+    st = gw__fail(GW_EINVAL, "%s: %p is device memory, not host memory (invalid value)", who, host);
   else if (!r && !containing(&regs, p))
     st = gw__fail(GW_EINVAL,
                   "%s: %p is neither registered nor pinned/managed memory (invalid value)", who,
@@ -429,9 +416,8 @@ gw_status gw__cpu_model_adopt(const char *who, int device, void *base, size_t by
   pthread_mutex_lock(&model_lock);
   const range *clash = overlapping(&allocs, b, b + bytes);
   if (clash)
-    st = gw__fail(GW_EBACKEND, "%s: mapping [%p, +%zu) overlaps live %s allocation [%p, +%zu)",
-                  who, base, bytes, gw_memkind_name(clash->kind), (void *)clash->base,
-                  clash->size);
+    st = gw__fail(GW_EBACKEND, "%s: mapping [%p, +%zu) overlaps live %s allocation [%p, +%zu)", who,
+                  base, bytes, gw_memkind_name(clash->kind), (void *)clash->base, clash->size);
   else if (reserve(&allocs))
     st = gw__fail(GW_ENOMEM, "%s: cannot grow the allocation table", who);
   else
@@ -473,8 +459,7 @@ GW_API size_t gw_cpu_live_registrations(void) {
 
 GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes, void **out) {
   gw_status st = gw__cpu_check(GW_CPU_OP_ALLOC);
-  if (st)
-    return st;
+  if (st) return st;
   const gw__cpu_config *c = gw__cpu_config_get();
   if (device < 0 || device >= c->devices)
     return gw__fail(GW_ENODEV, "gw_cpu_runtime_alloc: no cpu device %d (%d modelled)", device,
@@ -484,33 +469,28 @@ GW_API gw_status gw_cpu_runtime_alloc(gw_memkind kind, int device, size_t bytes,
 
 GW_API gw_status gw_cpu_runtime_free(void *ptr) {
   gw_status st = gw__cpu_check(GW_CPU_OP_FREE);
-  if (st)
-    return st;
-  if ((st = gw__cpu_capture_guard("cudaFree")) != GW_OK)
-    return st;
+  if (st) return st;
+  if ((st = gw__cpu_capture_guard("cudaFree")) != GW_OK) return st;
   gw__cpu_streams_quiesce(-1); /* cudaFree synchronizes the device first */
   return gw__cpu_model_free("gw_cpu_runtime_free", GW_MEM_UNKNOWN, -1, ptr);
 }
 
 GW_API gw_status gw_cpu_runtime_register(void *ptr, size_t bytes) {
   gw_status st = gw__cpu_check(GW_CPU_OP_REGISTER);
-  if (st)
-    return st;
+  if (st) return st;
   /* A user's cudaHostRegister runs on the current device, device 0 unless set. */
   return gw__cpu_model_register("gw_cpu_runtime_register", 0, ptr, bytes, 0);
 }
 
 GW_API gw_status gw_cpu_runtime_register_readonly(void *ptr, size_t bytes) {
   gw_status st = gw__cpu_check(GW_CPU_OP_REGISTER);
-  if (st)
-    return st;
+  if (st) return st;
   return gw__cpu_model_register("gw_cpu_runtime_register_readonly", 0, ptr, bytes,
                                 GW__REG_READONLY);
 }
 
 GW_API gw_status gw_cpu_runtime_unregister(void *ptr) {
   gw_status st = gw__cpu_check(GW_CPU_OP_UNREGISTER);
-  if (st)
-    return st;
+  if (st) return st;
   return gw__cpu_model_unregister("gw_cpu_runtime_unregister", ptr);
 }

@@ -7,39 +7,34 @@
  */
 #include "cpu_internal.h"
 
-
-#define CHECK(op)                                                                           \
-  do {                                                                                      \
-    gw_status check_ = gw__cpu_check(op);                                                   \
-    if (check_ != GW_OK)                                                                    \
-      return check_;                                                                        \
+#define CHECK(op)                         \
+  do {                                    \
+    gw_status check_ = gw__cpu_check(op); \
+    if (check_ != GW_OK) return check_;   \
   } while (0)
 
 /* The op's model calls in the relaxed per-thread capture mode, the thread's own mode
  * restored after: as the GPU backend's runtime calls (gwg_enter), so that gpuwrap never
  * invalidates another thread's global-mode capture (cpu_streams.c, "capture"). */
-#define RELAXED(call)                                                                       \
-  do {                                                                                      \
-    gw_cpu_capture_mode mode_ = gw__cpu_capture_mode_exchange(GW_CPU_CAPTURE_RELAXED);      \
-    gw_status relaxed_ = (call);                                                            \
-    (void)gw__cpu_capture_mode_exchange(mode_);                                             \
-    return relaxed_;                                                                        \
+#define RELAXED(call)                                                                  \
+  do {                                                                                 \
+    gw_cpu_capture_mode mode_ = gw__cpu_capture_mode_exchange(GW_CPU_CAPTURE_RELAXED); \
+    gw_status relaxed_ = (call);                                                       \
+    (void)gw__cpu_capture_mode_exchange(mode_);                                        \
+    return relaxed_;                                                                   \
   } while (0)
 
 static gw_status config_error(void) {
   const gw__cpu_config *c = gw__cpu_config_get();
-  if (c->error)
-    return gw__fail(GW_EINVAL, "cpu backend: %s", c->error);
+  if (c->error) return gw__fail(GW_EINVAL, "cpu backend: %s", c->error);
   const char *e = gw__cpu_inject_env_error();
-  if (e)
-    return gw__fail(GW_EINVAL, "cpu backend: %s", e);
+  if (e) return gw__fail(GW_EINVAL, "cpu backend: %s", e);
   return GW_OK;
 }
 
 static gw_status cpu_device_count(int *count) {
   gw_status st = config_error();
-  if (st)
-    return st;
+  if (st) return st;
   *count = gw__cpu_config_get()->devices;
   return GW_OK;
 }
@@ -47,8 +42,7 @@ static gw_status cpu_device_count(int *count) {
 static gw_status cpu_context_init(int device, void **state, gw__caps *caps) {
   CHECK(GW_CPU_OP_CONTEXT_INIT);
   gw_status st = config_error();
-  if (st)
-    return st;
+  if (st) return st;
   const gw__cpu_config *c = gw__cpu_config_get();
   if (device < 0 || device >= c->devices)
     return gw__fail(GW_ENODEV,
@@ -96,8 +90,7 @@ static gw_status cpu_free(void *state, gw_memkind kind, int device, void *ptr) {
 
 static gw_status cpu_host_register(void *state, void *base, size_t bytes, unsigned flags) {
   CHECK(GW_CPU_OP_REGISTER);
-  RELAXED(gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes,
-                                flags));
+  RELAXED(gw__cpu_model_register("host_register", gw__cpu_state_device(state), base, bytes, flags));
 }
 
 static gw_status cpu_host_unregister(void *state, void *base) {

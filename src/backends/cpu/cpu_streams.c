@@ -45,7 +45,8 @@
 typedef enum { IT_COPY, IT_FILL, IT_WAIT, IT_CALLER, IT_NOP, IT_BATCH } item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
-_Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0, "the static legacy slots are legacy queues as zeroed");
+_Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0,
+               "the static legacy slots are legacy queues as zeroed");
 
 typedef struct queue queue;
 typedef struct capture capture;
@@ -73,16 +74,16 @@ struct queue {
   int device;
   queue_kind kind;
   queue_owner owner;
-  item *head, *tail;  /* head stays queued until it completed */
-  uint64_t queued;    /* tickets handed out */
-  uint64_t done;      /* ticket of the last completed item (FIFO) */
-  int refs;           /* owner + borrowed handles + events + wait items (not legacy) */
-  bool stop;          /* owner destroys it: the worker exits once it is drained */
-  bool dead;          /* destroyed by its owner: no new work */
+  item *head, *tail; /* head stays queued until it completed */
+  uint64_t queued;   /* tickets handed out */
+  uint64_t done;     /* ticket of the last completed item (FIFO) */
+  int refs;          /* owner + borrowed handles + events + wait items (not legacy) */
+  bool stop;         /* owner destroys it: the worker exits once it is drained */
+  bool dead;         /* destroyed by its owner: no new work */
   bool has_thread;
   pthread_t thread;
-  queue *next_live;   /* the table of live non-legacy queues */
-  capture *cap; /* the capture this queue is in (began or joined), or NULL; never legacy */
+  queue *next_live; /* the table of live non-legacy queues */
+  capture *cap;     /* the capture this queue is in (began or joined), or NULL; never legacy */
 };
 
 /* A capture: begun on its origin queue, joined by every queue that waits on an event
@@ -136,10 +137,8 @@ static queue *legacy_of(int device) {
 }
 
 static void unref(queue *q) {
-  if (q->owner == BY_LEGACY)
-    return;
-  if (--q->refs == 0)
-    free(q); /* unlinked and its worker joined when the owner destroyed it */
+  if (q->owner == BY_LEGACY) return;
+  if (--q->refs == 0) free(q); /* unlinked and its worker joined when the owner destroyed it */
 }
 
 /* Whether every item with seq < before on the device's blocking queues has completed. */
@@ -152,12 +151,10 @@ static bool blocking_done_before(int device, uint64_t before) {
 
 /* The head h of q may run: its stream-ordering dependencies have completed. */
 static bool ready(const queue *q, const item *h) {
-  if (h->kind == IT_WAIT && h->wait_q->done < h->wait_ticket)
-    return false;
+  if (h->kind == IT_WAIT && h->wait_q->done < h->wait_ticket) return false;
   if (q->kind == Q_BLOCKING && h->legacy_after && legacy[q->device].done < h->legacy_after)
     return false;
-  if (q->kind == Q_LEGACY && !blocking_done_before(q->device, h->seq))
-    return false;
+  if (q->kind == Q_LEGACY && !blocking_done_before(q->device, h->seq)) return false;
   return true;
 }
 
@@ -167,8 +164,7 @@ static gw_status start_worker(queue *q) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   /* The legacy worker exits when its queue is empty and is never joined. */
-  if (q->kind == Q_LEGACY)
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (q->kind == Q_LEGACY) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   int rc = pthread_create(&q->thread, &attr, worker, q);
   pthread_attr_destroy(&attr);
   if (rc != 0)
@@ -199,15 +195,11 @@ __attribute__((noinline)) static void free_item(item *h) { free(h); }
 /* Pop q's head, which has run. */
 static void complete(queue *q, item *h) {
   q->head = h->next;
-  if (!q->head)
-    q->tail = NULL;
+  if (!q->head) q->tail = NULL;
   q->done = h->ticket;
-  if (h->kind == IT_WAIT)
-    unref(h->wait_q);
-  if (h->kind == IT_BATCH)
-    free(h->u.b.x);
-  if (h->heap)
-    free_item(h);
+  if (h->kind == IT_WAIT) unref(h->wait_q);
+  if (h->kind == IT_BATCH) free(h->u.b.x);
+  if (h->heap) free_item(h);
   pthread_cond_broadcast(&cond);
 }
 
@@ -235,13 +227,10 @@ static void child_drain(void) {
   while (forked_child) {
     queue *best = NULL;
     for (int d = 0; d < GW__CPU_MAX_DEVICES; d++)
-      if (legacy[d].head && (!best || legacy[d].head->seq < best->head->seq))
-        best = &legacy[d];
+      if (legacy[d].head && (!best || legacy[d].head->seq < best->head->seq)) best = &legacy[d];
     for (queue *q = live; q; q = q->next_live)
-      if (q->head && (!best || q->head->seq < best->head->seq))
-        best = q;
-    if (!best)
-      return;
+      if (q->head && (!best || q->head->seq < best->head->seq)) best = q;
+    if (!best) return;
     item *h = best->head;
     if (h->kind == IT_CALLER) {
       /* a thread of the child is running its own synchronous work: let it finish */
@@ -266,8 +255,7 @@ static void *worker(void *arg) {
   for (;;) {
     item *h = q->head;
     if (!h) {
-      if (q->stop || q->kind == Q_LEGACY)
-        break;
+      if (q->stop || q->kind == Q_LEGACY) break;
       pthread_cond_wait(&cond, &lock);
       continue;
     }
@@ -289,8 +277,7 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&lock);
     complete(q, h);
   }
-  if (q->kind == Q_LEGACY)
-    q->has_thread = false;
+  if (q->kind == Q_LEGACY) q->has_thread = false;
   pthread_mutex_unlock(&lock);
   return NULL;
 }
@@ -317,31 +304,27 @@ gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m) {
 GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void) { return thread_mode; }
 
 static gw_status invalidate(queue *q, const char *err, const char *why) {
-  if (!q->cap->invalid)
-    q->cap->invalid = why;
-  return gw__fail(GW_EBACKEND, "cpu backend: %s on a capturing stream: %s (the capture is invalidated)",
-                  why, err);
+  if (!q->cap->invalid) q->cap->invalid = why;
+  return gw__fail(GW_EBACKEND,
+                  "cpu backend: %s on a capturing stream: %s (the capture is invalidated)", why,
+                  err);
 }
 
 /* Whether the calling thread may make a potentially unsafe call now; invalidates the
  * captures it would break and fails. */
 static gw_status guard(const char *call) {
-  if (thread_mode == GW_CPU_CAPTURE_RELAXED)
-    return GW_OK;
+  if (thread_mode == GW_CPU_CAPTURE_RELAXED) return GW_OK;
   pthread_t self = pthread_self();
   capture *hit = NULL;
   for (capture *c = captures; c; c = c->next) {
-    if (c->mode == GW_CPU_CAPTURE_RELAXED)
-      continue;
+    if (c->mode == GW_CPU_CAPTURE_RELAXED) continue;
     if (pthread_equal(c->thread, self) ||
         (thread_mode == GW_CPU_CAPTURE_GLOBAL && c->mode == GW_CPU_CAPTURE_GLOBAL)) {
-      if (!c->invalid)
-        c->invalid = call;
+      if (!c->invalid) c->invalid = call;
       hit = c;
     }
   }
-  if (!hit)
-    return GW_OK;
+  if (!hit) return GW_OK;
   return gw__fail(GW_EBACKEND,
                   "cpu backend: %s: operation not permitted when stream is capturing "
                   "(cudaErrorStreamCaptureUnsupported; the capture is invalidated)",
@@ -358,8 +341,7 @@ gw_status gw__cpu_capture_guard(const char *call) {
 /* Work on the legacy stream while a blocking stream of its device captures: the implicit
  * dependency between them would cross the capture (cudaErrorStreamCaptureImplicit). */
 static gw_status legacy_conflict(queue *q) {
-  if (q->kind != Q_LEGACY)
-    return GW_OK;
+  if (q->kind != Q_LEGACY) return GW_OK;
   for (queue *b = live; b; b = b->next_live)
     if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
       return invalidate(b, "cudaErrorStreamCaptureImplicit",
@@ -369,8 +351,7 @@ static gw_status legacy_conflict(queue *q) {
 
 /* The query's side of it: the legacy stream may not be used now (changes nothing). */
 static gw_status legacy_conflict_query(queue *q) {
-  if (q->kind != Q_LEGACY)
-    return GW_OK;
+  if (q->kind != Q_LEGACY) return GW_OK;
   for (queue *b = live; b; b = b->next_live)
     if (b->device == q->device && b->kind == Q_BLOCKING && b->cap)
       return gw__fail(GW_ENOTSUP,
@@ -398,8 +379,7 @@ static void free_items(item *h);
  * the live list; its items are the caller's (*items), or freed when items is NULL. */
 static void capture_close(capture *c, item **items) {
   for (queue *q = live; q; q = q->next_live)
-    if (q->cap == c)
-      q->cap = NULL;
+    if (q->cap == c) q->cap = NULL;
   for (capture **p = &captures; *p; p = &(*p)->next)
     if (*p == c) {
       *p = c->next;
@@ -415,16 +395,14 @@ static void capture_close(capture *c, item **items) {
 /* A live capture by id (lock held), or NULL: ended. */
 static capture *capture_by_id(uint64_t id) {
   for (capture *c = captures; c; c = c->next)
-    if (c->id == id)
-      return c;
+    if (c->id == id) return c;
   return NULL;
 }
 
 static void free_items(item *h) {
   while (h) {
     item *n = h->next;
-    if (h->kind == IT_BATCH)
-      free(h->u.b.x);
+    if (h->kind == IT_BATCH) free(h->u.b.x);
     free(h);
     h = n;
   }
@@ -441,7 +419,8 @@ static gw_status run_here(queue *q, item *it) {
   if (q->dead)
     st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
   else if (q->cap) /* work the host runs now cannot be recorded */
-    st = invalidate(q, "cudaErrorStreamCaptureUnsupported", "host-run (synchronous) work queued on it");
+    st = invalidate(q, "cudaErrorStreamCaptureUnsupported",
+                    "host-run (synchronous) work queued on it");
   else if ((st = legacy_conflict(q)) == GW_OK)
     st = guard("a synchronous copy or fill");
   if (st != GW_OK) {
@@ -450,8 +429,7 @@ static gw_status run_here(queue *q, item *it) {
   }
   child_drain();
   push(q, it);
-  while (q->head != it || !ready(q, it))
-    pthread_cond_wait(&cond, &lock);
+  while (q->head != it || !ready(q, it)) pthread_cond_wait(&cond, &lock);
   pthread_mutex_unlock(&lock);
   return GW_OK;
 }
@@ -466,8 +444,7 @@ static void run_here_done(queue *q, item *it) {
 /* Queue a worker item (malloc'd copy of *tmpl) on q. */
 static gw_status enqueue(queue *q, const item *tmpl) {
   item *it = malloc(sizeof *it);
-  if (!it)
-    return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work item");
+  if (!it) return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work item");
   *it = *tmpl;
   it->heap = true;
   pthread_mutex_lock(&lock);
@@ -487,8 +464,7 @@ static gw_status enqueue(queue *q, const item *tmpl) {
     child_drain();
   }
   pthread_mutex_unlock(&lock);
-  if (st != GW_OK)
-    free(it);
+  if (st != GW_OK) free(it);
   return st;
 }
 
@@ -506,15 +482,13 @@ static queue *target_queue(int device, void *stream) {
 
 gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream) {
   gw_status st = gw__cpu_copy_check(x);
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   queue *q = target_queue(device, stream);
   /* Pageable memory (host kind) completes on return, on a stream as without one. */
   if (!stream || x->dst_kind == GW_MEM_HOST || x->src_kind == GW_MEM_HOST) {
     item it = {.u.x = *x};
     st = run_here(q, &it);
-    if (st != GW_OK)
-      return st;
+    if (st != GW_OK) return st;
     st = gw__cpu_copy(x);
     run_here_done(q, &it);
     return st;
@@ -524,45 +498,37 @@ gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream) {
 }
 
 gw_status gw__cpu_stream_copy_batch(int device, const gw__xfer *x, int n, void *stream) {
-  if (n < 0)
-    return gw__fail(GW_EINVAL, "copy_batch: n is %d", n);
+  if (n < 0) return gw__fail(GW_EINVAL, "copy_batch: n is %d", n);
   bool host = false;
   for (int i = 0; i < n; i++) { /* every check first: a bad transfer queues nothing */
     gw_status st = gw__cpu_copy_check(&x[i]);
-    if (st != GW_OK)
-      return st;
+    if (st != GW_OK) return st;
     host |= x[i].dst_kind == GW_MEM_HOST || x[i].src_kind == GW_MEM_HOST;
   }
-  if (n == 0)
-    return GW_OK;
+  if (n == 0) return GW_OK;
   queue *q = target_queue(device, stream);
   /* As copy: synchronous, or pageable memory anywhere, runs on the caller (one item). */
   if (!stream || host) {
     item it = {.kind = IT_CALLER};
     gw_status st = run_here(q, &it);
-    if (st != GW_OK)
-      return st;
-    for (int i = 0; st == GW_OK && i < n; i++)
-      st = gw__cpu_copy(&x[i]);
+    if (st != GW_OK) return st;
+    for (int i = 0; st == GW_OK && i < n; i++) st = gw__cpu_copy(&x[i]);
     run_here_done(q, &it);
     return st;
   }
   gw__xfer *copy = malloc((size_t)n * sizeof *copy);
-  if (!copy)
-    return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work item");
+  if (!copy) return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work item");
   memcpy(copy, x, (size_t)n * sizeof *copy);
   item it = {.kind = IT_BATCH, .u.b = {copy, n}};
   gw_status st = enqueue(q, &it);
-  if (st != GW_OK)
-    free(copy);
+  if (st != GW_OK) free(copy);
   return st;
 }
 
 gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
   int empty = 0;
   gw_status st = gw__cpu_fill_check(f, &empty);
-  if (st != GW_OK)
-    return st;
+  if (st != GW_OK) return st;
   queue *q = target_queue(device, stream);
   /* Pageable memory is filled here, complete on return, as the GPU backend fills it when
    * the device cannot reach it; a device that reads pageable memory (HMM/ATS) has the GPU
@@ -571,8 +537,7 @@ gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
   if (!stream || (f->kind == GW_MEM_HOST && !gw__cpu_config_get()->pageable_access)) {
     item it = {.u.f = *f};
     st = run_here(q, &it);
-    if (st != GW_OK)
-      return st;
+    if (st != GW_OK) return st;
     st = gw__cpu_fill(f);
     run_here_done(q, &it);
     return st;
@@ -586,11 +551,9 @@ gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
 /* Whether every item with seq < before of the device's queues (device -1: all) is done. */
 static bool device_done_before(int device, uint64_t before) {
   for (int d = 0; d < GW__CPU_MAX_DEVICES; d++)
-    if ((device < 0 || d == device) && legacy[d].head && legacy[d].head->seq < before)
-      return false;
+    if ((device < 0 || d == device) && legacy[d].head && legacy[d].head->seq < before) return false;
   for (queue *q = live; q; q = q->next_live)
-    if ((device < 0 || q->device == device) && q->head && q->head->seq < before)
-      return false;
+    if ((device < 0 || q->device == device) && q->head && q->head->seq < before) return false;
   return true;
 }
 
@@ -598,15 +561,13 @@ void gw__cpu_streams_quiesce(int device) {
   pthread_mutex_lock(&lock);
   child_drain();
   uint64_t before = next_seq;
-  while (!device_done_before(device, before))
-    pthread_cond_wait(&cond, &lock);
+  while (!device_done_before(device, before)) pthread_cond_wait(&cond, &lock);
   pthread_mutex_unlock(&lock);
 }
 
 gw_status gw__cpu_device_synchronize(int device) {
   gw_status st = gw__cpu_capture_guard("a device synchronize");
-  if (st == GW_OK)
-    gw__cpu_streams_quiesce(device);
+  if (st == GW_OK) gw__cpu_streams_quiesce(device);
   return st;
 }
 
@@ -614,17 +575,15 @@ gw_status gw__cpu_device_synchronize(int device) {
 static void wait_queue(queue *q) {
   child_drain();
   uint64_t target = q->queued;
-  while (q->done < target)
-    pthread_cond_wait(&cond, &lock);
+  while (q->done < target) pthread_cond_wait(&cond, &lock);
 }
 
 gw_status gw__cpu_stream_synchronize(void *stream) {
   pthread_mutex_lock(&lock);
   queue *q = queue_of(stream);
   gw_status st = q->cap ? invalidate(q, "cudaErrorStreamCaptureUnsupported", "a stream synchronize")
-                              : guard("a stream synchronize");
-  if (st == GW_OK)
-    wait_queue(q);
+                        : guard("a stream synchronize");
+  if (st == GW_OK) wait_queue(q);
   pthread_mutex_unlock(&lock);
   return st;
 }
@@ -633,8 +592,7 @@ gw_status gw__cpu_stream_synchronize(void *stream) {
 
 static gw_status new_queue(int device, queue_kind kind, queue_owner owner, queue **out) {
   queue *q = calloc(1, sizeof *q);
-  if (!q)
-    return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream");
+  if (!q) return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream");
   q->device = device;
   q->kind = kind;
   q->owner = owner;
@@ -663,8 +621,7 @@ static void destroy_queue(queue *q) {
   pthread_cond_broadcast(&cond);
   bool join = q->has_thread;
   pthread_mutex_unlock(&lock);
-  if (join)
-    pthread_join(q->thread, NULL); /* it exits once the queue is drained */
+  if (join) pthread_join(q->thread, NULL); /* it exits once the queue is drained */
   pthread_mutex_lock(&lock);
   q->has_thread = false;
   for (queue **p = &live; *p; p = &(*p)->next_live)
@@ -682,8 +639,7 @@ static void destroy_queue(queue *q) {
 
 gw_status gw__cpu_stream_create(int device, void **stream) {
   handle *h = malloc(sizeof *h);
-  if (!h)
-    return gw__fail(GW_ENOMEM, "stream_create: out of memory");
+  if (!h) return gw__fail(GW_ENOMEM, "stream_create: out of memory");
   gw_status st = new_queue(device, Q_BLOCKING, BY_GPUWRAP, &h->q);
   if (st != GW_OK) {
     free(h);
@@ -696,8 +652,7 @@ gw_status gw__cpu_stream_create(int device, void **stream) {
 
 void gw__cpu_stream_destroy(void *stream) {
   handle *h = stream;
-  if (!h)
-    return;
+  if (!h) return;
   if (h->owned) {
     destroy_queue(h->q);
   } else {
@@ -711,14 +666,12 @@ void gw__cpu_stream_destroy(void *stream) {
 /* A live queue by its native handle, comparing addresses only (lock held). */
 static queue *find_live(const void *native) {
   for (queue *q = live; q; q = q->next_live)
-    if ((const void *)q == native)
-      return q;
+    if ((const void *)q == native) return q;
   return NULL;
 }
 
 bool gw__cpu_stream_is_native(const void *native) {
-  if (!native)
-    return false;
+  if (!native) return false;
   pthread_mutex_lock(&lock);
   bool found = find_live(native) != NULL;
   pthread_mutex_unlock(&lock);
@@ -727,8 +680,7 @@ bool gw__cpu_stream_is_native(const void *native) {
 
 gw_status gw__cpu_stream_borrow(int device, void *native, void **stream) {
   handle *h = malloc(sizeof *h);
-  if (!h)
-    return gw__fail(GW_ENOMEM, "stream_borrow: out of memory");
+  if (!h) return gw__fail(GW_ENOMEM, "stream_borrow: out of memory");
   h->owned = false;
   gw_status st = GW_OK;
   pthread_mutex_lock(&lock);
@@ -737,12 +689,14 @@ gw_status gw__cpu_stream_borrow(int device, void *native, void **stream) {
   } else {
     queue *q = find_live(native);
     if (!q)
-      st = gw__fail(GW_EINVAL, "stream_borrow: %p is not a stream of the cpu backend (not a "
-                               "live handle from gw_stream_native or the test hook)",
+      st = gw__fail(GW_EINVAL,
+                    "stream_borrow: %p is not a stream of the cpu backend (not a "
+                    "live handle from gw_stream_native or the test hook)",
                     native);
     else if (q->device != device)
-      st = gw__fail(GW_EDEVICE, "stream_borrow: %p is a stream of cpu device %d, the context "
-                                "is on device %d",
+      st = gw__fail(GW_EDEVICE,
+                    "stream_borrow: %p is a stream of cpu device %d, the context "
+                    "is on device %d",
                     native, q->device, device);
     else {
       q->refs++;
@@ -767,19 +721,16 @@ void *gw__cpu_stream_native(void *stream) {
 
 gw_status gw__cpu_event_create(void **out) {
   event *e = calloc(1, sizeof *e);
-  if (!e)
-    return gw__fail(GW_ENOMEM, "event_create: out of memory");
+  if (!e) return gw__fail(GW_ENOMEM, "event_create: out of memory");
   *out = e;
   return GW_OK;
 }
 
 void gw__cpu_event_destroy(void *ev) {
   event *e = ev;
-  if (!e)
-    return;
+  if (!e) return;
   pthread_mutex_lock(&lock);
-  if (e->q)
-    unref(e->q);
+  if (e->q) unref(e->q);
   pthread_mutex_unlock(&lock);
   free(e);
 }
@@ -788,10 +739,8 @@ gw_status gw__cpu_event_record(void *ev, void *stream) {
   event *e = ev;
   queue *q = queue_of(stream);
   pthread_mutex_lock(&lock);
-  if (q->owner != BY_LEGACY)
-    q->refs++;
-  if (e->q)
-    unref(e->q);
+  if (q->owner != BY_LEGACY) q->refs++;
+  if (e->q) unref(e->q);
   e->q = q;
   e->ticket = q->queued;
   e->cap_id = q->cap ? q->cap->id : 0;
@@ -803,8 +752,7 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   event *e = ev;
   queue *q = queue_of(stream);
   item *it = malloc(sizeof *it);
-  if (!it)
-    return gw__fail(GW_ENOMEM, "stream_wait_event: out of memory");
+  if (!it) return gw__fail(GW_ENOMEM, "stream_wait_event: out of memory");
   *it = (item){.kind = IT_WAIT, .heap = true};
   gw_status st = GW_OK;
   bool queued = false;
@@ -813,7 +761,8 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   if (e->cap_id && (!ec || (q->cap && q->cap != ec))) {
     /* A node of a capture that ended, or of another one: a dependency across captures. */
     if (q->cap)
-      st = invalidate(q, "cudaErrorStreamCaptureIsolation", "a wait for an event of another capture");
+      st = invalidate(q, "cudaErrorStreamCaptureIsolation",
+                      "a wait for an event of another capture");
     else
       st = gw__fail(GW_EBACKEND, "stream_wait_event: the event was last recorded in a capture "
                                  "that has ended (cudaErrorStreamCaptureIsolation)");
@@ -836,16 +785,14 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
     if (st == GW_OK) {
       it->wait_q = e->q;
       it->wait_ticket = e->ticket;
-      if (e->q->owner != BY_LEGACY)
-        e->q->refs++;
+      if (e->q->owner != BY_LEGACY) e->q->refs++;
       push(q, it);
       queued = true;
       child_drain();
     }
   }
   pthread_mutex_unlock(&lock);
-  if (!queued)
-    free(it);
+  if (!queued) free(it);
   return st;
 }
 
@@ -861,8 +808,7 @@ gw_status gw__cpu_event_query(void *ev) {
     return st;
   }
   bool complete = !e->q || e->q->done >= e->ticket;
-  if (!complete)
-    child_drain();
+  if (!complete) child_drain();
   pthread_mutex_unlock(&lock);
   return complete ? GW_OK : GW_EBUSY; /* a poll: EBUSY is no failure, nothing recorded */
 }
@@ -871,38 +817,35 @@ gw_status gw__cpu_event_query(void *ev) {
 
 GW_API gw_status gw_cpu_stream_create_external(int device, int nonblocking, void **native) {
   gw_status st = gw__cpu_check(GW_CPU_OP_STREAM_CREATE);
-  if (st)
-    return st;
-  if (!native)
-    return gw__fail(GW_EINVAL, "gw_cpu_stream_create_external: native is NULL");
+  if (st) return st;
+  if (!native) return gw__fail(GW_EINVAL, "gw_cpu_stream_create_external: native is NULL");
   const gw__cpu_config *c = gw__cpu_config_get();
   if (device < 0 || device >= c->devices)
     return gw__fail(GW_ENODEV, "gw_cpu_stream_create_external: no cpu device %d (%d modelled)",
                     device, c->devices);
   queue *q = NULL;
   st = new_queue(device, nonblocking ? Q_NONBLOCKING : Q_BLOCKING, BY_EXTERNAL, &q);
-  if (st == GW_OK)
-    *native = q;
+  if (st == GW_OK) *native = q;
   return st;
 }
 
 GW_API gw_status gw_cpu_stream_destroy_external(void *native) {
   gw_status st = gw__cpu_check(GW_CPU_OP_STREAM_DESTROY);
-  if (st)
-    return st;
+  if (st) return st;
   pthread_mutex_lock(&lock);
   queue *q = native ? find_live(native) : NULL;
   if (!q)
-    st = gw__fail(GW_EINVAL, "gw_cpu_stream_destroy_external: %p is not a live stream of the "
-                             "cpu backend",
+    st = gw__fail(GW_EINVAL,
+                  "gw_cpu_stream_destroy_external: %p is not a live stream of the "
+                  "cpu backend",
                   native);
   else if (q->owner != BY_EXTERNAL)
-    st = gw__fail(GW_EINVAL, "gw_cpu_stream_destroy_external: %p was made by gw_stream_create "
-                             "(gw_stream_destroy destroys it)",
+    st = gw__fail(GW_EINVAL,
+                  "gw_cpu_stream_destroy_external: %p was made by gw_stream_create "
+                  "(gw_stream_destroy destroys it)",
                   native);
   pthread_mutex_unlock(&lock);
-  if (st == GW_OK)
-    destroy_queue(q);
+  if (st == GW_OK) destroy_queue(q);
   return st;
 }
 
@@ -912,9 +855,9 @@ GW_API gw_status gw_cpu_stream_destroy_external(void *native) {
 static gw_status capture_target(const char *who, void *native, queue **out) {
   queue *q = native ? find_live(native) : NULL;
   if (!native)
-    return gw__fail(GW_EINVAL, "%s: native is NULL: the legacy default stream cannot be captured", who);
-  if (!q)
-    return gw__fail(GW_EINVAL, "%s: %p is not a live stream of the cpu backend", who, native);
+    return gw__fail(GW_EINVAL, "%s: native is NULL: the legacy default stream cannot be captured",
+                    who);
+  if (!q) return gw__fail(GW_EINVAL, "%s: %p is not a live stream of the cpu backend", who, native);
   *out = q;
   return GW_OK;
 }
@@ -944,12 +887,10 @@ GW_API gw_status gw_cpu_stream_capture_begin(void *native, gw_cpu_capture_mode m
 }
 
 GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph) {
-  if (!graph)
-    return gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: graph is NULL");
+  if (!graph) return gw__fail(GW_EINVAL, "gw_cpu_stream_capture_end: graph is NULL");
   *graph = NULL;
   gw_cpu_graph *g = malloc(sizeof *g);
-  if (!g)
-    return gw__fail(GW_ENOMEM, "gw_cpu_stream_capture_end: out of host memory");
+  if (!g) return gw__fail(GW_ENOMEM, "gw_cpu_stream_capture_end: out of host memory");
   pthread_mutex_lock(&lock);
   queue *q = NULL;
   gw_status st = capture_target("gw_cpu_stream_capture_end", native, &q);
@@ -962,8 +903,9 @@ GW_API gw_status gw_cpu_stream_capture_end(void *native, gw_cpu_graph **graph) {
     capture_close(q->cap, &g->head);
     if (why) {
       free_items(g->head);
-      st = gw__fail(GW_EBACKEND, "gw_cpu_stream_capture_end: the capture was invalidated by %s "
-                                 "(cudaErrorStreamCaptureInvalidated)",
+      st = gw__fail(GW_EBACKEND,
+                    "gw_cpu_stream_capture_end: the capture was invalidated by %s "
+                    "(cudaErrorStreamCaptureInvalidated)",
                     why);
     }
   }
@@ -986,8 +928,7 @@ GW_API int gw_cpu_stream_capture_items(void *native) {
 GW_API int gw_cpu_graph_items(const gw_cpu_graph *g) { return g ? g->n : 0; }
 
 GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
-  if (!g)
-    return gw__fail(GW_EINVAL, "gw_cpu_graph_launch: graph is NULL");
+  if (!g) return gw__fail(GW_EINVAL, "gw_cpu_graph_launch: graph is NULL");
   /* Every item's copy is made first: a launch queues all of the graph or nothing. */
   item *head = NULL, **tail = &head;
   for (const item *it = g->head; it; it = it->next) {
@@ -1015,7 +956,8 @@ GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
   queue *q = native ? find_live(native) : legacy_of(0);
   gw_status st = GW_OK;
   if (!q)
-    st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: %p is not a live stream of the cpu backend", native);
+    st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: %p is not a live stream of the cpu backend",
+                  native);
   else if (q->dead)
     st = gw__fail(GW_EINVAL, "gw_cpu_graph_launch: the stream was destroyed by its owner");
   else if (q->cap) /* a graph launched into a capture: its items are recorded */
@@ -1033,8 +975,7 @@ GW_API gw_status gw_cpu_graph_launch(gw_cpu_graph *g, void *native) {
     child_drain();
   }
   pthread_mutex_unlock(&lock);
-  if (st != GW_OK)
-    free_items(head);
+  if (st != GW_OK) free_items(head);
   return st;
 }
 
@@ -1042,12 +983,12 @@ GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited) {
   pthread_mutex_lock(&lock);
   queue *w = NULL, *d = NULL;
   gw_status st = capture_target("gw_cpu_stream_wait_stream", waiter, &w);
-  if (st == GW_OK)
-    st = capture_target("gw_cpu_stream_wait_stream", waited, &d);
+  if (st == GW_OK) st = capture_target("gw_cpu_stream_wait_stream", waited, &d);
   item *it = NULL;
   if (st == GW_OK && d->cap) {
     if (w->cap && w->cap != d->cap)
-      st = invalidate(w, "cudaErrorStreamCaptureIsolation", "a wait for a stream of another capture");
+      st = invalidate(w, "cudaErrorStreamCaptureIsolation",
+                      "a wait for a stream of another capture");
     else
       w->cap = d->cap; /* joins (fork) */
   } else if (st == GW_OK && w != d && d->done < d->queued) {
@@ -1069,8 +1010,7 @@ GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited) {
 }
 
 GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
-  if (!g)
-    return;
+  if (!g) return;
   free_items(g->head);
   free(g);
 }
@@ -1100,8 +1040,7 @@ void gw__cpu_streams_lock(int on) {
 static void orphan(queue *q) {
   q->has_thread = false;
   for (item *it = q->head; it; it = it->next)
-    if (it->kind == IT_CALLER)
-      it->kind = IT_NOP;
+    if (it->kind == IT_CALLER) it->kind = IT_NOP;
 }
 
 /* In the child, with the lock held by this (the only) thread since the prepare handler. */
@@ -1110,10 +1049,8 @@ void gw__cpu_streams_child(void) {
   static const pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
   memcpy(&cond, &fresh, sizeof cond);
   forked_child = true;
-  for (int d = 0; d < GW__CPU_MAX_DEVICES; d++)
-    orphan(&legacy[d]);
-  for (queue *q = live; q; q = q->next_live)
-    orphan(q);
+  for (int d = 0; d < GW__CPU_MAX_DEVICES; d++) orphan(&legacy[d]);
+  for (queue *q = live; q; q = q->next_live) orphan(q);
   pthread_mutex_unlock(&lock);
 }
 

@@ -15,14 +15,10 @@ const gw__host_api *gwg_host;
 /* ---- errors ------------------------------------------------------------------------ */
 
 static gw_status map_err(gwv_err e) {
-  if (GWV_IS_ALREADY_REGISTERED(e))
-    return GW_EALREADY;
-  if (GWV_IS_NOT_REGISTERED(e))
-    return GW_ENOTREG;
-  if (GWV_IS_OOM(e))
-    return GW_ENOMEM;
-  if (GWV_IS_NODEV(e))
-    return GW_ENODEV;
+  if (GWV_IS_ALREADY_REGISTERED(e)) return GW_EALREADY;
+  if (GWV_IS_NOT_REGISTERED(e)) return GW_ENOTREG;
+  if (GWV_IS_OOM(e)) return GW_ENOMEM;
+  if (GWV_IS_NODEV(e)) return GW_ENODEV;
   return GW_EBACKEND;
 }
 
@@ -35,7 +31,9 @@ static gw_status vfail(gw_status s, gwv_err e, const char *fmt, va_list ap) {
   return gwg_host->fail(s, "%s: %s: %s", what, gwv_GetErrorName(e), gwv_GetErrorString(e));
 }
 
-gw_status gwg_setting(gw__setting_id id, long long *out) { return gwg_host->setting_int((int)id, out); }
+gw_status gwg_setting(gw__setting_id id, long long *out) {
+  return gwg_host->setting_int((int)id, out);
+}
 
 gw_status gwg_fail(gwv_err e, const char *fmt, ...) {
   va_list ap;
@@ -71,8 +69,7 @@ gw_status gwg_enter(int device, gwg_prev *prev) {
   }
   gwv_ctxtok cur = gwv_current();
   /* Already in the device's primary context (nearly every call): nothing to switch. */
-  if (want && cur == want)
-    return GW_OK;
+  if (want && cur == want) return GW_OK;
   /* Else the runtime's answer: a thread with no context yet, another device's, or a
    * context of the caller's own (cuCtxCreate) on this device, in which the work then runs
    * as any runtime call of the thread would (docs/API.md, "Current device and context"). */
@@ -106,8 +103,7 @@ void gwg_leave(gwg_prev prev) {
    * be); the runtime takes its device from it. With none current (HIP, or a thread that
    * had not used the device yet), the runtime's device. */
   if (prev.ctx) {
-    if (!gwv_set_current(prev.ctx))
-      (void)gwv_GetLastError();
+    if (!gwv_set_current(prev.ctx)) (void)gwv_GetLastError();
   } else if (gwv_SetDevice(prev.device) != GWV_SUCCESS) {
     (void)gwv_GetLastError();
   }
@@ -136,14 +132,12 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   int n = 0;
   gwg_prev prev;
   gw_status s = device_count(&n);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   if (device < 0 || device >= n)
-    return gwg_host->fail(GW_ENODEV, "%s device %d does not exist (%d device%s)", GWV_NAME,
-                          device, n, n == 1 ? "" : "s");
+    return gwg_host->fail(GW_ENODEV, "%s device %d does not exist (%d device%s)", GWV_NAME, device,
+                          n, n == 1 ? "" : "s");
   gwg_ctx *c = calloc(1, sizeof *c);
-  if (!c)
-    return gwg_host->fail(GW_ENOMEM, "%s context: out of host memory", GWV_NAME);
+  if (!c) return gwg_host->fail(GW_ENOMEM, "%s context: out of host memory", GWV_NAME);
   /* Create the device's (primary) context now: later queries must not be the first call
    * that initialises the runtime, and a broken device should fail here. */
   if ((s = gwg_enter(device, &prev)) != GW_OK) {
@@ -187,7 +181,7 @@ static gw_status device_address(void *state, void *host, void **dev);
 
 /* The query's failure message, out of the hot path. */
 static __attribute__((cold, noinline)) gw_status query_failed(const void *ptr, int status,
-                                                                gw_status s) {
+                                                              gw_status s) {
   return gwg_host->fail(s, "%s(%p): %s: %s", GWV_QUERY_CALL, ptr, gwv_query_error_name(status),
                         gwv_query_error_text(status));
 }
@@ -205,13 +199,11 @@ static __attribute__((noinline)) gw_status query_lookup(void *state, const void 
   gwv_query(ptr, &a);
   gw_ptrinfo r;
   gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, &r);
-  if (s != GW_OK)
-    return query_failed(ptr, a.status, s);
+  if (s != GW_OK) return query_failed(ptr, a.status, s);
   if (r.kind == GW_MEM_PINNED && r.device_ptr == NULL) {
     char *hb = r.base ? (char *)r.base : (char *)(uintptr_t)ptr;
     void *db = NULL;
-    if ((s = device_address(state, hb, &db)) != GW_OK)
-      return s;
+    if ((s = device_address(state, hb, &db)) != GW_OK) return s;
     r.device_ptr = (char *)db + ((const char *)ptr - hb);
   }
   *out = r;
@@ -230,13 +222,11 @@ static __attribute__((noinline)) gw_status query_lookup(void *state, const void 
  * which no capture mode prohibits, and its target is one bare call's time. */
 static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
   const gwg_ctx *c = state;
-  if (__builtin_expect(!c->ccaps.host_ptr_for_registered, 0))
-    return query_lookup(state, ptr, out);
+  if (__builtin_expect(!c->ccaps.host_ptr_for_registered, 0)) return query_lookup(state, ptr, out);
   gwc_attrs a; /* never in memory: only its fields, which the classification reads once */
   gwv_query(ptr, &a);
   gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, out);
-  if (__builtin_expect(s != GW_OK, 0))
-    return query_failed(ptr, a.status, s);
+  if (__builtin_expect(s != GW_OK, 0)) return query_failed(ptr, a.status, s);
   return GW_OK;
 }
 
@@ -254,7 +244,6 @@ static const char *kind_name(gw_memkind k) {
   }
 }
 
-
 static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
   gwg_ctx *c = state;
   void *p = NULL;
@@ -265,8 +254,7 @@ static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
     return gwg_host->fail(GW_ENOTSUP, "%s backend cannot allocate %s memory", GWV_NAME,
                           kind_name(kind));
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   switch (kind) {
   case GW_MEM_DEVICE:
     call = GWV_CALL("Malloc");
@@ -283,8 +271,7 @@ static gw_status alloc(void *state, gw_memkind kind, size_t bytes, void **out) {
     break;
   }
   gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, "%s(%zu bytes) on device %d", call, bytes, c->device);
+  if (e != GWV_SUCCESS) return gwg_fail(e, "%s(%zu bytes) on device %d", call, bytes, c->device);
   *out = p;
   return GW_OK;
 }
@@ -301,8 +288,7 @@ static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
   /* Free on the memory's own device: freeing device 1's memory from device 0 works on
    * CUDA, but not on every runtime, and the implied synchronisation belongs there. */
   gw_status s = gwg_enter(dev, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   if (kind == GW_MEM_PINNED) {
     /* On registered (not allocated) memory this fails with "invalid value" and leaves the
      * registration intact (measured): harmless, and reported. */
@@ -313,8 +299,7 @@ static gw_status free_mem(void *state, gw_memkind kind, int device, void *ptr) {
     e = gwv_Free(ptr);
   }
   gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, "%s(%p) on device %d", call, ptr, dev);
+  if (e != GWV_SUCCESS) return gwg_fail(e, "%s(%p) on device %d", call, ptr, dev);
   return GW_OK;
 }
 
@@ -331,17 +316,15 @@ static gw_status host_register(void *state, void *base, size_t bytes, unsigned f
      * something else (ROCm 5: coarse-grained registration). */
     if (!c->caps.host_register_readonly)
       return gwg_host->fail(GW_ENOTSUP,
-                            "%s device %d cannot register host memory read-only (%s = 0)",
-                            GWV_NAME, c->device, GWV_READONLY_ATTR_NAME);
+                            "%s device %d cannot register host memory read-only (%s = 0)", GWV_NAME,
+                            c->device, GWV_READONLY_ATTR_NAME);
     vflags |= GWV_HOST_REGISTER_READONLY;
   }
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_HostRegister(base, bytes, vflags);
   gwg_leave(prev);
-  if (e == GWV_SUCCESS)
-    return GW_OK;
+  if (e == GWV_SUCCESS) return GW_OK;
   /* "Invalid value" is about the memory itself (measured: pages the process cannot write,
    * registered without the read-only flag): GW_EINVAL, as the CPU model says, so that the
    * core can tell it from a runtime failure and look at the pages. Already registered
@@ -355,12 +338,10 @@ static gw_status host_unregister(void *state, void *base) {
   gwg_ctx *c = state;
   gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_HostUnregister(base);
   gwg_leave(prev);
-  if (e == GWV_SUCCESS)
-    return GW_OK;
+  if (e == GWV_SUCCESS) return GW_OK;
   /* An interior pointer gives "invalid value": for the contract it is "not registered
    * here" (unregistering needs the exact base). */
   if (GWV_IS_NOT_REGISTERED(e) || GWV_IS_INVALID_VALUE(e))
@@ -373,18 +354,15 @@ static gw_status device_address(void *state, void *host, void **dev) {
   gwg_prev prev;
   void *d = NULL;
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_HostGetDevicePointer(&d, host, 0);
   gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_CALL("HostGetDevicePointer(%p)"), host);
+  if (e != GWV_SUCCESS) return gwg_fail(e, GWV_CALL("HostGetDevicePointer(%p)"), host);
   *dev = d;
   return GW_OK;
 }
 
 /* ---- the table and the plugin entry ------------------------------------------------------ */
-
 
 /* gpu_copy.c: a batch of independent transfers in one kernel launch where it can
  * (declared here: gpu_internal.h belongs to the copy module's other users). */

@@ -3,7 +3,6 @@
  * query; this is its out-of-line copy for the other callers and the tests. */
 #include "gpu_classify.h"
 
-gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps,
-                       gw_ptrinfo *out) {
+gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps, gw_ptrinfo *out) {
   return gwc_classify_inline(ptr, a, caps, out);
 }

@@ -27,14 +27,24 @@ typedef enum {
  * against the real headers with _Static_assert. */
 enum {
   /* CUmemorytype (0: the pointer is unknown to CUDA, i.e. pageable) */
-  GWC_CU_UNREGISTERED = 0, GWC_CU_HOST = 1, GWC_CU_DEVICE = 2, GWC_CU_ARRAY = 3,
+  GWC_CU_UNREGISTERED = 0,
+  GWC_CU_HOST = 1,
+  GWC_CU_DEVICE = 2,
+  GWC_CU_ARRAY = 3,
   GWC_CU_UNIFIED = 4,
   /* hipMemoryType before ROCm 6 (Managed appeared in late 5.x) */
-  GWC_HIP5_HOST = 0, GWC_HIP5_DEVICE = 1, GWC_HIP5_ARRAY = 2, GWC_HIP5_UNIFIED = 3,
+  GWC_HIP5_HOST = 0,
+  GWC_HIP5_DEVICE = 1,
+  GWC_HIP5_ARRAY = 2,
+  GWC_HIP5_UNIFIED = 3,
   GWC_HIP5_MANAGED = 4,
   /* hipMemoryType from ROCm 6 (CUDA-like numbering) */
-  GWC_HIP6_UNREGISTERED = 0, GWC_HIP6_HOST = 1, GWC_HIP6_DEVICE = 2, GWC_HIP6_MANAGED = 3,
-  GWC_HIP6_ARRAY = 10, GWC_HIP6_UNIFIED = 11,
+  GWC_HIP6_UNREGISTERED = 0,
+  GWC_HIP6_HOST = 1,
+  GWC_HIP6_DEVICE = 2,
+  GWC_HIP6_MANAGED = 3,
+  GWC_HIP6_ARRAY = 10,
+  GWC_HIP6_UNIFIED = 11,
   /* hipErrorInvalidValue: how ROCm 5 says "not a pointer I know" */
   GWC_HIP_ERROR_INVALID_VALUE = 1,
 };
@@ -42,13 +52,13 @@ enum {
 /* What the runtime said about one pointer, uninterpreted. */
 typedef struct {
   gwc_gen gen;
-  int status;              /* the query's raw return code (0 = success) */
-  int memtype;             /* raw memory type of `gen` */
-  int is_managed;          /* raw is-managed flag */
-  int device;              /* raw ordinal; vendors use -2 for "none" */
+  int status;               /* the query's raw return code (0 = success) */
+  int memtype;              /* raw memory type of `gen` */
+  int is_managed;           /* raw is-managed flag */
+  int device;               /* raw ordinal; vendors use -2 for "none" */
   uintptr_t device_pointer; /* raw fields where the query gives them (HIP), else 0 */
   uintptr_t host_pointer;
-  uintptr_t range_start;   /* allocation/registration holding ptr; 0 = unknown */
+  uintptr_t range_start; /* allocation/registration holding ptr; 0 = unknown */
   size_t range_size;
 } gwc_attrs;
 
@@ -65,8 +75,7 @@ typedef struct {
  * A GW_MEM_PINNED result with device_ptr NULL means the device address must be looked up
  * (the device cannot use the host address and the query did not give one).
  */
-gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps,
-                       gw_ptrinfo *out);
+gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps, gw_ptrinfo *out);
 
 /*
  * The same, inline: what the backend's pointer query uses, so that on its hot path (every
@@ -78,7 +87,11 @@ gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps
 
 /* The generation-neutral kinds the raw enums map onto. */
 typedef enum {
-  GWC_RAW_PAGEABLE, GWC_RAW_HOST, GWC_RAW_DEVICE, GWC_RAW_MANAGED, GWC_RAW_OTHER
+  GWC_RAW_PAGEABLE,
+  GWC_RAW_HOST,
+  GWC_RAW_DEVICE,
+  GWC_RAW_MANAGED,
+  GWC_RAW_OTHER
 } gwc__raw_kind;
 
 static inline gwc__raw_kind gwc__raw_kind_of(const gwc_attrs *a) {
@@ -115,7 +128,7 @@ static inline gwc__raw_kind gwc__raw_kind_of(const gwc_attrs *a) {
 }
 
 static inline gw_status gwc_classify_inline(const void *ptr, const gwc_attrs *a,
-                                           const gwc_caps *caps, gw_ptrinfo *out) {
+                                            const gwc_caps *caps, gw_ptrinfo *out) {
   gwc__raw_kind k;
   if (a->status != 0) {
     /* ROCm 5 answers "invalid value" for host memory it does not know: that is the
@@ -128,8 +141,7 @@ static inline gw_status gwc_classify_inline(const void *ptr, const gwc_attrs *a,
     k = gwc__raw_kind_of(a);
   }
   /* Managed memory reports DEVICE (CUDA) or HOST (older ROCm) as its type; the flag wins. */
-  if (k != GWC_RAW_PAGEABLE && a->is_managed)
-    k = GWC_RAW_MANAGED;
+  if (k != GWC_RAW_PAGEABLE && a->is_managed) k = GWC_RAW_MANAGED;
 
   /* Written straight into *out, each field once (no local gw_ptrinfo and copy: this runs
    * on every pointer query and wrap). */

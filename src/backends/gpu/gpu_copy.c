@@ -46,8 +46,7 @@
 
 static int64_t numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
-  for (int d = 0; d < ndim; d++)
-    n *= shape[d];
+  for (int d = 0; d < ndim; d++) n *= shape[d];
   return n;
 }
 
@@ -69,8 +68,8 @@ static int pitch_ok(const gwg_ctx *c, int64_t pitch, size_t width) {
 }
 
 /* A 3-D pitched side: rows of `width` bytes at `pitch`, slices at pitch*ysize. */
-static int slice_ok(const gwg_ctx *c, int64_t slice, int64_t pitch, int64_t rows,
-                    size_t width, size_t *ysize) {
+static int slice_ok(const gwg_ctx *c, int64_t slice, int64_t pitch, int64_t rows, size_t width,
+                    size_t *ysize) {
   if (!pitch_ok(c, pitch, width) || slice <= 0 || slice % pitch != 0 || slice / pitch < rows)
     return 0;
   *ysize = (size_t)(slice / pitch);
@@ -135,8 +134,10 @@ static blk_t plan_block(const gwg_ctx *c, const gw__xfer *x) {
   if (x->dst_stride[l] == (int64_t)x->elem && x->src_stride[l] == (int64_t)x->elem) {
     b.width = (size_t)x->shape[l] * x->elem;
     if (n >= 3 &&
-        slice_ok(c, x->dst_stride[n - 3], x->dst_stride[n - 2], x->shape[n - 2], b.width, &b.dysize) &&
-        slice_ok(c, x->src_stride[n - 3], x->src_stride[n - 2], x->shape[n - 2], b.width, &b.sysize)) {
+        slice_ok(c, x->dst_stride[n - 3], x->dst_stride[n - 2], x->shape[n - 2], b.width,
+                 &b.dysize) &&
+        slice_ok(c, x->src_stride[n - 3], x->src_stride[n - 2], x->shape[n - 2], b.width,
+                 &b.sysize)) {
       b.kind = BLK_3D;
       b.outer = n - 3;
       b.height = (size_t)x->shape[n - 2];
@@ -174,14 +175,13 @@ static blk_t plan_block(const gwg_ctx *c, const gw__xfer *x) {
 static gwv_err run_block(const blk_t *b, char *d, const char *s, gwv_stream st) {
   switch (b->kind) {
   case BLK_3D:
-    return gwv_memcpy3d_async(d, b->dpitch, b->dysize, s, b->spitch, b->sysize, b->width,
-                              b->height, b->depth, st);
+    return gwv_memcpy3d_async(d, b->dpitch, b->dysize, s, b->spitch, b->sysize, b->width, b->height,
+                              b->depth, st);
   case BLK_2D:
   case BLK_2D_ELEMS:
-    return gwv_Memcpy2DAsync(d, b->dpitch, s, b->spitch, b->width, b->height,
-                             GWV_MEMCPY_DEFAULT, st);
-  default:
-    return gwv_MemcpyAsync(d, s, b->width, GWV_MEMCPY_DEFAULT, st);
+    return gwv_Memcpy2DAsync(d, b->dpitch, s, b->spitch, b->width, b->height, GWV_MEMCPY_DEFAULT,
+                             st);
+  default: return gwv_MemcpyAsync(d, s, b->width, GWV_MEMCPY_DEFAULT, st);
   }
 }
 
@@ -228,7 +228,8 @@ static gwv_err split_row(const gwg_ctx *c, char *d, const char *s, size_t w, gwv
 static gwv_err run_block_split(const gwg_ctx *c, const blk_t *b, char *d, const char *s,
                                gwv_stream st) {
   size_t depth = b->kind == BLK_3D ? b->depth : 1;
-  size_t height = (b->kind == BLK_3D || b->kind == BLK_2D || b->kind == BLK_2D_ELEMS) ? b->height : 1;
+  size_t height =
+      (b->kind == BLK_3D || b->kind == BLK_2D || b->kind == BLK_2D_ELEMS) ? b->height : 1;
   for (size_t z = 0; z < depth; z++)
     for (size_t y = 0; y < height; y++) {
       size_t dofs = z * b->dpitch * b->dysize + y * b->dpitch;
@@ -258,8 +259,7 @@ static gw_status copy_blocks(const gwg_ctx *c, const gw__xfer *x, const blk_t *b
     for (int k = b->outer - 1; k >= 0; k--) {
       d += x->dst_stride[k];
       s += x->src_stride[k];
-      if (++idx[k] < x->shape[k])
-        break;
+      if (++idx[k] < x->shape[k]) break;
       d -= x->dst_stride[k] * x->shape[k];
       s -= x->src_stride[k] * x->shape[k];
       idx[k] = 0;
@@ -269,14 +269,10 @@ static gw_status copy_blocks(const gwg_ctx *c, const gw__xfer *x, const blk_t *b
 }
 
 static int pick_copy_device(const gwg_ctx *c, const gw__xfer *x) {
-  if (x->dst_kind == GW_MEM_DEVICE && x->dst_device >= 0)
-    return x->dst_device;
-  if (x->src_kind == GW_MEM_DEVICE && x->src_device >= 0)
-    return x->src_device;
-  if (x->dst_kind == GW_MEM_MANAGED && x->dst_device >= 0)
-    return x->dst_device;
-  if (x->src_kind == GW_MEM_MANAGED && x->src_device >= 0)
-    return x->src_device;
+  if (x->dst_kind == GW_MEM_DEVICE && x->dst_device >= 0) return x->dst_device;
+  if (x->src_kind == GW_MEM_DEVICE && x->src_device >= 0) return x->src_device;
+  if (x->dst_kind == GW_MEM_MANAGED && x->dst_device >= 0) return x->dst_device;
+  if (x->src_kind == GW_MEM_MANAGED && x->src_device >= 0) return x->src_device;
   return c->device;
 }
 
@@ -318,22 +314,19 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
   const gwg_stream *st = stream;
   if (xin->ndim < 0 || xin->ndim > GW_MAX_DIMS)
     return gwg_host->fail(GW_EINVAL, "copy: %d dims", xin->ndim);
-  if (numel(xin->ndim, xin->shape) == 0)
-    return GW_OK;
+  if (numel(xin->ndim, xin->shape) == 0) return GW_OK;
   gw__xfer x = *xin;
   flip_common_negative(&x);
   exec_t ex = exec_for(c, st, pick_copy_device(c, &x));
   gwg_prev prev;
   gw_status s = gwg_enter(ex.device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   if (!gwg_staging_copy(state, &x, ex.device, ex.s, &s)) /* pageable, large: staged */
     s = copy_on(c, &x, &ex);
   /* Pageable memory: the API promises completion (the caller may free or reuse it). */
   if (s == GW_OK && (ex.sync || x.dst_kind == GW_MEM_HOST || x.src_kind == GW_MEM_HOST)) {
     gwv_err e = gwv_StreamSynchronize(ex.s);
-    if (e != GWV_SUCCESS)
-      s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a copy");
+    if (e != GWV_SUCCESS) s = gwg_fail(e, GWV_CALL("StreamSynchronize") " after a copy");
   }
   gwg_leave(prev);
   return s;
@@ -350,8 +343,7 @@ gw_status gwg_copy(void *state, const gw__xfer *xin, void *stream) {
 gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
   const gwg_ctx *c = state;
   const gwg_stream *st = stream;
-  if (n < 0)
-    return gwg_host->fail(GW_EINVAL, "copy_batch: n is %d", n);
+  if (n < 0) return gwg_host->fail(GW_EINVAL, "copy_batch: n is %d", n);
   for (int i = 0; i < n; i++)
     if (x[i].ndim < 0 || x[i].ndim > GW_MAX_DIMS)
       return gwg_host->fail(GW_EINVAL, "copy_batch: transfer %d has %d dims", i, x[i].ndim);
@@ -374,8 +366,7 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
       in[i] = 1; /* nothing to copy */
       continue;
     }
-    if (dev < 0)
-      dev = st ? st->device : pick_copy_device(c, &x[i]);
+    if (dev < 0) dev = st ? st->device : pick_copy_device(c, &x[i]);
     if (!GWK_BATCH_FITS(&x[i]) || !elem_size_ok(x[i].elem) || x[i].dst_kind == GW_MEM_HOST ||
         x[i].src_kind == GW_MEM_HOST || !reachable(c, x[i].dst_kind, x[i].dst_device, dev) ||
         !reachable(c, x[i].src_kind, x[i].src_device, dev))
@@ -392,8 +383,7 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
     s = gwg_enter(ex.device, &prev);
     if (s == GW_OK) {
       int e = gwk_copy_batch(p, m, (void *)ex.s, c->max_blocks);
-      if (e != 0)
-        s = gwg_fail((gwv_err)e, "batched copy kernel (%d transfers)", m);
+      if (e != 0) s = gwg_fail((gwv_err)e, "batched copy kernel (%d transfers)", m);
       if (s == GW_OK && ex.sync) {
         gwv_err se = gwv_StreamSynchronize(ex.s);
         if (se != GWV_SUCCESS)
@@ -405,21 +395,16 @@ gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream) {
     memset(in, 0, (size_t)n);
   }
   for (int i = 0; s == GW_OK && i < n; i++)
-    if (!in[i])
-      s = gwg_copy(state, &x[i], stream);
+    if (!in[i]) s = gwg_copy(state, &x[i], stream);
 out:
-  if (fl != stack)
-    free(fl);
-  if (p != ptrs)
-    free((void *)p);
-  if (in != in_stack)
-    free(in);
+  if (fl != stack) free(fl);
+  if (p != ptrs) free((void *)p);
+  if (in != in_stack) free(in);
   return s;
 #else
   (void)c, (void)st; /* without kernels every transfer goes through gwg_copy */
   gw_status s = GW_OK;
-  for (int i = 0; s == GW_OK && i < n; i++)
-    s = gwg_copy(state, &x[i], stream);
+  for (int i = 0; s == GW_OK && i < n; i++) s = gwg_copy(state, &x[i], stream);
   return s;
 #endif
 }
@@ -445,8 +430,7 @@ static void host_fill(const gw__fillspec *f) {
     memcpy(p, f->value, f->elem);
     for (int k = f->ndim - 1; k >= 0; k--) {
       p += f->stride[k];
-      if (++idx[k] < f->shape[k])
-        break;
+      if (++idx[k] < f->shape[k]) break;
       p -= f->stride[k] * f->shape[k];
       idx[k] = 0;
     }
@@ -455,10 +439,10 @@ static void host_fill(const gw__fillspec *f) {
 
 /* Rows of a fill: the innermost dim, contiguous (stride == elem) or not. */
 typedef struct {
-  int outer;       /* dims iterated in C */
-  int contiguous;  /* innermost stride == elem */
-  int64_t n;       /* elements per row */
-  int64_t stride;  /* innermost stride (bytes) */
+  int outer;      /* dims iterated in C */
+  int contiguous; /* innermost stride == elem */
+  int64_t n;      /* elements per row */
+  int64_t stride; /* innermost stride (bytes) */
 } rows_t;
 
 static rows_t fill_rows(const gw__fillspec *f) {
@@ -497,25 +481,19 @@ static row_how memset_how(const gw__fillspec *f, const rows_t *r, int exec) {
   size_t period = 0;
   for (size_t p = 1; p <= 4 && !period; p *= 2) {
     int rep = f->elem % p == 0;
-    for (size_t i = p; rep && i < f->elem; i++)
-      rep = f->value[i] == f->value[i % p];
-    if (rep)
-      period = p;
+    for (size_t i = p; rep && i < f->elem; i++) rep = f->value[i] == f->value[i % p];
+    if (rep) period = p;
   }
-  if (!period)
-    return ROW_PATTERN;
-  if (period == 1)
-    return ROW_MEMSET;
+  if (!period) return ROW_PATTERN;
+  if (period == 1) return ROW_MEMSET;
 #if GWV_HAVE_MEMSET_D16_D32
   /* the low bits of every row's address: the first row's, or-ed with each outer stride */
   uint64_t bits = (uint64_t)(uintptr_t)f->dst;
-  for (int k = 0; k < r->outer; k++)
-    bits |= (uint64_t)f->stride[k];
+  for (int k = 0; k < r->outer; k++) bits |= (uint64_t)f->stride[k];
   size_t bytes = (size_t)r->n * f->elem;
   if (f->kind == GW_MEM_DEVICE && bits % 4 == 0 && bytes % 4 == 0)
     return ROW_D32; /* period 2 or 4 */
-  if (f->kind == GW_MEM_DEVICE && period == 2 && bits % 2 == 0)
-    return ROW_D16;
+  if (f->kind == GW_MEM_DEVICE && period == 2 && bits % 2 == 0) return ROW_D16;
 #endif
   return ROW_PATTERN;
 }
@@ -535,8 +513,7 @@ static gw_status fill_row(const gwg_ctx *c, const gw__fillspec *f, const rows_t 
   case ROW_D16:
   case ROW_D32: { /* the value repeats every 2 or 4 bytes (memset_how): its first word */
     unsigned char w[4];
-    for (size_t i = 0; i < 4; i++)
-      w[i] = (unsigned char)f->value[i % f->elem];
+    for (size_t i = 0; i < 4; i++) w[i] = (unsigned char)f->value[i % f->elem];
     if (how == ROW_D16) {
       uint16_t v;
       memcpy(&v, w, 2);
@@ -563,8 +540,8 @@ static gw_status fill_row(const gwg_ctx *c, const gw__fillspec *f, const rows_t 
       call = GWV_CALL("Memcpy2DAsync");
       for (int64_t i = 0; i < r->n && e == GWV_SUCCESS; i += (int64_t)per) {
         size_t h = (size_t)(r->n - i) < per ? (size_t)(r->n - i) : per;
-        e = gwv_Memcpy2DAsync(p + i * r->stride, (size_t)r->stride, pattern, f->elem, f->elem,
-                              h, GWV_MEMCPY_DEFAULT, s);
+        e = gwv_Memcpy2DAsync(p + i * r->stride, (size_t)r->stride, pattern, f->elem, f->elem, h,
+                              GWV_MEMCPY_DEFAULT, s);
       }
     } else {
       for (int64_t i = 0; i < r->n && e == GWV_SUCCESS; i++)
@@ -572,8 +549,7 @@ static gw_status fill_row(const gwg_ctx *c, const gw__fillspec *f, const rows_t 
     }
     break;
   }
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, "fill: %s(%p, %zu bytes)", call, (void *)p, bytes);
+  if (e != GWV_SUCCESS) return gwg_fail(e, "fill: %s(%p, %zu bytes)", call, (void *)p, bytes);
   return GW_OK;
 }
 
@@ -591,10 +567,8 @@ static gw_status fill_dma(const gwg_ctx *c, const gw__fillspec *f, const exec_t 
     size_t need = (size_t)r.n * f->elem;
     pattern_bytes = need < GWG_PATTERN_BYTES ? need : GWG_PATTERN_BYTES / f->elem * f->elem;
     char *h = malloc(pattern_bytes);
-    if (!h)
-      return gwg_host->fail(GW_ENOMEM, "fill: %zu bytes of host staging", pattern_bytes);
-    for (size_t off = 0; off < pattern_bytes; off += f->elem)
-      memcpy(h + off, f->value, f->elem);
+    if (!h) return gwg_host->fail(GW_ENOMEM, "fill: %zu bytes of host staging", pattern_bytes);
+    for (size_t off = 0; off < pattern_bytes; off += f->elem) memcpy(h + off, f->value, f->elem);
     void *d = NULL;
     e = gwv_Malloc(&d, pattern_bytes);
     if (e == GWV_SUCCESS) {
@@ -604,8 +578,7 @@ static gw_status fill_dma(const gwg_ctx *c, const gw__fillspec *f, const exec_t 
     free(h);
     if (e != GWV_SUCCESS) {
       s = gwg_fail(e, "fill: staging a %zu-byte pattern", pattern_bytes);
-      if (pattern)
-        (void)gwv_Free(pattern);
+      if (pattern) (void)gwv_Free(pattern);
       return s;
     }
   }
@@ -617,8 +590,7 @@ static gw_status fill_dma(const gwg_ctx *c, const gw__fillspec *f, const exec_t 
     s = fill_row(c, f, &r, how, p, pattern, pattern_bytes, ex->s);
     for (int k = r.outer - 1; k >= 0; k--) {
       p += f->stride[k];
-      if (++idx[k] < f->shape[k])
-        break;
+      if (++idx[k] < f->shape[k]) break;
       p -= f->stride[k] * f->shape[k];
       idx[k] = 0;
     }
@@ -639,8 +611,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   gwv_err e;
   if (fin->ndim < 0 || fin->ndim > GW_MAX_DIMS || fin->elem == 0 || fin->elem > 16)
     return gwg_host->fail(GW_EINVAL, "fill: %d dims of %zu-byte elements", fin->ndim, fin->elem);
-  if (numel(fin->ndim, fin->shape) == 0)
-    return GW_OK;
+  if (numel(fin->ndim, fin->shape) == 0) return GW_OK;
   /* The header and the ndim entries the planner wrote (backend.h), not the whole struct
    * (~300 bytes, most of it the unused dims). */
   gw__fillspec f;
@@ -663,12 +634,10 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
     if (st) {
       gwg_prev prev;
       gw_status s = gwg_enter(st->device, &prev);
-      if (s != GW_OK)
-        return s;
+      if (s != GW_OK) return s;
       e = gwv_StreamSynchronize(st->s);
       gwg_leave(prev);
-      if (e != GWV_SUCCESS)
-        return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
+      if (e != GWV_SUCCESS) return gwg_fail(e, GWV_CALL("StreamSynchronize") " before a host fill");
     }
     host_fill(&f);
     return GW_OK;
@@ -681,8 +650,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   exec_t ex = exec_for(c, st, hint);
   gwg_prev prev;
   gw_status s = gwg_enter(ex.device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   GW_TRACE_NOW(t_entered);
 #if GW_HAVE_KERNELS
   if (elem_size_ok(f.elem) && reachable(c, f.kind, f.device, ex.device)) {
@@ -710,8 +678,7 @@ gw_status gwg_fill(void *state, const gw__fillspec *fin, void *stream) {
   GW_TRACE_NOW(t_left);
   GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: exec_for + gwg_enter" : "fill: exec_for + gwg_enter",
                 t_start, t_entered);
-  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: plan + issue" : "fill: plan + issue", t_entered,
-                t_issued);
+  GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: plan + issue" : "fill: plan + issue", t_entered, t_issued);
   GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: synchronize" : "fill: synchronize", t_issued, t_synced);
   GW_TRACE_SPAN(f.elem == 8 ? "fill 8 B: gwg_leave" : "fill: gwg_leave", t_synced, t_left);
   return s;
@@ -723,8 +690,7 @@ gw_status gwg_synchronize(void *state) {
   const gwg_ctx *c = state;
   gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_DeviceSynchronize();
   gwg_leave(prev);
   if (e != GWV_SUCCESS)
@@ -735,8 +701,7 @@ gw_status gwg_synchronize(void *state) {
 gw_status gwg_stream_create(void *state, void **out) {
   const gwg_ctx *c = state;
   gwg_stream *st = malloc(sizeof *st);
-  if (!st)
-    return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
+  if (!st) return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
   gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
   if (s != GW_OK) {
@@ -797,8 +762,7 @@ gw_status gwg_stream_borrow(void *state, void *native, void **out) {
     gwg_prev prev;
     int dev = -1;
     gw_status s = gwg_enter(c->device, &prev);
-    if (s != GW_OK)
-      return s;
+    if (s != GW_OK) return s;
     /* A stream being captured cannot be asked its device: the runtime refuses
      * (cudaErrorStreamCaptureUnsupported, measured on the H200 with torch.cuda.graph) and
      * the caller's capture is lost. Whether it is capturing can be asked; then the
@@ -819,13 +783,12 @@ gw_status gwg_stream_borrow(void *state, void *native, void **out) {
     }
     if (dev != c->device)
       return gwg_host->fail(GW_EDEVICE,
-                            "stream %p belongs to %s device %d, the context to device %d",
-                            native, GWV_NAME, dev, c->device);
+                            "stream %p belongs to %s device %d, the context to device %d", native,
+                            GWV_NAME, dev, c->device);
 #endif
   }
   gwg_stream *st = malloc(sizeof *st);
-  if (!st)
-    return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
+  if (!st) return gwg_host->fail(GW_ENOMEM, "stream: out of host memory");
   st->s = vs;
   st->device = c->device;
   st->borrowed = 1;
@@ -843,24 +806,21 @@ void *gwg_stream_native(void *state, void *stream) {
 gw_status gwg_stream_destroy(void *state, void *stream) {
   (void)state;
   gwg_stream *st = stream;
-  if (!st)
-    return GW_OK;
+  if (!st) return GW_OK;
   if (st->borrowed) { /* the caller's stream: neither waited for nor destroyed */
     free(st);
     return GW_OK;
   }
   gwg_prev prev;
   gw_status s = gwg_enter(st->device, &prev);
-  if (s != GW_OK)
-    return s; /* keep the stream: it is still usable and the caller learns why */
+  if (s != GW_OK) return s; /* keep the stream: it is still usable and the caller learns why */
   gwv_err e = gwv_StreamSynchronize(st->s);
   gwv_err e2 = gwv_StreamDestroy(st->s);
   gwg_leave(prev);
   free(st);
   if (e != GWV_SUCCESS)
     return gwg_fail(e, GWV_CALL("StreamSynchronize") " before destroying a stream");
-  if (e2 != GWV_SUCCESS)
-    return gwg_fail(e2, GWV_CALL("StreamDestroy"));
+  if (e2 != GWV_SUCCESS) return gwg_fail(e2, GWV_CALL("StreamDestroy"));
   return GW_OK;
 }
 
@@ -872,12 +832,10 @@ gw_status gwg_stream_synchronize(void *state, void *stream) {
   int dev = st ? st->device : c->device;
   gwg_prev prev;
   gw_status s = gwg_enter(dev, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_StreamSynchronize(st ? st->s : GWV_SYNC_STREAM);
   gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_CALL("StreamSynchronize"));
+  if (e != GWV_SUCCESS) return gwg_fail(e, GWV_CALL("StreamSynchronize"));
   return GW_OK;
 }
 
@@ -890,8 +848,7 @@ gw_status gwg_event_create(void *state, void **event) {
   const gwg_ctx *c = state;
   gwg_prev prev;
   gw_status s = gwg_enter(c->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_event ev = NULL;
   gwv_err e = gwv_EventCreateWithFlags(&ev, GWV_EVENT_FLAGS);
   gwg_leave(prev);
@@ -903,15 +860,13 @@ gw_status gwg_event_create(void *state, void **event) {
 
 gw_status gwg_event_destroy(void *state, void *event) {
   (void)state;
-  if (!event)
-    return GW_OK;
+  if (!event) return GW_OK;
   /* Needs no current device; destroying an event whose work is pending is allowed (its
    * resources go when the work completes). Relaxed: see gwg_enter. */
   gwv_capmode m = gwv_capture_relax();
   gwv_err e = gwv_EventDestroy((gwv_event)event);
   gwv_capture_restore(m);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_CALL("EventDestroy"));
+  if (e != GWV_SUCCESS) return gwg_fail(e, GWV_CALL("EventDestroy"));
   return GW_OK;
 }
 
@@ -922,8 +877,7 @@ gw_status gwg_event_record(void *state, void *event, void *stream) {
   /* The stream's device: the event was made on it (the core records only events of the
    * stream's context), and special handles resolve against the current device. */
   gw_status s = gwg_enter(st->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_EventRecord((gwv_event)event, st->s);
   gwg_leave(prev);
   if (e != GWV_SUCCESS)
@@ -936,8 +890,7 @@ gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
   const gwg_stream *st = stream;
   gwg_prev prev;
   gw_status s = gwg_enter(st->device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   /* A device-side wait: the host does not block. The event may come from another
    * context (or device) of this backend; the runtime allows that. */
   gwv_err e = gwv_StreamWaitEvent(st->s, (gwv_event)event, 0);
@@ -956,14 +909,11 @@ gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture) {
   int special = gwv_stream_is_special(st->native);
   if (special) {
     gw_status s = gwg_enter(st->device, &prev);
-    if (s != GW_OK)
-      return s;
+    if (s != GW_OK) return s;
   }
   gwv_err e = gwv_stream_capturing(st->s, capture);
-  if (special)
-    gwg_leave(prev);
-  if (e == GWV_SUCCESS)
-    return GW_OK;
+  if (special) gwg_leave(prev);
+  if (e == GWV_SUCCESS) return GW_OK;
   if (GWV_IS_CAPTURE_IMPLICIT(e))
     return gwg_fail_as(GW_ENOTSUP, e,
                        "stream: the legacy default stream of device %d cannot take work while a "
@@ -981,8 +931,7 @@ gw_status gwg_event_query(void *state, void *event) {
   gwv_capmode m = gwv_capture_relax();
   gwv_err e = gwv_EventQuery((gwv_event)event);
   gwv_capture_restore(m);
-  if (e == GWV_SUCCESS)
-    return GW_OK;
+  if (e == GWV_SUCCESS) return GW_OK;
   if (GWV_IS_NOT_READY(e)) {
     /* Pending is an answer, not a failure: nothing goes to gw_last_error(), and the
      * runtime's last-error slot is cleared so "not ready" never surfaces in a later

@@ -70,15 +70,13 @@ gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
  * changed, for gwg_leave to undo:
  */
 typedef struct {
-  int switched;   /* 0: nothing was changed */
-  int device;     /* the runtime's device before */
-  gwv_ctxtok ctx; /* the thread's context before (NULL: none, or the vendor has no tokens) */
+  int switched;     /* 0: nothing was changed */
+  int device;       /* the runtime's device before */
+  gwv_ctxtok ctx;   /* the thread's context before (NULL: none, or the vendor has no tokens) */
   gwv_capmode mode; /* the thread's capture mode before */
 } gwg_prev;
 gw_status gwg_enter(int device, gwg_prev *prev);
 void gwg_leave(gwg_prev prev);
-
-
 
 /* gpu_copy.c: transfers, fills, streams and events. */
 gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);

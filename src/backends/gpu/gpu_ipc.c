@@ -22,12 +22,10 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
   (void)state;
   (void)extent;
   const char *why = gwv_ipc_refusal(base);
-  if (why)
-    return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);
+  if (why) return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);
   gwg_prev prev;
   gw_status s = gwg_enter(device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_ipc_handle h;
   memset(&h, 0, sizeof h);
   gwv_err e = gwv_IpcGetMemHandle(&h, base);
@@ -36,8 +34,9 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
     if (GWV_IS_INVALID_VALUE(e))
       return gwg_fail_as(GW_ENOTSUP, e,
                          GWV_CALL("IpcGetMemHandle(%p)") " refused the allocation: legacy IPC "
-                         "exports plain device allocations only (not stream-ordered pool or "
-                         "VMM memory)",
+                                                         "exports plain device allocations only "
+                                                         "(not stream-ordered pool or "
+                                                         "VMM memory)",
                          base);
     return gwg_fail(e, GWV_CALL("IpcGetMemHandle(%p)"), base);
   }
@@ -55,14 +54,15 @@ gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], in
   memcpy(&h, rt, sizeof h);
   gwg_prev prev;
   gw_status s = gwg_enter(device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   void *p = NULL;
   gwv_err e = gwv_IpcOpenMemHandle(&p, h, GWV_IPC_OPEN_FLAGS);
   gwg_leave(prev);
   if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_CALL("IpcOpenMemHandle") " on device %d (is the exporting process "
-                    "alive, and its memory not freed?)", device);
+    return gwg_fail(e,
+                    GWV_CALL("IpcOpenMemHandle") " on device %d (is the exporting process "
+                                                 "alive, and its memory not freed?)",
+                    device);
   *base = p;
   return GW_OK;
 }
@@ -71,8 +71,7 @@ gw_status gwg_ipc_close(void *state, int device, void *base) {
   (void)state;
   gwg_prev prev;
   gw_status s = gwg_enter(device, &prev);
-  if (s != GW_OK)
-    return s;
+  if (s != GW_OK) return s;
   gwv_err e = gwv_IpcCloseMemHandle(base);
   gwg_leave(prev);
   return e == GWV_SUCCESS ? GW_OK : gwg_fail(e, GWV_CALL("IpcCloseMemHandle(%p)"), base);

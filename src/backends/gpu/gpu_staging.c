@@ -116,8 +116,7 @@ static size_t whole_pages(size_t n) { return (n + 4095) & ~(size_t)4095; }
 /* One setting into *v; the first bad one's id is kept in *bad (-1: none). */
 static long long setting(gw__setting_id id, int *bad) {
   long long v = 0;
-  if (gwg_setting(id, &v) != GW_OK && *bad < 0)
-    *bad = (int)id;
+  if (gwg_setting(id, &v) != GW_OK && *bad < 0) *bad = (int)id;
   return v;
 }
 
@@ -138,7 +137,8 @@ static int staging_settings_read(gwg_staging_settings *s) {
   if (s->nthreads == 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long threads = cpus > 1 ? cpus * 3 / 4 : 1;
-    s->nthreads = (int)(threads > GWG_STAGING_THREADS_DEFAULT_MAX ? GWG_STAGING_THREADS_DEFAULT_MAX : threads);
+    s->nthreads = (int)(threads > GWG_STAGING_THREADS_DEFAULT_MAX ? GWG_STAGING_THREADS_DEFAULT_MAX
+                                                                  : threads);
   }
   s->linger_us = (unsigned)setting(GW__SET_STAGING_LINGER_US, &bad);
   s->spins = (unsigned)setting(GW__SET_STAGING_SPINS, &bad);
@@ -150,9 +150,9 @@ static int staging_settings_read(gwg_staging_settings *s) {
 typedef struct {
   pthread_mutex_t lock; /* held for a whole staged copy */
   int device;
-  int enabled; /* 0: never stage (off, host page tables, or setup failed) */
+  int enabled;     /* 0: never stage (off, host page tables, or setup failed) */
   int bad_setting; /* GW__SET_* of a setting that is not valid (copies fail), else -1 */
-  int ready;   /* buffers, events and threads exist */
+  int ready;       /* buffers, events and threads exist */
   gwg_staging_settings set;
   char *buf[GWG_STAGING_BUFFERS_MAX];
   gwv_event ev[GWG_STAGING_BUFFERS_MAX];
@@ -165,8 +165,7 @@ static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static gwg_staging *staging_get(gwg_ctx *c) {
   gwg_staging *st = __atomic_load_n(&c->staging, __ATOMIC_ACQUIRE);
-  if (st)
-    return st;
+  if (st) return st;
   pthread_mutex_lock(&create_lock);
   st = c->staging;
   if (!st && (st = calloc(1, sizeof *st)) != NULL) {
@@ -230,17 +229,14 @@ static int staging_setup(gwg_staging *st) {
 void gwg_staging_fini(void *state) {
   gwg_ctx *c = state;
   gwg_staging *st = c->staging;
-  if (!st)
-    return;
+  if (!st) return;
   if (st->ready) {
     gwg_pool_stop(&st->pool);
     gwg_prev prev;
     int entered = gwg_enter(st->device, &prev) == GW_OK;
-    if (!entered)
-      (void)gwv_GetLastError();
+    if (!entered) (void)gwv_GetLastError();
     release_resources(st);
-    if (entered)
-      gwg_leave(prev);
+    if (entered) gwg_leave(prev);
   }
   pthread_mutex_destroy(&st->lock);
   free(st);
@@ -253,8 +249,7 @@ void gwg_staging_fini(void *state) {
  * CHUNK_MIN), at most the buffer size. */
 static size_t pick_chunk(const gwg_staging_settings *s, size_t n) {
   size_t c = n <= s->small ? GWG_STAGING_CHUNK_MIN : whole_pages(n / s->split);
-  if (c < GWG_STAGING_CHUNK_MIN)
-    c = GWG_STAGING_CHUNK_MIN;
+  if (c < GWG_STAGING_CHUNK_MIN) c = GWG_STAGING_CHUNK_MIN;
   return c < s->chunk ? c : s->chunk;
 }
 
@@ -273,10 +268,8 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
   j->nchunks = (n + j->chunk - 1) / j->chunk;
   size_t parts = (size_t)s->nthreads * GWG_STAGING_PIECES_PER_THREAD;
   size_t piece = whole_pages(j->chunk / parts); /* pieces page aligned */
-  if (piece < s->piece)
-    piece = s->piece;
-  if (piece > j->chunk)
-    piece = j->chunk;
+  if (piece < s->piece) piece = s->piece;
+  if (piece > j->chunk) piece = j->chunk;
   j->piece = piece;
   j->ppc = (j->chunk + piece - 1) / piece;
   j->nitems = j->nchunks * j->ppc;
@@ -286,22 +279,20 @@ static void flow_init(gwg_flow *j, const gwg_staging *st, int up, char *host, si
 
 /* Wait for buffer b's last DMA. */
 static gw_status wait_buf(gwg_staging *st, int b) {
-  if (!st->inflight[b])
-    return GW_OK;
+  if (!st->inflight[b]) return GW_OK;
   st->inflight[b] = 0;
   gwv_err e = gwv_EventSynchronize(st->ev[b]);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, "staged copy: " GWV_CALL("EventSynchronize"));
+  if (e != GWV_SUCCESS) return gwg_fail(e, "staged copy: " GWV_CALL("EventSynchronize"));
   return GW_OK;
 }
 
 /* DMA between buffer b and the device side, then the event that frees the buffer. */
-static gw_status dma(gwg_staging *st, int b, void *dst, const void *src, size_t n,
-                     gwv_stream s, int *unrecorded) {
+static gw_status dma(gwg_staging *st, int b, void *dst, const void *src, size_t n, gwv_stream s,
+                     int *unrecorded) {
   gwv_err e = gwv_MemcpyAsync(dst, src, n, GWV_MEMCPY_DEFAULT, s);
   if (e != GWV_SUCCESS)
-    return gwg_fail(e, "staged copy: " GWV_CALL("MemcpyAsync") "(dst %p, src %p, %zu bytes)",
-                    dst, src, n);
+    return gwg_fail(e, "staged copy: " GWV_CALL("MemcpyAsync") "(dst %p, src %p, %zu bytes)", dst,
+                    src, n);
   e = gwv_EventRecord(st->ev[b], s);
   if (e != GWV_SUCCESS) {
     *unrecorded = 1;
@@ -346,20 +337,18 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
     /* DMA every filled chunk, in order (one stream: chunk order is DMA order). */
     while (issued < ready && __atomic_load_n(&j.done[issued % nb], __ATOMIC_ACQUIRE) == j.ppc) {
       int b = (int)(issued % nb);
-      if ((rc = dma(st, b, dst + gwg_chunk_off(&j, issued), j.buf[b], gwg_chunk_len(&j, issued),
-                    s, unrecorded)) != GW_OK)
+      if ((rc = dma(st, b, dst + gwg_chunk_off(&j, issued), j.buf[b], gwg_chunk_len(&j, issued), s,
+                    unrecorded)) != GW_OK)
         break;
       issued++;
       progress = 1;
     }
-    if (rc != GW_OK || issued == j.nchunks)
-      break;
+    if (rc != GW_OK || issued == j.nchunks) break;
     /* A completed DMA frees its buffer for the chunk nbuf further on. */
     if (freed < issued && ready < j.nchunks) {
       int b = (int)(freed % nb);
       int r = dma_landed(st, b, &rc);
-      if (r < 0)
-        break;
+      if (r < 0) break;
       if (r > 0) {
         __atomic_store_n(&j.done[b], 0, __ATOMIC_RELAXED); /* ordered by the release below */
         freed++;
@@ -368,8 +357,7 @@ static gw_status h2d(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
         progress = 1;
       }
     }
-    if (!progress && gwg_flow_take(&j) == 0)
-      gwg_cpu_relax();
+    if (!progress && gwg_flow_take(&j) == 0) gwg_cpu_relax();
   }
   gwg_pool_retract(&st->pool, &j, rc != GW_OK);
   return rc; /* the DMAs still in flight are waited for by the caller (wait_buf) */
@@ -400,13 +388,11 @@ static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
       issued++;
       progress = 1;
     }
-    if (rc != GW_OK)
-      break;
+    if (rc != GW_OK) break;
     if (landed < issued) {
       int b = (int)(landed % nb);
       int r = dma_landed(st, b, &rc);
-      if (r < 0)
-        break;
+      if (r < 0) break;
       if (r > 0) {
         /* The buffer's previous chunk is retired: nobody counts on done[b] now. */
         __atomic_store_n(&j.done[b], 0, __ATOMIC_RELAXED); /* ordered by the release below */
@@ -415,8 +401,7 @@ static gw_status d2h(gwg_staging *st, char *dst, const char *src, size_t n, gwv_
         progress = 1;
       }
     }
-    if (!progress && gwg_flow_take(&j) == 0)
-      gwg_cpu_relax();
+    if (!progress && gwg_flow_take(&j) == 0) gwg_cpu_relax();
   }
   gwg_pool_retract(&st->pool, &j, rc != GW_OK);
   return rc;
@@ -427,12 +412,11 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
   if (x->ndim != 1 || x->dst_stride[0] != (int64_t)x->elem ||
       x->src_stride[0] != (int64_t)x->elem || device != c->device)
     return 0;
-  int up = x->src_kind == GW_MEM_HOST &&
-           (x->dst_kind == GW_MEM_DEVICE || x->dst_kind == GW_MEM_MANAGED);
-  int down = x->dst_kind == GW_MEM_HOST &&
-             (x->src_kind == GW_MEM_DEVICE || x->src_kind == GW_MEM_MANAGED);
-  if (!up && !down)
-    return 0;
+  int up =
+      x->src_kind == GW_MEM_HOST && (x->dst_kind == GW_MEM_DEVICE || x->dst_kind == GW_MEM_MANAGED);
+  int down =
+      x->dst_kind == GW_MEM_HOST && (x->src_kind == GW_MEM_DEVICE || x->src_kind == GW_MEM_MANAGED);
+  if (!up && !down) return 0;
   size_t n = (size_t)x->shape[0] * x->elem;
   gwg_staging *st = staging_get(c);
   if (st && st->bad_setting >= 0) {
@@ -451,17 +435,15 @@ int gwg_staging_copy(void *state, const gw__xfer *x, int device, gwv_stream s, g
   }
   int unrecorded = 0;
   gwg_pool_set_state(&st->pool, 1);
-  gw_status rc = up ? h2d(st, x->dst, x->src, n, s, &unrecorded)
-                    : d2h(st, x->dst, x->src, n, s, &unrecorded);
+  gw_status rc =
+      up ? h2d(st, x->dst, x->src, n, s, &unrecorded) : d2h(st, x->dst, x->src, n, s, &unrecorded);
   /* Every DMA finished before returning: the caller's memory and our buffers are free. */
   for (int b = 0; b < st->set.nbuf; b++) {
     gw_status r = wait_buf(st, b);
-    if (rc == GW_OK)
-      rc = r;
+    if (rc == GW_OK) rc = r;
   }
   if (unrecorded) { /* a DMA went out without its event: drain the stream */
-    if (gwv_StreamSynchronize(s) != GWV_SUCCESS)
-      (void)gwv_GetLastError();
+    if (gwv_StreamSynchronize(s) != GWV_SUCCESS) (void)gwv_GetLastError();
   }
   /* The workers' linger starts now, when the call returns, not when the host side of the
    * copy ended: a host-to-device copy still has its last DMAs to wait for then (one to

@@ -28,8 +28,7 @@
 #if GWG_LINE_HINTS
 /* cldemote is a hint in the NOP space: a CPU without it ignores it, no check needed. */
 __attribute__((target("cldemote"))) static void lines_demote(char *p, size_t n) {
-  for (char *e = p + n, *q = (char *)((uintptr_t)p & ~(uintptr_t)63); q < e; q += 64)
-    _cldemote(q);
+  for (char *e = p + n, *q = (char *)((uintptr_t)p & ~(uintptr_t)63); q < e; q += 64) _cldemote(q);
 }
 #endif
 
@@ -80,11 +79,9 @@ static uint64_t now_us(void) {
 
 int gwg_flow_take(gwg_flow *j) {
   size_t it = __atomic_load_n(&j->next, __ATOMIC_RELAXED);
-  if (it >= j->nitems || __atomic_load_n(&j->abort, __ATOMIC_RELAXED))
-    return -1;
+  if (it >= j->nitems || __atomic_load_n(&j->abort, __ATOMIC_RELAXED)) return -1;
   size_t c = it / j->ppc;
-  if (c >= __atomic_load_n(&j->ready, __ATOMIC_ACQUIRE))
-    return 0;
+  if (c >= __atomic_load_n(&j->ready, __ATOMIC_ACQUIRE)) return 0;
   if (!__atomic_compare_exchange_n(&j->next, &it, it + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     return 1;
   size_t coff = gwg_chunk_off(j, c), clen = gwg_chunk_len(j, c);
@@ -110,8 +107,7 @@ static void flow_work(gwg_flow *j) {
   unsigned idle = 0;
   for (;;) {
     int r = gwg_flow_take(j);
-    if (r < 0)
-      return;
+    if (r < 0) return;
     if (r > 0) {
       idle = 0;
     } else if (++idle < j->spins) {
@@ -126,12 +122,10 @@ static void *worker_main(void *arg) {
   gwg_pool *p = arg;
   for (;;) {
     pthread_mutex_lock(&p->mu);
-    while (p->state == 0)
-      pthread_cond_wait(&p->cv, &p->mu);
+    while (p->state == 0) pthread_cond_wait(&p->cv, &p->mu);
     int st = p->state;
     pthread_mutex_unlock(&p->mu);
-    if (st < 0)
-      return NULL;
+    if (st < 0) return NULL;
     /* Copies are running: take pieces as they come; after the last one, linger a little
      * (back-to-back copies then skip the wake-up), then sleep. */
     unsigned idle = 0, linger = 0;
@@ -143,15 +137,13 @@ static void *worker_main(void *arg) {
          * not return, and its job go out of scope, while we may still touch it. */
         __atomic_add_fetch(&p->active, 1, __ATOMIC_SEQ_CST);
         gwg_flow *j = __atomic_load_n(&p->job, __ATOMIC_SEQ_CST);
-        if (j)
-          flow_work(j);
+        if (j) flow_work(j);
         __atomic_sub_fetch(&p->active, 1, __ATOMIC_SEQ_CST);
         idle = linger = 0;
         continue;
       }
       st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-      if (st < 0)
-        break;
+      if (st < 0) break;
       if (st == 1) {
         linger = 0;
       } else if (linger++ == 0) {
@@ -179,8 +171,7 @@ int gwg_pool_start(gwg_pool *p, int n) {
   p->nworkers = 0;
   p->job = NULL;
   p->active = 0;
-  if (pthread_mutex_init(&p->mu, NULL) != 0)
-    return -1;
+  if (pthread_mutex_init(&p->mu, NULL) != 0) return -1;
   if (pthread_cond_init(&p->cv, NULL) != 0) {
     pthread_mutex_destroy(&p->mu);
     return -1;
@@ -195,8 +186,7 @@ int gwg_pool_start(gwg_pool *p, int n) {
 
 void gwg_pool_stop(gwg_pool *p) {
   gwg_pool_set_state(p, -1);
-  for (int i = 0; i < p->nworkers; i++)
-    pthread_join(p->tid[i], NULL);
+  for (int i = 0; i < p->nworkers; i++) pthread_join(p->tid[i], NULL);
   pthread_cond_destroy(&p->cv);
   pthread_mutex_destroy(&p->mu);
   p->nworkers = 0;
@@ -205,9 +195,7 @@ void gwg_pool_stop(gwg_pool *p) {
 void gwg_pool_publish(gwg_pool *p, gwg_flow *j) { __atomic_store_n(&p->job, j, __ATOMIC_SEQ_CST); }
 
 void gwg_pool_retract(gwg_pool *p, gwg_flow *j, int abort) {
-  if (abort)
-    __atomic_store_n(&j->abort, 1, __ATOMIC_SEQ_CST);
+  if (abort) __atomic_store_n(&j->abort, 1, __ATOMIC_SEQ_CST);
   __atomic_store_n(&p->job, NULL, __ATOMIC_SEQ_CST);
-  while (__atomic_load_n(&p->active, __ATOMIC_SEQ_CST))
-    gwg_cpu_relax();
+  while (__atomic_load_n(&p->active, __ATOMIC_SEQ_CST)) gwg_cpu_relax();
 }

@@ -15,12 +15,14 @@
 #include <hip/hip_runtime.h>
 typedef hipStream_t gwk_stream;
 #define gwkGetLastError() ((int)hipGetLastError())
-#define gwkOccupancy(n, k, t) (hipOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == hipSuccess)
+#define gwkOccupancy(n, k, t) \
+  (hipOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == hipSuccess)
 #else
 #include <cuda_runtime.h>
 typedef cudaStream_t gwk_stream;
 #define gwkGetLastError() ((int)cudaGetLastError())
-#define gwkOccupancy(n, k, t) (cudaOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == cudaSuccess)
+#define gwkOccupancy(n, k, t) \
+  (cudaOccupancyMaxActiveBlocksPerMultiprocessor((n), (k), (t), 0) == cudaSuccess)
 #endif
 
 #include "kernels.h"
@@ -42,9 +44,7 @@ struct Region {
   int64_t s1[KMAX]; // src strides, bytes
 };
 
-template <typename W> struct Pat {
-  W w[16 / sizeof(W)];
-};
+template <typename W> struct Pat { W w[16 / sizeof(W)]; };
 
 template <typename W>
 __global__ void k_fill_nd(Region r, char *dst, Pat<W> pat, int wpe, uint64_t n) {
@@ -63,7 +63,8 @@ __global__ void k_fill_nd(Region r, char *dst, Pat<W> pat, int wpe, uint64_t n) 
 }
 
 // I: the index type (32 bits below 2^32 elements: see copy_item_in).
-template <typename W, typename I> __device__ __forceinline__ void copy_nd_in(const Region &r, char *dst, const char *src, I n) {
+template <typename W, typename I>
+__device__ __forceinline__ void copy_nd_in(const Region &r, char *dst, const char *src, I n) {
   const I step = (I)((uint64_t)gridDim.x * blockDim.x); // fits I: the caller checked n + step
   for (I i = (I)(blockIdx.x * (uint64_t)blockDim.x + threadIdx.x); i < n; i += step) {
     I rem = i;
@@ -79,11 +80,12 @@ template <typename W, typename I> __device__ __forceinline__ void copy_nd_in(con
   }
 }
 
-template <typename W>
-__global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
+template <typename W> __global__ void k_copy_nd(Region r, char *dst, const char *src, uint64_t n) {
   uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-  if (n + step <= UINT32_MAX) copy_nd_in<W, uint32_t>(r, dst, src, (uint32_t)n);
-  else copy_nd_in<W, uint64_t>(r, dst, src, n);
+  if (n + step <= UINT32_MAX)
+    copy_nd_in<W, uint32_t>(r, dst, src, (uint32_t)n);
+  else
+    copy_nd_in<W, uint64_t>(r, dst, src, n);
 }
 
 // Contiguous fill: 16-byte stores in a grid-stride loop, the same loop as the bench's raw
@@ -100,17 +102,15 @@ __device__ __forceinline__ char body_byte(V16 body, uint64_t k) { // k: byte of 
   return (char)(w >> (8 * (k & 7)));
 }
 
-__global__ void __launch_bounds__(THREADS) k_fill_contig(char *p, uint32_t head, uint64_t n16,
-                                                         uint32_t tail, V16 body) {
+__global__ void __launch_bounds__(THREADS)
+    k_fill_contig(char *p, uint32_t head, uint64_t n16, uint32_t tail, V16 body) {
   uint64_t gid = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
   char *b = p + head;
   V16 *q = reinterpret_cast<V16 *>(b);
-  for (uint64_t i = gid; i < n16; i += (uint64_t)gridDim.x * blockDim.x)
-    q[i] = body;
+  for (uint64_t i = gid; i < n16; i += (uint64_t)gridDim.x * blockDim.x) q[i] = body;
   if (gid < head) // byte j of the head is byte (16 - head + j) of body's period
     p[gid] = body_byte(body, 16 - head + gid);
-  if (gid < tail)
-    b[16 * n16 + gid] = body_byte(body, gid);
+  if (gid < tail) b[16 * n16 + gid] = body_byte(body, gid);
 }
 
 // The grids of the grid-stride loops: `max_blocks` (SMs x 8, gpu_backend.c) assumes 8
@@ -132,18 +132,15 @@ int resident_cap(const void *kernel, int *per_sm, int max_blocks) {
     }
     __atomic_store_n(per_sm, n, __ATOMIC_RELAXED);
   }
-  if (max_blocks <= 0)
-    return max_blocks;
+  if (max_blocks <= 0) return max_blocks;
   int sms = max_blocks / ASSUMED_PER_SM;
   return sms > 0 ? sms * n : max_blocks;
 }
 
 unsigned grid_for(uint64_t n, int max_blocks) {
   uint64_t b = (n + THREADS - 1) / THREADS;
-  if (b < 1)
-    b = 1;
-  if (max_blocks > 0 && b > (uint64_t)max_blocks)
-    b = (uint64_t)max_blocks;
+  if (b < 1) b = 1;
+  if (max_blocks > 0 && b > (uint64_t)max_blocks) b = (uint64_t)max_blocks;
   return (unsigned)b;
 }
 
@@ -151,17 +148,15 @@ unsigned grid_for(uint64_t n, int max_blocks) {
 size_t word_size(size_t elem, uintptr_t a0, uintptr_t a1, int ndim, const int64_t *s0,
                  const int64_t *s1) {
   uint64_t bits = elem | a0 | a1;
-  for (int d = 0; d < ndim; d++)
-    bits |= (uint64_t)s0[d] | (s1 ? (uint64_t)s1[d] : 0);
+  for (int d = 0; d < ndim; d++) bits |= (uint64_t)s0[d] | (s1 ? (uint64_t)s1[d] : 0);
   for (size_t w = 16; w > 1; w /= 2)
-    if ((bits & (w - 1)) == 0)
-      return w;
+    if ((bits & (w - 1)) == 0) return w;
   return 1;
 }
 
 // Region of words: the element dims, plus one innermost dim of `wpe` words if wpe > 1.
-Region words_region(int ndim, const int64_t *shape, const int64_t *s0, const int64_t *s1,
-                    size_t w, size_t wpe, uint64_t *n) {
+Region words_region(int ndim, const int64_t *shape, const int64_t *s0, const int64_t *s1, size_t w,
+                    size_t wpe, uint64_t *n) {
   Region r;
   memset(&r, 0, sizeof r);
   r.ndim = ndim;
@@ -245,8 +240,7 @@ __device__ __forceinline__ void copy_item_in(const BatchItem &t, I first, I step
     int64_t od = 0, os = 0;
 #pragma unroll
     for (int d = BD - 1; d >= 0; d--) {
-      if (d < BD - t.ndim)
-        break;
+      if (d < BD - t.ndim) break;
       I ext = (I)t.shape[d];
       int64_t c = (int64_t)(rem % ext);
       rem /= ext;
@@ -257,7 +251,8 @@ __device__ __forceinline__ void copy_item_in(const BatchItem &t, I first, I step
   }
 }
 
-template <typename W> __device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, uint64_t step) {
+template <typename W>
+__device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, uint64_t step) {
   if (t.n + step <= UINT32_MAX) // i + step never wraps in 32 bits
     copy_item_in<W, uint32_t>(t, (uint32_t)first, (uint32_t)step);
   else
@@ -266,8 +261,7 @@ template <typename W> __device__ __forceinline__ void copy_item(const BatchItem 
 
 __global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT Batch b) {
   int k = 0; // the transfer of this block (block-uniform: no divergence)
-  while (k + 1 < b.n && blockIdx.x >= b.t[k + 1].first_block)
-    k++;
+  while (k + 1 < b.n && blockIdx.x >= b.t[k + 1].first_block) k++;
   const BatchItem &t = b.t[k];
   uint64_t first = (uint64_t)(blockIdx.x - t.first_block) * THREADS + threadIdx.x;
   uint64_t step = (uint64_t)t.nblocks * THREADS;
@@ -296,10 +290,10 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
       const gw__xfer *xi = x[at + k];
       size_t w = word_size(xi->elem, (uintptr_t)xi->dst, (uintptr_t)xi->src, xi->ndim,
                            xi->dst_stride, xi->src_stride);
-      if (w > xi->elem)
-        w = xi->elem;
+      if (w > xi->elem) w = xi->elem;
       uint64_t nw;
-      Region r = words_region(xi->ndim, xi->shape, xi->dst_stride, xi->src_stride, w, xi->elem / w, &nw);
+      Region r =
+          words_region(xi->ndim, xi->shape, xi->dst_stride, xi->src_stride, w, xi->elem / w, &nw);
       BatchItem &t = b.t[k];
       t.dst = xi->dst;
       t.src = xi->src;
@@ -308,8 +302,7 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
       t.w = (int32_t)w;
       for (int d = 0; d < BD; d++) { // right-aligned; unused leading dims stay 0
         int from = d - (BD - r.ndim);
-        if (from < 0)
-          continue;
+        if (from < 0) continue;
         t.shape[d] = r.shape[from];
         t.s0[d] = r.s0[from];
         t.s1[d] = r.s1[from];
@@ -323,10 +316,8 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
     for (int k = 0; k < m; k++) {
       uint64_t want = (b.t[k].n + THREADS - 1) / THREADS;
       uint64_t share = total > 0 ? cap * b.t[k].n / total : 1;
-      if (want > share)
-        want = share;
-      if (want < 1)
-        want = 1;
+      if (want > share) want = share;
+      if (want < 1) want = 1;
       b.t[k].first_block = blocks;
       b.t[k].nblocks = (uint32_t)want;
       blocks += (uint32_t)want;
@@ -337,10 +328,10 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
 #else
     void *args[] = {&b};
     // Its status is the launch's (see gwk_fill): no cudaGetLastError after a success.
-    int e = (int)cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
+    int e =
+        (int)cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
 #endif
-    if (e != 0)
-      return e;
+    if (e != 0) return e;
   }
   return 0;
 }
@@ -363,16 +354,13 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
   if (contiguous && 16 % elem == 0) {
     uint64_t bytes = elem * (f->ndim == 0 ? 1 : (uint64_t)f->shape[0]);
     unsigned char pat[16];
-    for (size_t i = 0; i < 16; i++)
-      pat[i] = f->value[i % elem];
+    for (size_t i = 0; i < 16; i++) pat[i] = f->value[i % elem];
     uintptr_t a = (uintptr_t)f->dst;
     uint64_t head = (16 - a % 16) % 16;
-    if (head > bytes)
-      head = bytes;
+    if (head > bytes) head = bytes;
     uint64_t n16 = (bytes - head) / 16, tail = (bytes - head) % 16;
     unsigned char rot[16];
-    for (size_t t = 0; t < 16; t++)
-      rot[t] = pat[(head + t) % 16];
+    for (size_t t = 0; t < 16; t++) rot[t] = pat[(head + t) % 16];
     V16 body;
     memcpy(&body, rot, 16);
     // The grid of the raw kernel: one thread per 16 bytes up to the blocks that fit (at
@@ -386,8 +374,9 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // fill_kernels probe); below, the two are alike, so the resident grid stays. Not for
     // host memory: a zero-copy fill is the link's speed.
     bool one_per_thread = f->kind == GW_MEM_DEVICE && bytes >= FILL_ONE_PER_THREAD_MIN;
-    unsigned grid = grid_for(work, one_per_thread ? FILL_GRID_MAX
-                                                  : resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
+    unsigned grid = grid_for(
+        work, one_per_thread ? FILL_GRID_MAX
+                             : resident_cap((const void *)k_fill_contig, &per_sm, max_blocks));
     char *dst = f->dst;
     uint32_t h32 = (uint32_t)head, t32 = (uint32_t)tail;
 #if defined(GW_VENDOR_HIP)
@@ -405,12 +394,12 @@ extern "C" int gwk_fill(const gw__fillspec *f, void *stream, int max_blocks) {
     // cudaGetFuncBySymbol and on cudaGetKernel handles, for every kernel here: no gain in
     // `gpuwrap bench` beyond its spread (docs/BENCHMARKS.md). Not kept.
     void *args[] = {&dst, &h32, &n16, &t32, &body};
-    return (int)cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0, s);
+    return (int)cudaLaunchKernel((const void *)k_fill_contig, dim3(grid), dim3(THREADS), args, 0,
+                                 s);
 #endif
   }
   size_t w = word_size(elem, (uintptr_t)f->dst, 0, f->ndim, f->stride, nullptr);
-  if (w > elem)
-    w = elem;
+  if (w > elem) w = elem;
   int wpe = (int)(elem / w);
   uint64_t n;
   Region r = words_region(f->ndim, f->shape, f->stride, nullptr, w, (size_t)wpe, &n);
@@ -428,8 +417,7 @@ extern "C" int gwk_copy(const gw__xfer *x, void *stream, int max_blocks) {
   gwk_stream s = (gwk_stream)stream;
   size_t w = word_size(x->elem, (uintptr_t)x->dst, (uintptr_t)x->src, x->ndim, x->dst_stride,
                        x->src_stride);
-  if (w > x->elem)
-    w = x->elem;
+  if (w > x->elem) w = x->elem;
   uint64_t n;
   Region r = words_region(x->ndim, x->shape, x->dst_stride, x->src_stride, w, x->elem / w, &n);
   switch (w) {

@@ -50,8 +50,9 @@ static inline gwv_ctxtok gwv_primary_token(int device) {
    * create it, and the release right after would tear it down again (a thread whose own
    * cuCtxCreate context was current when the gpuwrap context opened: then the runtime's
    * cudaFree(NULL) ran in that one). gwg_enter asks again until it is active. */
-  if (cuDeviceGet(&d, device) != CUDA_SUCCESS || cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS ||
-      !active || cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS)
+  if (cuDeviceGet(&d, device) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxGetState(d, &flags, &active) != CUDA_SUCCESS || !active ||
+      cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS)
     return NULL;
   (void)cuDevicePrimaryCtxRelease(d);
   return c;
@@ -62,7 +63,9 @@ static inline gwv_ctxtok gwv_current(void) {
   return cuCtxGetCurrent(&cur) == CUDA_SUCCESS ? (gwv_ctxtok)cur : NULL;
 }
 /* Make a context gwv_current returned current again (gwg_leave); 0 on failure. */
-static inline int gwv_set_current(gwv_ctxtok t) { return cuCtxSetCurrent((CUcontext)t) == CUDA_SUCCESS; }
+static inline int gwv_set_current(gwv_ctxtok t) {
+  return cuCtxSetCurrent((CUcontext)t) == CUDA_SUCCESS;
+}
 
 #define gwv_GetDeviceCount cudaGetDeviceCount
 #define gwv_GetDevice cudaGetDevice
@@ -108,11 +111,13 @@ typedef cudaIpcMemHandle_t gwv_ipc_handle;
 static inline const char *gwv_ipc_refusal(const void *ptr) {
   int capable = 1;
   if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS || capable)
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
+      capable)
     return NULL;
   void *pool = NULL;
   if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                            (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS && pool)
+                            (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
+      pool)
     return "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) is not "
            "legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0); export "
            "pool memory with cudaMemPoolExportPointer, or allocate with cudaMalloc";
@@ -199,15 +204,15 @@ static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
 #define GWV_IS_NOT_REGISTERED(e) ((e) == cudaErrorHostMemoryNotRegistered)
 #define GWV_IS_INVALID_VALUE(e) ((e) == cudaErrorInvalidValue)
 #define GWV_IS_OOM(e) ((e) == cudaErrorMemoryAllocation)
-#define GWV_IS_NODEV(e) ((e) == cudaErrorInvalidDevice || (e) == cudaErrorNoDevice || \
-                         (e) == cudaErrorInsufficientDriver)
+#define GWV_IS_NODEV(e) \
+  ((e) == cudaErrorInvalidDevice || (e) == cudaErrorNoDevice || (e) == cudaErrorInsufficientDriver)
 #define GWV_IS_NO_DEVICE(e) ((e) == cudaErrorNoDevice)
 /* cudaEventQuery / cudaStreamQuery: work still pending, not an error. */
 #define GWV_IS_NOT_READY(e) ((e) == cudaErrorNotReady)
 /* What the runtime says of a handle that is not a live stream (when it can tell). */
-#define GWV_IS_INVALID_HANDLE(e) ((e) == cudaErrorInvalidResourceHandle || \
-                                  (e) == cudaErrorContextIsDestroyed || \
-                                  (e) == cudaErrorInvalidValue || (e) == cudaErrorDeviceUninitialized)
+#define GWV_IS_INVALID_HANDLE(e)                                                  \
+  ((e) == cudaErrorInvalidResourceHandle || (e) == cudaErrorContextIsDestroyed || \
+   (e) == cudaErrorInvalidValue || (e) == cudaErrorDeviceUninitialized)
 
 /*
  * Borrowed streams. The handles every runtime of the process understands as themselves,
@@ -256,8 +261,7 @@ static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
                                                 : cudaErrorInvalidResourceHandle;
   /* A CUdevice is the device's ordinal in every driver so far; look it up to be sure. */
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess)
-    n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
   for (int i = 0; i < n; i++) {
     CUdevice h = 0;
     if (cuDeviceGet(&h, i) == CUDA_SUCCESS && h == d) {
@@ -270,10 +274,9 @@ static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
 }
 
 /* A 3-D pitched copy; pitches and sizes in bytes, slice pitch = pitch * ysize. */
-static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,
-                                         const void *src, size_t spitch, size_t sysize,
-                                         size_t width, size_t height, size_t depth,
-                                         gwv_stream s) {
+static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize, const void *src,
+                                         size_t spitch, size_t sysize, size_t width, size_t height,
+                                         size_t depth, gwv_stream s) {
   gwv_memcpy3d p = {0};
   p.dstPtr.ptr = dst;
   p.dstPtr.pitch = dpitch;
@@ -302,25 +305,30 @@ static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize
 #define GWV_MEMSET_D32_CALL "cuMemsetD32Async"
 static inline gwv_err gwv_memset_context(void) {
   CUcontext cur = NULL;
-  if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
-    return cudaSuccess;
+  if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur) return cudaSuccess;
   int d = 0;
   gwv_err e = cudaGetDevice(&d);
   return e == cudaSuccess ? cudaSetDevice(d) : e;
 }
 static inline gwv_err gwv_memset_d16_async(void *dst, uint16_t v, size_t n, gwv_stream s) {
   gwv_err e = gwv_memset_context();
-  return e != cudaSuccess ? e : (gwv_err)cuMemsetD16Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
+  return e != cudaSuccess
+             ? e
+             : (gwv_err)cuMemsetD16Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
 }
 static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_stream s) {
   gwv_err e = gwv_memset_context();
-  return e != cudaSuccess ? e : (gwv_err)cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
+  return e != cudaSuccess
+             ? e
+             : (gwv_err)cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
 }
 
 /* The generation the classifier reads our raw attributes with. */
 #define GWV_GEN GWC_GEN_CUDA
-_Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST && (int)CU_MEMORYTYPE_DEVICE == GWC_CU_DEVICE &&
-                   (int)CU_MEMORYTYPE_ARRAY == GWC_CU_ARRAY && (int)CU_MEMORYTYPE_UNIFIED == GWC_CU_UNIFIED,
+_Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST &&
+                   (int)CU_MEMORYTYPE_DEVICE == GWC_CU_DEVICE &&
+                   (int)CU_MEMORYTYPE_ARRAY == GWC_CU_ARRAY &&
+                   (int)CU_MEMORYTYPE_UNIFIED == GWC_CU_UNIFIED,
                "CUmemorytype values changed: update gpu_classify.h");
 
 /*
@@ -332,13 +340,11 @@ _Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST && (int)CU_MEMORYTYPE_DEVI
 static inline void gwv_query(const void *ptr, gwc_attrs *a) {
   /* The attribute list is the same for every call: one static table instead of seven
    * stores per query (the driver only reads it; its prototype is just not const). */
-  static CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                      CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                      CU_POINTER_ATTRIBUTE_CONTEXT,
-                                      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                      CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                      CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  static CUpointer_attribute at[7] = {
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_IS_MANAGED,
+      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_CONTEXT,
+      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_BUFFER_ID};
   unsigned int memtype = 0, managed = 0;
   int ordinal = -2;
   CUcontext ctx = NULL;

@@ -195,14 +195,14 @@ static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
 #define GWV_IS_NOT_REGISTERED(e) ((e) == hipErrorHostMemoryNotRegistered)
 #define GWV_IS_INVALID_VALUE(e) ((e) == hipErrorInvalidValue)
 #define GWV_IS_OOM(e) ((e) == hipErrorOutOfMemory)
-#define GWV_IS_NODEV(e) ((e) == hipErrorInvalidDevice || (e) == hipErrorNoDevice || \
-                         (e) == hipErrorInsufficientDriver)
+#define GWV_IS_NODEV(e) \
+  ((e) == hipErrorInvalidDevice || (e) == hipErrorNoDevice || (e) == hipErrorInsufficientDriver)
 #define GWV_IS_NO_DEVICE(e) ((e) == hipErrorNoDevice)
 #define GWV_IS_NOT_READY(e) ((e) == hipErrorNotReady)
 /* hip::isValid() failing is reported as "context is destroyed" (ROCm 5.5+). */
-#define GWV_IS_INVALID_HANDLE(e) ((e) == hipErrorInvalidHandle || \
-                                  (e) == hipErrorContextIsDestroyed || \
-                                  (e) == hipErrorInvalidValue || (e) == hipErrorInvalidContext)
+#define GWV_IS_INVALID_HANDLE(e)                                        \
+  ((e) == hipErrorInvalidHandle || (e) == hipErrorContextIsDestroyed || \
+   (e) == hipErrorInvalidValue || (e) == hipErrorInvalidContext)
 
 /*
  * Borrowed streams. HIP has no hipStreamLegacy: its null stream is the blocking default
@@ -212,8 +212,7 @@ static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
 #define GWV_BORROW_NULL ((hipStream_t)0)
 static inline int gwv_stream_is_special(const void *native) {
 #ifdef hipStreamPerThread
-  if (native == (const void *)hipStreamPerThread)
-    return 1;
+  if (native == (const void *)hipStreamPerThread) return 1;
 #endif
   return native == NULL;
 }
@@ -231,8 +230,7 @@ static inline int gwv_stream_is_special(const void *native) {
 static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
   hipDevice_t d = 0;
   hipError_t e = hipStreamGetDevice(s, &d);
-  if (e == hipSuccess)
-    *device = (int)d;
+  if (e == hipSuccess) *device = (int)d;
   return e;
 }
 #else
@@ -240,10 +238,9 @@ static inline gwv_err gwv_stream_device(gwv_stream s, int *device) {
 #define GWV_CAN_CHECK_STREAM 0
 #endif
 
-static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize,
-                                         const void *src, size_t spitch, size_t sysize,
-                                         size_t width, size_t height, size_t depth,
-                                         gwv_stream s) {
+static inline gwv_err gwv_memcpy3d_async(void *dst, size_t dpitch, size_t dysize, const void *src,
+                                         size_t spitch, size_t sysize, size_t width, size_t height,
+                                         size_t depth, gwv_stream s) {
   struct hipMemcpy3DParms p = {0};
   p.dstPtr = make_hipPitchedPtr(dst, dpitch, width, dysize);
   p.srcPtr = make_hipPitchedPtr((void *)(uintptr_t)src, spitch, width, sysize);
@@ -266,16 +263,20 @@ static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_
 #define GWV_GEN GWC_GEN_ROCM6
 #define GWV_ATTR_TYPE(a) ((a).type)
 _Static_assert((int)hipMemoryTypeUnregistered == GWC_HIP6_UNREGISTERED &&
-                   (int)hipMemoryTypeHost == GWC_HIP6_HOST && (int)hipMemoryTypeDevice == GWC_HIP6_DEVICE &&
-                   (int)hipMemoryTypeManaged == GWC_HIP6_MANAGED && (int)hipMemoryTypeArray == GWC_HIP6_ARRAY &&
+                   (int)hipMemoryTypeHost == GWC_HIP6_HOST &&
+                   (int)hipMemoryTypeDevice == GWC_HIP6_DEVICE &&
+                   (int)hipMemoryTypeManaged == GWC_HIP6_MANAGED &&
+                   (int)hipMemoryTypeArray == GWC_HIP6_ARRAY &&
                    (int)hipMemoryTypeUnified == GWC_HIP6_UNIFIED,
                "hipMemoryType (ROCm 6) values changed: update gpu_classify.h");
 #else
 #define GWV_GEN GWC_GEN_ROCM5
 #define GWV_ATTR_TYPE(a) ((a).memoryType)
 /* hipMemoryTypeManaged (4) only exists in late 5.x headers; it is not checked here. */
-_Static_assert((int)hipMemoryTypeHost == GWC_HIP5_HOST && (int)hipMemoryTypeDevice == GWC_HIP5_DEVICE &&
-                   (int)hipMemoryTypeArray == GWC_HIP5_ARRAY && (int)hipMemoryTypeUnified == GWC_HIP5_UNIFIED,
+_Static_assert((int)hipMemoryTypeHost == GWC_HIP5_HOST &&
+                   (int)hipMemoryTypeDevice == GWC_HIP5_DEVICE &&
+                   (int)hipMemoryTypeArray == GWC_HIP5_ARRAY &&
+                   (int)hipMemoryTypeUnified == GWC_HIP5_UNIFIED,
                "hipMemoryType (ROCm 5) values changed: update gpu_classify.h");
 #endif
 _Static_assert((int)hipErrorInvalidValue == GWC_HIP_ERROR_INVALID_VALUE,
@@ -301,8 +302,7 @@ static inline void gwv_query(const void *ptr, gwc_attrs *a) {
     return;
   }
 #if HIP_VERSION_MAJOR >= 6
-  if (a->memtype == GWC_HIP6_UNREGISTERED)
-    return;
+  if (a->memtype == GWC_HIP6_UNREGISTERED) return;
 #endif
   hipDeviceptr_t base = NULL;
   size_t size = 0;

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    gw_status s_ = (call);                                                             \
-    if (s_ != GW_OK) {                                                                 \
-      fprintf(stderr, "%s: %s: %s | %s\n", #call, gw_err_name(s_), gw_last_error(),    \
-              gw_halo_last_error());                                                   \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                    \
-    }                                                                                  \
+#define CHECK(call)                                                                 \
+  do {                                                                              \
+    gw_status s_ = (call);                                                          \
+    if (s_ != GW_OK) {                                                              \
+      fprintf(stderr, "%s: %s: %s | %s\n", #call, gw_err_name(s_), gw_last_error(), \
+              gw_halo_last_error());                                                \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
+    }                                                                               \
   } while (0)
 
 int main(int argc, char **argv) {
