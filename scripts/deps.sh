@@ -115,7 +115,7 @@ if [ "$set_name" = demo ]; then
 fi
 
 # ---- the whole suite: Debian packages -------------------------------------------------------
-pkgs=(cmake make gcc g++ libc6-dev pkg-config clang libclang-rt-14-dev valgrind
+pkgs=(cmake make gcc g++ libc6-dev pkg-config clang clang-format libclang-rt-14-dev valgrind
       libopenmpi-dev openmpi-bin python3 python3-numpy libamdhip64-dev hipcc gfortran
       python3-venv python3-pip python3-setuptools python3-wheel python3-dev python3-pytest)
 if ! command -v dpkg-query >/dev/null 2>&1; then
