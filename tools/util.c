@@ -125,7 +125,11 @@ void gw_tool_context_error(const char *cmd, gw_backend requested, int device, gw
   const char *why = gw_last_error(); /* read first: the calls below are gpuwrap calls too */
   char whybuf[512];
   snprintf(whybuf, sizeof whybuf, "%s", why);
-  const char *env = getenv("GPUWRAP_BACKEND");
+  const char *env = NULL; /* the GPUWRAP_BACKEND now, through the library's settings table */
+  gw_setting_info si;
+  for (int i = 0; i < gw_setting_count(); i++)
+    if (gw_setting_describe(i, &si) == GW_OK && strcmp(si.name, "GPUWRAP_BACKEND") == 0)
+      env = si.value;
   if (requested == GW_BACKEND_AUTO && env && *env && strcasecmp(env, "auto") != 0) {
     /* AUTO was overridden: say which backend that made it, not "auto" */
     fprintf(stderr,
