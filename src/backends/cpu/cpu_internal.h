@@ -6,6 +6,7 @@
  *                 tables, and the raw runtime calls (gw_cpu_runtime_*)
  *   cpu_copy.c    strided N-d copy and fill loops
  *   cpu_streams.c the asynchronous streams and events (one worker thread per stream)
+ *   cpu_capture.c the model of graph capture on those streams (its rules, graphs, launches)
  *   cpu_ipc.c     shareable device memory and the runtime's IPC calls
  *   cpu_ops.c     the gw__cpu_ops table
  */
@@ -130,7 +131,7 @@ gw_status gw__cpu_event_query(void *event);
 /* Wait for all work queued so far on every stream of `device` (-1: of every device),
  * never failing: what cudaFree's implicit synchronisation does before memory goes. */
 void gw__cpu_streams_quiesce(int device);
-/* Capture (cpu_streams.c). The thread's per-thread capture mode, exchanged (the model's
+/* Capture (cpu_capture.c). The thread's per-thread capture mode, exchanged (the model's
  * cudaThreadExchangeStreamCaptureMode): the ops run in GW_CPU_CAPTURE_RELAXED. */
 gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m);
 /* Whether the calling thread may make a potentially unsafe call now (`call` names it):
