@@ -15,7 +15,7 @@
 
 /* The op's model calls in the relaxed per-thread capture mode, the thread's own mode
  * restored after: as the GPU backend's runtime calls (gwg_enter), so that gpuwrap never
- * invalidates another thread's global-mode capture (cpu_streams.c, "capture"). */
+ * invalidates another thread's global-mode capture (cpu_capture.c, "capture"). */
 #define RELAXED(call)                                                                  \
   do {                                                                                 \
     gw_cpu_capture_mode mode_ = gw__cpu_capture_mode_exchange(GW_CPU_CAPTURE_RELAXED); \
