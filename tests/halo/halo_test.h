@@ -39,5 +39,12 @@ static uint64_t g_seed; /* set by the tests that draw random data, printed with 
     if (s_ != (want)) FAIL_("%s: got %s, want %s", #expr, gw_err_name(s_), gw_err_name(want)); \
   } while (0)
 #define ASSERT_OK(expr) ASSERT_STATUS(expr, GW_OK)
+/* The halo's last error says `needle`. */
+#define ASSERT_MSG(needle)                                                    \
+  do {                                                                        \
+    g_checks++;                                                               \
+    if (!strstr(gw_halo_last_error(), needle))                                \
+      FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
+  } while (0)
 
 #endif /* GW_HALO_TEST_H */

@@ -27,13 +27,6 @@
 
 #include "halo_test.h"
 
-#define ASSERT_MSG(needle)                                                    \
-  do {                                                                        \
-    g_checks++;                                                               \
-    if (!strstr(gw_halo_last_error(), needle))                                \
-      FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
-  } while (0)
-
 static MPI_Comm g_cart;
 static int g_dims[3], g_odd; /* the odd rank out: rank 0's +x neighbour (none on one rank) */
 

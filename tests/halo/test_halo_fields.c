@@ -38,12 +38,6 @@
 #include <time.h>
 
 #include "halo_test.h"
-#define ASSERT_MSG(needle)                                                 \
-  do {                                                                     \
-    g_checks++;                                                            \
-    if (!strstr(gw_halo_last_error(), needle))                             \
-      FAIL_("message does not name %s: %s", needle, gw_halo_last_error()); \
-  } while (0)
 
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -32,12 +32,6 @@
 #include "halo_test.h"
 
 #define LAUNCHES 50
-#define ASSERT_MSG(needle)                                                 \
-  do {                                                                     \
-    g_checks++;                                                            \
-    if (!strstr(gw_halo_last_error(), needle))                             \
-      FAIL_("message does not name %s: %s", needle, gw_halo_last_error()); \
-  } while (0)
 
 static uint64_t g_state;
 static uint64_t next_rand(void) {
