@@ -114,9 +114,12 @@ typedef enum {
  * none's. It needs device memory (GW_MEM_DEVICE) for every field and a backend that
  * exports it (CUDA, HIP, the CPU model): forcing it elsewhere fails on every rank with
  * GW_EINVAL (a field's memory kind) or the export's status (GW_ENOTSUP), saying why.
- * GW_HALO_PATH_AUTO picks it, after NCCL, for device fields when MPI is not GPU-aware.
- * Several ranks on one GPU want MPS (docs/HALO.md): without it their contexts are
- * time-sliced and every copy waits for the other process's slice.
+ * GW_HALO_PATH_AUTO picks it, after NCCL, for device fields when MPI is not GPU-aware and
+ * IPC pays: no two ranks of a node on one device (the runtime's device UUID), or every
+ * rank that shares one running under MPS (cudaDevAttrMpsEnabled; HIP reports no MPS, the
+ * CPU model GPUWRAP_CPU_MPS). Without MPS the contexts of ranks sharing a GPU are
+ * time-sliced and every copy waits for the other process's slice: the IPC update was 7.3x
+ * slower than the host path that AUTO then takes (docs/HALO.md).
  */
 
 /*

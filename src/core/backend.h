@@ -29,10 +29,11 @@
  * and events. 4: copy_batch. 5: the settings table in the host API. 6: ipc_export, ipc_open
  * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
  * owns_native_stream (the core asks a backend instead of reaching into it). 7:
- * stream_capturing. A plugin of another ABI is
+ * stream_capturing. 8: caps.device_uuid and caps.concurrent_processes (the halo's choice
+ * of the IPC path). A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
-#define GW__BACKEND_ABI 7
+#define GW__BACKEND_ABI 8
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -49,6 +50,15 @@ typedef struct {
    * the device property where the headers have it, else 0). Without it read-only pages
    * cannot be registered at all: a plain registration of them is refused. */
   int host_register_readonly;
+  /* The physical device, alike in every process of the node that uses it, whatever its
+   * ordinal there (CUDA_VISIBLE_DEVICES): the runtime's device UUID; the CPU model's
+   * device number. All zero when unknown. */
+  unsigned char device_uuid[16];
+  /* Work of several processes on this device runs concurrently (CUDA: the context is an
+   * MPS client, cudaDevAttrMpsEnabled; HIP: 0, not known; the CPU model: GPUWRAP_CPU_MPS).
+   * Without it the processes' contexts are time-sliced: a copy of one waits for the
+   * other's slice (0.15 ms measured on the H200, docs/HALO.md). */
+  int concurrent_processes;
 } gw__caps;
 
 /*

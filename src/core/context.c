@@ -160,6 +160,15 @@ gw_backend gw_context_backend(const gw_context *ctx) {
 
 int gw_context_device(const gw_context *ctx) { return ctx ? ctx->device : -1; }
 
+void gw__context_device_identity(const gw_context *ctx, unsigned char uuid[16],
+                                 int *concurrent_processes) {
+  memset(uuid, 0, 16);
+  *concurrent_processes = 0;
+  if (!ctx) return;
+  memcpy(uuid, ctx->caps.device_uuid, 16);
+  *concurrent_processes = ctx->caps.concurrent_processes;
+}
+
 gw_status gw_synchronize(gw_context *ctx) {
   if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
   return ctx->ops->synchronize(ctx->state);

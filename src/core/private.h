@@ -14,7 +14,7 @@
 #include "gpuwrap.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 2
+#define GW__PRIVATE_ABI 3
 
 GW_API int gw__private_abi(void);
 
@@ -25,6 +25,13 @@ GW_API int gw__array_refs(const gw_array *a);
 /* The context a stream belongs to (NULL for NULL): the halo checks that a caller's stream
  * is of its fields' backend and device. */
 GW_API gw_context *gw__stream_context(const gw_stream *s);
+
+/* The context's physical device as every process of the node sees it (uuid: 16 bytes, all
+ * zero when unknown) and whether several processes' work on it runs concurrently (CUDA
+ * MPS): the halo's AUTO takes the IPC path between ranks that share a device only then
+ * (backend.h, gw__caps). */
+GW_API void gw__context_device_identity(const gw_context *ctx, unsigned char uuid[16],
+                                        int *concurrent_processes);
 
 /*
  * dst[i] <- src[i], i = 0..n-1 in order, on stream s (NULL: synchronous), each pair with

@@ -36,6 +36,9 @@
   X(CPU_NO_READONLY_REGISTER, "GPUWRAP_CPU_NO_READONLY_REGISTER", BOOL, "0", 0, 1, "", "cpu", \
     "the CPU model has no read-only registration (as a runtime without "                      \
     "cudaHostRegisterReadOnly)")                                                              \
+  X(CPU_MPS, "GPUWRAP_CPU_MPS", BOOL, "0", 0, 1, "", "cpu",                                   \
+    "the CPU model's devices run several processes' work concurrently, as CUDA devices "      \
+    "under MPS do (the halo's AUTO then takes the IPC path between ranks sharing a device)")  \
   X(CPU_FAIL, "GPUWRAP_CPU_FAIL", TEXT, "", 0, 0, "", "cpu",                                  \
     "failure injection (tests): op:N[:status],... makes the N-th call of a CPU-model "        \
     "operation fail")                                                                         \

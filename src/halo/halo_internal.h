@@ -251,7 +251,13 @@ gw_status halo_check_neighbours(gw_halo *h, const char *fn, int strict);
 
 /* halo_shm.c: the shared-memory window of the host path between ranks of one
  * node */
-gw_status halo_shm_decide(gw_halo *h, gw_halo_path path);
+/* The plan's ranks on this node (collective): MPI_COMM_TYPE_SHARED, or
+ * GPUWRAP_HALO_SHM_GROUP consecutive ranks. */
+gw_status halo_node_split(gw_halo *h, MPI_Comm *node);
+/* Whether the node's neighbours go through the window or IPC (collective): keeps
+ * *node as h->shm_node then (*node becomes MPI_COMM_NULL), else leaves it to the
+ * caller to free. */
+gw_status halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node);
 int halo_shm_peer(const gw_halo *h, int peer);
 gw_status halo_shm_block(gw_halo *h, size_t total);
 gw_status halo_shm_link(gw_halo *h);
@@ -265,9 +271,10 @@ int halo_next_direct(const gw_halo *h, int *d, int *m);
 gw_status halo_shm_release(gw_halo *h);
 
 /* halo_ipc.c: the IPC path */
-/* Whether this plan takes IPC (collective): `path` as asked; sets h->ipc alike
- * everywhere. */
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only);
+/* Whether this plan takes IPC (collective): `path` as asked, `node` this rank's
+ * node (halo_node_split); sets h->ipc alike everywhere. */
+gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
+                          MPI_Comm node);
 /* Allocate and export the IPC block (before the ranks agree on the buffers). */
 gw_status halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point

@@ -17,14 +17,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only) {
-  int rank = 0;
+/*
+ * Whether IPC pays for this rank: it does between ranks on different devices, and
+ * between ranks that share one only where their processes run concurrently (CUDA MPS).
+ * Without MPS the contexts of two processes on one GPU are time-sliced and every copy
+ * waits for the other's slice: measured on the H200 (2026-12-03), the IPC update took
+ * 0.455 ms against the host path's 0.062 ms (docs/HALO.md). A device of unknown identity
+ * counts as shared. Collective over `node` (every rank of it gathers every identity).
+ */
+static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
+  typedef struct {
+    unsigned char uuid[16];
+    int concurrent;
+  } identity;
+  identity me;
+  int n = 0, r = 0;
+  *pays = 0;
+  gw__context_device_identity(h->ctx, me.uuid, &me.concurrent);
+  MPI_Comm_size(node, &n);
+  MPI_Comm_rank(node, &r);
+  identity *all = malloc((size_t)n * sizeof *all);
+  int ok = all != NULL, everyone = 0;
+  /* (every rank of the node enters the gather, or none: a rank out of memory says so) */
+  gw_status st =
+      gw__halo_mpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce", -1);
+  if (st == GW_OK && !everyone) st = gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+  if (st == GW_OK)
+    st = gw__halo_mpi(
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, node),
+        "MPI_Allgather (the node's devices)", -1);
+  static const unsigned char unknown[16];
+  int shared = 0;
+  for (int j = 0; st == GW_OK && j < n; j++)
+    if (j != r && (!memcmp(all[j].uuid, me.uuid, 16) || !memcmp(me.uuid, unknown, 16)))
+      shared |= !(me.concurrent && all[j].concurrent);
+  free(all);
+  *pays = !shared;
+  return st;
+}
+
+gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
+                          MPI_Comm node) {
+  int rank = 0, pays = 0;
   MPI_Comm_rank(h->comm, &rank);
-  /* forced: 2; AUTO that could take it (device fields, MPI not GPU-aware): 1;
-   * else 0 */
-  int can = path == GW_HALO_PATH_IPC                                         ? 2
-            : path == GW_HALO_PATH_AUTO && device_only && !h->info.gpu_aware ? 1
-                                                                             : 0;
+  gw_status mine = ipc_pays(h, node, &pays);
+  /* forced: 2; AUTO that could take it (device fields, MPI not GPU-aware, IPC
+   * pays): 1; else 0; -1: this rank failed (every rank then fails, below) */
+  int can = mine != GW_OK                                                            ? -1
+            : path == GW_HALO_PATH_IPC                                               ? 2
+            : path == GW_HALO_PATH_AUTO && device_only && !h->info.gpu_aware && pays ? 1
+                                                                                     : 0;
   struct {
     int v, rank;
   } in = {can, rank}, lo, hi;
@@ -34,6 +76,11 @@ gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int dev
     st = gw__halo_mpi(MPI_Allreduce(&in, &hi, 1, MPI_2INT, MPI_MAXLOC, h->comm), "MPI_Allreduce",
                       -1);
   if (st != GW_OK) return st;
+  if (lo.v < 0)
+    return mine != GW_OK
+               ? mine
+               : gw__halo_fail(GW_EBACKEND, "%s: rank %d could not tell its node's devices apart",
+                               fn, lo.rank);
   if (hi.v == 2 && lo.v < 2) /* every rank sees both */
     return gw__halo_fail(GW_EINVAL,
                          "%s: path: rank %d has ipc, rank %d has another (the "

@@ -649,8 +649,10 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
                        path == GW_HALO_PATH_NCCL, &use);
   if (st == GW_OK && use) path = GW_HALO_PATH_NCCL;
   /* then IPC (forced, or AUTO's choice for device fields without a GPU-aware
-   * MPI) */
-  if (st == GW_OK) st = halo_ipc_decide(h, fn, path, device_only);
+   * MPI, where it pays: halo_ipc.c) */
+  MPI_Comm node = MPI_COMM_NULL;
+  if (st == GW_OK) st = halo_node_split(h, &node);
+  if (st == GW_OK) st = halo_ipc_decide(h, fn, path, device_only, node);
   if (h->ipc) path = GW_HALO_PATH_IPC;
   if (path == GW_HALO_PATH_AUTO)
     path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST;
@@ -664,12 +666,13 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     unsigned long long c = h->set.chunk, all = 0;
     if (path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_IPC)
       c = 0; /* a device-path neighbour sends whole messages */
-    st = halo_shm_decide(h, path);
+    st = halo_shm_decide(h, path, &node);
     if (st == GW_OK)
       st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm),
                         "MPI_Allreduce", -1);
     h->chunk = (size_t)all;
   }
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node); /* (not the window's) */
   /* what each message's two ends must share (its own agreement: every rank
    * fails alike) */
   int failed = st != GW_OK; /* (alike on every rank so far) */

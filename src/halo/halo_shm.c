@@ -24,37 +24,42 @@
  * so one buffer per message suffices. Results are the MPI transport's bit for
  * bit; GPUWRAP_HALO_SHM=0 turns it off (then MPI carries the data, pipelined).
  */
-gw_status halo_shm_decide(gw_halo *h, gw_halo_path path) {
-  /* (the IPC path needs the node too: its neighbours there are mapped, not
-   * windowed) */
-  int want = (path == GW_HALO_PATH_HOST && h->set.shm) || path == GW_HALO_PATH_IPC, all = 0;
-  /* The node: the plan's ranks that share memory with this one.
-   * GPUWRAP_HALO_SHM_GROUP=N makes it N consecutive ranks instead (tests of
+gw_status halo_node_split(gw_halo *h, MPI_Comm *node) {
+  /* GPUWRAP_HALO_SHM_GROUP=N makes the node N consecutive ranks instead (tests of
    * plans whose neighbours are partly on other nodes, on one machine). */
-  MPI_Comm node = MPI_COMM_NULL;
   int mine = h->set.shm_group, group = 0, rank = 0;
+  *node = MPI_COMM_NULL;
   MPI_Comm_rank(h->comm, &rank);
   /* every rank must make the same collective call below: the largest setting
    * wins */
   gw_status st =
       gw__halo_mpi(MPI_Allreduce(&mine, &group, 1, MPI_INT, MPI_MAX, h->comm), "MPI_Allreduce", -1);
   if (st != GW_OK) return st;
-  st = group > 0 ? gw__halo_mpi(MPI_Comm_split(h->comm, (int)(rank / group), rank, &node),
-                                "MPI_Comm_split", -1)
-                 : gw__halo_mpi(
-                       MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                       "MPI_Comm_split_type", -1);
-  if (st != GW_OK) return st;
+  st =
+      group > 0
+          ? gw__halo_mpi(MPI_Comm_split(h->comm, (int)(rank / group), rank, node), "MPI_Comm_split",
+                         -1)
+          : gw__halo_mpi(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, node),
+                         "MPI_Comm_split_type", -1);
+  if (st != GW_OK) *node = MPI_COMM_NULL;
+  return st;
+}
+
+gw_status halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node) {
+  /* (the IPC path needs the node too: its neighbours there are mapped, not
+   * windowed) */
+  int want = (path == GW_HALO_PATH_HOST && h->set.shm) || path == GW_HALO_PATH_IPC, all = 0;
   int nsize = 0;
-  MPI_Comm_size(node, &nsize);
+  MPI_Comm_size(*node, &nsize);
   /* Every rank decides alike (the window is collective over each node):
    * neighbours on this node then go through it, the others through MPI
    * (make_dims). */
-  st = gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm), "MPI_Allreduce", -1);
-  if (st == GW_OK && all && nsize > 1)
-    h->shm_node = node;
-  else
-    MPI_Comm_free(&node);
+  gw_status st =
+      gw__halo_mpi(MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, h->comm), "MPI_Allreduce", -1);
+  if (st == GW_OK && all && nsize > 1) {
+    h->shm_node = *node;
+    *node = MPI_COMM_NULL;
+  }
   return st;
 }
 

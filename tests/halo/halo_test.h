@@ -13,6 +13,8 @@
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int g_rank, g_size;
 static long g_checks;
@@ -46,5 +48,30 @@ static uint64_t g_seed; /* set by the tests that draw random data, printed with 
     if (!strstr(gw_halo_last_error(), needle))                                \
       FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
   } while (0)
+
+/*
+ * The path GW_HALO_PATH_AUTO must take for device fields on `device` of the CPU model
+ * (collective over comm; MPI not GPU-aware, no NCCL), worked out here independently of the
+ * library: IPC where it pays, i.e. no two ranks of one node on one device unless the
+ * model's MPS is on (GPUWRAP_CPU_MPS); HOST otherwise. The node: GPUWRAP_HALO_SHM_GROUP
+ * consecutive ranks, else the whole job (the tests' ranks share one machine).
+ */
+static inline gw_halo_path auto_device_path(MPI_Comm comm, int device) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const char *g = getenv("GPUWRAP_HALO_SHM_GROUP"), *m = getenv("GPUWRAP_CPU_MPS");
+  int group = g && *g ? atoi(g) : 0, mps = m && (!strcmp(m, "1") || !strcmp(m, "yes"));
+  int *dev = malloc((size_t)size * sizeof *dev), shared = 0;
+  if (!dev) FAIL_("out of memory");
+  MPI_Allgather(&device, 1, MPI_INT, dev, 1, MPI_INT, comm);
+  for (int a = 0; a < size; a++)
+    for (int b = a + 1; b < size; b++)
+      if (dev[a] == dev[b] && (group <= 0 || a / group == b / group)) shared = 1;
+  free(dev);
+  int any = 0; /* (every rank takes IPC or none) */
+  MPI_Allreduce(&shared, &any, 1, MPI_INT, MPI_MAX, comm);
+  return any && !mps ? GW_HALO_PATH_HOST : GW_HALO_PATH_IPC;
+}
 
 #endif /* GW_HALO_TEST_H */

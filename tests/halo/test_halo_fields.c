@@ -263,7 +263,8 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
   ASSERT_OK(gw_halo_query(h, &info));
   ASSERT_EQ_LONG(info.neighbours, want_messages(gw_grid_comm(grid), F, NF));
   if (path != GW_HALO_PATH_AUTO) ASSERT_EQ_LONG(info.path, path);
-  if (path == GW_HALO_PATH_AUTO && m == MEM_DEVICE) ASSERT_EQ_LONG(info.path, GW_HALO_PATH_IPC);
+  if (path == GW_HALO_PATH_AUTO && m == MEM_DEVICE)
+    ASSERT_EQ_LONG(info.path, auto_device_path(gw_grid_comm(grid), gw_context_device(ctx)));
   check_neighbour_paths(h, gw_grid_comm(grid), nd, info.path);
 
   gw_stream *s, *borrowed;

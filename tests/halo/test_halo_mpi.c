@@ -485,6 +485,8 @@ static void test_auto_path(gw_context *ctx) {
   gw_array *dev, *host;
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, geo.n, &dev));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, geo.n, &host));
+  gw_halo_path shared = auto_device_path(cart, gw_context_device(ctx));
+  if (g_size > 1 && !getenv("GPUWRAP_CPU_MPS")) ASSERT_EQ_LONG(shared, GW_HALO_PATH_HOST);
   struct {
     const char *env;
     gw_array *field;
@@ -493,9 +495,10 @@ static void test_auto_path(gw_context *ctx) {
   } cases[] = {
       {"1", dev, GW_HALO_PATH_DEVICE, 1},
       {"1", host, GW_HALO_PATH_HOST, 1},
-      {"0", dev, GW_HALO_PATH_IPC, 0},
-      {NULL, dev, GW_HALO_PATH_IPC,
-       0}, /* the CPU backend's model is not GPU-aware: device fields take IPC */
+      /* MPI not GPU-aware (the CPU backend's model is not): device fields take IPC where
+       * it pays, the host path where ranks of a node share the device without MPS */
+      {"0", dev, shared, 0},
+      {NULL, dev, shared, 0},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     if (cases[k].env)
@@ -512,10 +515,29 @@ static void test_auto_path(gw_context *ctx) {
     gw_halo_destroy(h);
   }
   unsetenv("GPUWRAP_HALO_GPU_AWARE");
+  /* each rank on a device of its own (as many modelled devices as ranks): IPC pays
+   * whether or not MPS runs; with fewer, the ranks that share one decide it */
+  int ndev = 0;
+  ASSERT_OK(gw_backend_device_count(GW_BACKEND_CPU, &ndev));
+  gw_context *own;
+  ASSERT_OK(gw_context_create(GW_BACKEND_CPU, g_rank % ndev, &own));
+  gw_array *odev;
+  ASSERT_OK(gw_alloc(own, GW_MEM_DEVICE, GW_FLOAT64, 3, geo.n, &odev));
+  gw_halo_path want = auto_device_path(cart, g_rank % ndev);
+  if (ndev >= g_size) ASSERT_EQ_LONG(want, GW_HALO_PATH_IPC);
+  gw_halo *h;
+  gw_halo_info info;
+  ASSERT_OK(gw_halo_create(odev, cart, geo.w, GW_HALO_PATH_AUTO, &h));
+  ASSERT_OK(gw_halo_query(h, &info));
+  ASSERT_EQ_LONG(info.path, want);
+  ASSERT_OK(gw_halo_update(h));
+  gw_halo_destroy(h);
+  gw_release(odev);
+  gw_context_destroy(own);
   gw_release(dev);
   gw_release(host);
   MPI_Comm_free(&cart);
-  if (g_rank == 0) printf("auto path: ok\n");
+  if (g_rank == 0) printf("auto path: ok (%d modelled devices)\n", ndev);
 }
 
 int main(int argc, char **argv) {

@@ -229,6 +229,7 @@ static void test_absent(gw_context *ctx) {
 
   /* AUTO falls back, on every memory kind, and equals the host path bit for bit */
   setenv("GPUWRAP_NCCL_LIB", "/nonexistent/gpuwrap-test/libnccl.so.2", 1);
+  gw_halo_path auto_ipc = auto_device_path(MPI_COMM_WORLD, gw_context_device(ctx));
   gw_array *host_res[NF], *auto_res[NF];
   results(ctx, &sc, host_res);
   results(ctx, &sc, auto_res);
@@ -242,8 +243,8 @@ static void test_absent(gw_context *ctx) {
       setenv("GPUWRAP_HALO_GPU_AWARE", aware ? "1" : "0", 1);
       ASSERT_OK(plan(&sc, GW_HALO_PATH_AUTO, &ha));
       ASSERT_OK(gw_halo_query(ha, &info));
-      /* device fields without a GPU-aware MPI: IPC */
-      ASSERT_EQ_LONG(info.path, aware ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_IPC);
+      /* device fields without a GPU-aware MPI: IPC where it pays */
+      ASSERT_EQ_LONG(info.path, aware ? GW_HALO_PATH_DEVICE : auto_ipc);
       run(ctx, &sc, ha, mode, auto_res, host_res, "AUTO without NCCL");
       gw_halo_destroy(ha);
     }
@@ -255,7 +256,7 @@ static void test_absent(gw_context *ctx) {
   gw_halo_info info;
   ASSERT_OK(plan(&sc, GW_HALO_PATH_AUTO, &ha));
   ASSERT_OK(gw_halo_query(ha, &info));
-  ASSERT_EQ_LONG(info.path, GW_HALO_PATH_IPC); /* device fields, MPI not GPU-aware */
+  ASSERT_EQ_LONG(info.path, auto_ipc); /* device fields, MPI not GPU-aware */
   run(ctx, &sc, ha, MODE_BLOCKING, auto_res, host_res, "AUTO, default search");
   gw_halo_destroy(ha);
   ASSERT_HAS(gw_halo_path_name(GW_HALO_PATH_NCCL), "nccl");

@@ -59,6 +59,7 @@ typedef struct {
   int host_ptr_for_registered; /* !GPUWRAP_CPU_NO_HOST_PTR */
   int readonly_register;       /* !GPUWRAP_CPU_NO_READONLY_REGISTER */
   long stream_delay_us;        /* GPUWRAP_CPU_STREAM_DELAY_US */
+  int mps;                     /* GPUWRAP_CPU_MPS */
   const char *error;           /* why the environment is unusable, or NULL */
 } gw__cpu_config;
 

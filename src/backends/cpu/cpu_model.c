@@ -64,6 +64,7 @@ static void read_config(void) {
   config.pageable_access = (int)setting(GW__SET_CPU_PAGEABLE_ACCESS);
   config.host_ptr_for_registered = !setting(GW__SET_CPU_NO_HOST_PTR);
   config.readonly_register = !setting(GW__SET_CPU_NO_READONLY_REGISTER);
+  config.mps = (int)setting(GW__SET_CPU_MPS);
   if (config.error) config.devices = 0;
 }
 

@@ -7,6 +7,8 @@
  */
 #include "cpu_internal.h"
 
+#include <string.h>
+
 #define CHECK(op)                         \
   do {                                    \
     gw_status check_ = gw__cpu_check(op); \
@@ -56,7 +58,12 @@ static gw_status cpu_context_init(int device, void **state, gw__caps *caps) {
       .kernels = 1,
       .gpu_aware_hint = 0,
       .host_register_readonly = c->readonly_register,
+      .concurrent_processes = c->mps,
   };
+  /* The modelled device is the same device in every process of this machine: the
+   * processes of one node that pick device N share it (as ranks sharing a GPU do). */
+  memcpy(caps->device_uuid, "gw-cpu-model-", 13);
+  caps->device_uuid[14] = (unsigned char)device;
   *state = gw__cpu_device_state(device);
   return GW_OK;
 }

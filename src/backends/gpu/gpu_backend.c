@@ -159,6 +159,8 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   c->caps.kernels = GW_HAVE_KERNELS;
   c->caps.gpu_aware_hint = 0;
   c->caps.host_register_readonly = gwv_host_register_readonly_supported(device);
+  gwv_device_uuid(device, c->caps.device_uuid);
+  c->caps.concurrent_processes = gwv_concurrent_processes(device);
   c->ccaps = (gwc_caps){.pageable_access = c->caps.pageable_access,
                         .host_ptr_for_registered = c->caps.host_ptr_for_registered};
   int sms = gwv_device_attr(GWV_ATTR_SM_COUNT, device);

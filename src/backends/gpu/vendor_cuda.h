@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <string.h>
 
 #define GWV_NAME "cuda"
 #define GWV_BACKEND GW_BACKEND_CUDA
@@ -142,6 +143,7 @@ typedef enum {
   GWV_ATTR_MAX_PITCH = cudaDevAttrMaxPitch,
   GWV_ATTR_PAGEABLE_HOST_PAGE_TABLES = cudaDevAttrPageableMemoryAccessUsesHostPageTables,
   GWV_ATTR_HOST_REGISTER_READONLY = cudaDevAttrHostRegisterReadOnlySupported,
+  GWV_ATTR_MPS_ENABLED = cudaDevAttrMpsEnabled,
 } gwv_attr;
 static inline int gwv_device_attr(gwv_attr a, int device) {
   int v = 0;
@@ -150,6 +152,20 @@ static inline int gwv_device_attr(gwv_attr a, int device) {
     v = 0;
   }
   return v;
+}
+
+/* The device's UUID (all zero when the driver does not give it). */
+static inline void gwv_device_uuid(int device, unsigned char out[16]) {
+  CUdevice d;
+  CUuuid u;
+  memset(out, 0, 16);
+  if (cuDeviceGet(&d, device) == CUDA_SUCCESS && cuDeviceGetUuid(&u, d) == CUDA_SUCCESS)
+    memcpy(out, u.bytes, 16);
+}
+
+/* Whether the device's contexts are MPS clients (several processes run concurrently). */
+static inline int gwv_concurrent_processes(int device) {
+  return gwv_device_attr(GWV_ATTR_MPS_ENABLED, device) != 0;
 }
 
 /* Whether host_register may pass GWV_HOST_REGISTER_READONLY on `device`. */

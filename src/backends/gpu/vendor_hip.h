@@ -139,6 +139,25 @@ static inline int gwv_device_attr(gwv_attr a, int device) {
   return v;
 }
 
+/* The device's UUID (all zero when the runtime does not give it). */
+static inline void gwv_device_uuid(int device, unsigned char out[16]) {
+  hipUUID u;
+  hipDevice_t d;
+  memset(out, 0, 16);
+  if (hipDeviceGet(&d, device) == hipSuccess && hipDeviceGetUuid(&u, d) == hipSuccess)
+    memcpy(out, u.bytes, 16);
+  else
+    (void)hipGetLastError();
+}
+
+/* HIP has no MPS attribute: whether several processes' work on one device runs
+ * concurrently is not known here, so the answer is the cautious one (the halo's AUTO then
+ * keeps ranks that share a device off the IPC path; forcing it still works). */
+static inline int gwv_concurrent_processes(int device) {
+  (void)device;
+  return 0;
+}
+
 /* Whether host_register may pass GWV_HOST_REGISTER_READONLY on `device`. */
 static inline int gwv_host_register_readonly_supported(int device) {
 #if GWV_HAVE_HOST_REGISTER_READONLY
