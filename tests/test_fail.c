@@ -207,6 +207,7 @@ TEST_IMPL(fail_streams) {
   return 0;
 }
 
+/* ctest-backends: fail_context_init cpu */
 TEST_IMPL(fail_context_init) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = (gw_context *)(uintptr_t)0xc0c0;

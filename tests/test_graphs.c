@@ -408,6 +408,7 @@ TEST_IMPL(two_captures) {
  * model sees), a fill runs on s1 meanwhile. Outside the capture gw_array_wait ignores
  * captured work (it has not been queued): no wait.
  */
+/* ctest-backends: join_two_streams cpu */
 TEST_IMPL(join_two_streams) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = open_ctx();
@@ -584,6 +585,7 @@ static void in_thread(raw_arg *r) {
   pthread_join(t, NULL);
 }
 
+/* ctest-backends: model_rules cpu */
 TEST_IMPL(model_rules) {
   TEST_REQUIRE_CPU();
   tst_leaks before = tst_leak_snapshot();
@@ -627,6 +629,7 @@ TEST_IMPL(model_rules) {
 /* ---- failure injection: a captured event that cannot be made --------------------------------- */
 
 #ifndef GWT_GRAPH_CUDA
+/* ctest-backends: captured_event_fails cpu */
 TEST_IMPL(captured_event_fails) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = open_ctx();

@@ -432,6 +432,7 @@ TEST_IMPL(open_release_cycles) {
 }
 
 /* Failure injection of each runtime call of the open and close paths, in the child. */
+/* ctest-backends: inject_open_and_close cpu */
 TEST_IMPL(inject_open_and_close) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -449,6 +450,7 @@ TEST_IMPL(inject_open_and_close) {
 
 /* Export's runtime calls (the pointer query, the runtime's export) fail in turn: the
  * failure is reported and the handle is untouched. */
+/* ctest-backends: inject_export cpu */
 TEST_IMPL(inject_export) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

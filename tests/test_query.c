@@ -71,6 +71,7 @@ TEST_IMPL(device_pinned_managed) {
   return 0;
 }
 
+/* ctest-backends: registered_by_someone_else cpu */
 TEST_IMPL(registered_by_someone_else) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

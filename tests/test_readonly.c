@@ -98,6 +98,7 @@ static void map_free(mapping *m) {
 /* Part 1: the CPU model (and through it, gw__host_mapping).                              */
 /* ====================================================================================== */
 
+/* ctest-backends: plain_register_of_readonly_pages_refused cpu */
 TEST_IMPL(plain_register_of_readonly_pages_refused) {
   TEST_REQUIRE_CPU();
   size_t bytes = 8 * tst_page();
@@ -119,6 +120,7 @@ TEST_IMPL(plain_register_of_readonly_pages_refused) {
   return 0;
 }
 
+/* ctest-backends: readonly_register_of_shared_and_anon cpu */
 TEST_IMPL(readonly_register_of_shared_and_anon) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -168,6 +170,7 @@ TEST_IMPL(readonly_register_of_writable_memory) {
   return 0;
 }
 
+/* ctest-backends: private_file_mapping_models_the_hang cpu */
 TEST_IMPL(private_file_mapping_models_the_hang) {
   TEST_REQUIRE_CPU();
   size_t bytes = 8 * tst_page();
@@ -279,6 +282,7 @@ static void deep_remove(deepdir *d) {
   (void)rmdir(d->top);
 }
 
+/* ctest-backends: long_map_lines cpu */
 TEST_IMPL(long_map_lines) {
   TEST_REQUIRE_CPU();
   size_t bytes = 2 * tst_page();

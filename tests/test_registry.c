@@ -40,6 +40,7 @@ static void check_through_device(gw_array *w) {
   free(out);
 }
 
+/* ctest-backends: two_wraps_register_once cpu */
 TEST_IMPL(two_wraps_register_once) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -90,6 +91,7 @@ TEST_IMPL(interior_pieces_one_page) {
   return 0;
 }
 
+/* ctest-backends: overlapping_wraps cpu */
 TEST_IMPL(overlapping_wraps) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -134,6 +136,7 @@ TEST_IMPL(overlapping_wraps) {
   return 0;
 }
 
+/* ctest-backends: adjacent_wraps cpu */
 TEST_IMPL(adjacent_wraps) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

@@ -95,6 +95,7 @@ static void runtime_own(gw_context *ctx, gw_memkind kind, int device) {
   ASSERT_NO_LEAK(before);
 }
 
+/* ctest-backends: device_runtime_own cpu */
 TEST_IMPL(device_runtime_own) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -196,6 +197,7 @@ TEST_IMPL(pinned_allocated) {
   return 0;
 }
 
+/* ctest-backends: pinned_registered_by_someone_else cpu */
 TEST_IMPL(pinned_registered_by_someone_else) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
