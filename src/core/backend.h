@@ -30,7 +30,7 @@
  * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
  * owns_native_stream (the core asks a backend instead of reaching into it). 7:
  * stream_capturing. 8: caps.device_uuid and caps.concurrent_processes (the halo's choice
- * of the IPC path). A plugin of another ABI is
+ * of the IPC path); ipc_event_create and ipc_event_open. A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
 #define GW__BACKEND_ABI 8
@@ -186,6 +186,19 @@ typedef struct gw__backend_ops {
   gw_status (*ipc_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
                         size_t extent, void **base);
   gw_status (*ipc_close)(void *state, int device, void *base);
+
+  /* Interprocess events (src/core/ipc_event.c; the halo's IPC path signals with them).
+   * ipc_event_create: an event of the context's device that another process can open
+   * (CUDA: cudaEventCreateWithFlags(DisableTiming | Interprocess), cudaIpcGetEventHandle),
+   * its handle written to rt; ipc_event_open: an event another process made
+   * (cudaIpcOpenEventHandle). Either is released with event_destroy and used with
+   * event_record, stream_wait_event and event_query like any event; a stream_wait_event on
+   * one waits for the last event_record of it, in whichever process, made before the wait
+   * was queued (the program orders the two, e.g. with an MPI message). Neither may be
+   * recorded or waited for in a graph capture (GW_ENOTSUP). NULL: not supported. */
+  gw_status (*ipc_event_create)(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
+  gw_status (*ipc_event_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES],
+                              void **event);
 
   /* Optional (NULL: nothing to do). fork_lock(1), before fork, takes every lock of the
    * backend in its own order; fork_lock(0) releases them, in the parent and the child
