@@ -8,6 +8,7 @@
  *   cpu_streams.c the asynchronous streams and events (one worker thread per stream)
  *   cpu_capture.c the model of graph capture on those streams (its rules, graphs, launches)
  *   cpu_ipc.c     shareable device memory and the runtime's IPC calls
+ *   cpu_ipc_event.c interprocess events (their state in shared memory)
  *   cpu_ops.c     the gw__cpu_ops table
  */
 #ifndef GW_CPU_INTERNAL_H
@@ -95,12 +96,36 @@ gw_status gw__cpu_model_unadopt(const char *who, void *base);
  * when no descriptor is left); NULL when out of memory. Freed by gw__cpu_devmem_free. */
 void *gw__cpu_devmem_alloc(size_t bytes);
 void gw__cpu_devmem_free(void *p);
+/* A memfd named `name` of len bytes, mapped MAP_SHARED at *p: its descriptor (kept open
+ * by the maker, so that another process can map it), or -1 with errno set. */
+int gw__cpu_shm_create(const char *name, size_t len, void **p);
+/* Map len bytes of another process's memfd `name`, its descriptor fd, at *out: through
+ * /proc/<pid>/fd/<fd>, whose link must name it (the serial in the name tells it from
+ * whatever reuses the number later). GW_EBACKEND naming why otherwise (`who` the call,
+ * `what` the object, for the message). */
+gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd,
+                          const char *name, size_t len, void **out);
 /* The ops' IPC calls, after their injection check (cpu_ops.c). */
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id);
 gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, size_t extent,
                            void **base);
 gw_status gw__cpu_ipc_close(void *base);
+
+/* ---- interprocess events (cpu_ipc_event.c; their queue side in cpu_streams.c) ---- */
+/* The state every process shares: work recorded (the count of event_record calls, in any
+ * process) and completed (the largest record whose stream work has run). */
+typedef struct {
+  _Atomic uint64_t recorded, completed;
+} gw__cpu_evpage;
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the shared counters must be lock-free atomics");
+gw_status gw__cpu_ipc_event_create(void **event, unsigned char rt[GW__IPC_RT_BYTES]);
+gw_status gw__cpu_ipc_event_open(const unsigned char rt[GW__IPC_RT_BYTES], void **event);
+/* An event of cpu_streams.c over the mapped page (len bytes; fd: the maker's descriptor,
+ * -1 in an opener), which owns them from then on (GW_ENOMEM: nothing taken). */
+gw_status gw__cpu_event_create_shared(gw__cpu_evpage *page, size_t len, int fd, void **event);
+/* The page's release once nothing uses it (cpu_streams.c calls it). */
+void gw__cpu_ipc_event_unmap(gw__cpu_evpage *page, size_t len, int fd);
 
 /* ---- loops (cpu_copy.c) ---- */
 gw_status gw__cpu_copy(const gw__xfer *x);

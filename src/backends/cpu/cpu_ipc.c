@@ -90,6 +90,52 @@ static bool grow(void **v, size_t n, size_t *cap, size_t size) {
   return true;
 }
 
+/* ---- memory another process can map (also cpu_ipc_event.c's) ---- */
+
+int gw__cpu_shm_create(const char *name, size_t len, void **p) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  void *m = MAP_FAILED;
+  if (ftruncate(fd, (off_t)len) == 0) m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  *p = m;
+  return fd;
+}
+
+gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd,
+                          const char *name, size_t len, void **out) {
+  char path[64], link[128], want[96];
+  snprintf(path, sizeof path, "/proc/%llu/fd/%d", (unsigned long long)pid, fd);
+  snprintf(want, sizeof want, "/memfd:%s ", name);
+  ssize_t n = readlink(path, link, sizeof link - 1);
+  if (n < 0)
+    return gw__fail(GW_EBACKEND,
+                    "%s: %s: %s (the process that made %s is gone or released it, or it "
+                    "belongs to another user)",
+                    who, path, strerror(errno), what);
+  link[n] = '\0';
+  if (strncmp(link, want, strlen(want)) != 0)
+    return gw__fail(GW_EBACKEND, "%s: %s is '%s', not %s: the process that made it released it",
+                    who, path, link, what);
+  int mfd = open(path, O_RDWR | O_CLOEXEC);
+  if (mfd < 0) return gw__fail(GW_EBACKEND, "%s: open(%s): %s", who, path, strerror(errno));
+  struct stat st;
+  void *p = MAP_FAILED;
+  if (fstat(mfd, &st) == 0 && (uint64_t)st.st_size >= len)
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  int err = errno;
+  close(mfd); /* the mapping keeps the pages */
+  if (p == MAP_FAILED)
+    return gw__fail(GW_EBACKEND, "%s: mapping %s (%zu bytes): %s", who, path, len, strerror(err));
+  *out = p;
+  return GW_OK;
+}
+
 void *gw__cpu_devmem_alloc(size_t bytes) {
   size_t len = page_round(bytes);
   pthread_mutex_lock(&lock);
@@ -99,17 +145,9 @@ void *gw__cpu_devmem_alloc(size_t bytes) {
   if (!room) return NULL;
   char name[64];
   snprintf(name, sizeof name, NAME_PREFIX "%llu", (unsigned long long)serial);
-  void *p = MAP_FAILED;
-  int fd = memfd_create(name, MFD_CLOEXEC);
-  if (fd >= 0) {
-    if (ftruncate(fd, (off_t)len) == 0)
-      p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      close(fd);
-      if (errno == ENOMEM) return NULL;
-      fd = -1;
-    }
-  }
+  void *p = NULL;
+  int fd = gw__cpu_shm_create(name, len, &p);
+  if (fd < 0 && errno == ENOMEM) return NULL;
   if (fd < 0) { /* no descriptor (or no memfd): private memory, not exportable */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (posix_memalign(&p, page, len) != 0) return NULL;
@@ -229,34 +267,14 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
                     "mapped in this process (the runtime refuses a second open)",
                     (unsigned long long)h.serial, (unsigned long long)h.pid);
   if (!room) return gw__fail(GW_ENOMEM, "model cudaIpcOpenMemHandle: out of host memory");
-  char path[64], link[128], want[64];
-  snprintf(path, sizeof path, "/proc/%llu/fd/%d", (unsigned long long)h.pid, (int)h.fd);
-  snprintf(want, sizeof want, "/memfd:" NAME_PREFIX "%llu ", (unsigned long long)h.serial);
-  ssize_t n = readlink(path, link, sizeof link - 1);
-  if (n < 0)
-    return gw__fail(GW_EBACKEND,
-                    "model cudaIpcOpenMemHandle: %s: %s (the exporting process or its "
-                    "allocation is gone, or it belongs to another user)",
-                    path, strerror(errno));
-  link[n] = '\0';
-  if (strncmp(link, want, strlen(want)) != 0)
-    return gw__fail(GW_EBACKEND,
-                    "model cudaIpcOpenMemHandle: %s is '%s', not allocation %llu: the "
-                    "exporter freed it",
-                    path, link, (unsigned long long)h.serial);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: open(%s): %s", path, strerror(errno));
-  struct stat st;
-  void *p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.len)
-    p = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd); /* the mapping keeps the pages */
-  if (p == MAP_FAILED)
-    return gw__fail(GW_EBACKEND, "model cudaIpcOpenMemHandle: mapping %s (%llu bytes): %s", path,
-                    (unsigned long long)h.len, strerror(err));
-  gw_status s = gw__cpu_model_adopt("model cudaIpcOpenMemHandle", device, p, h.len);
+  char name[64], what[64];
+  snprintf(name, sizeof name, NAME_PREFIX "%llu", (unsigned long long)h.serial);
+  snprintf(what, sizeof what, "allocation %llu", (unsigned long long)h.serial);
+  void *p = NULL;
+  gw_status s =
+      gw__cpu_shm_map("model cudaIpcOpenMemHandle", what, h.pid, (int)h.fd, name, h.len, &p);
+  if (s != GW_OK) return s;
+  s = gw__cpu_model_adopt("model cudaIpcOpenMemHandle", device, p, h.len);
   if (s != GW_OK) {
     munmap(p, h.len);
     return s;

@@ -229,6 +229,20 @@ static gw_status cpu_ipc_close(void *state, int device, void *base) {
   return gw__cpu_ipc_close(base);
 }
 
+static gw_status cpu_ipc_event_create(void *state, void **event,
+                                      unsigned char rt[GW__IPC_RT_BYTES]) {
+  (void)state;
+  CHECK(GW_CPU_OP_IPC_EVENT_CREATE);
+  return gw__cpu_ipc_event_create(event, rt);
+}
+
+static gw_status cpu_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES],
+                                    void **event) {
+  (void)state;
+  CHECK(GW_CPU_OP_IPC_EVENT_OPEN);
+  return gw__cpu_ipc_event_open(rt, event);
+}
+
 /* Neither counted nor injected: a query, asked once per asynchronous call. */
 static gw_status cpu_stream_capturing(void *state, void *stream, uint64_t *capture) {
   (void)state;
@@ -265,6 +279,8 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_export = cpu_ipc_export,
     .ipc_open = cpu_ipc_open,
     .ipc_close = cpu_ipc_close,
+    .ipc_event_create = cpu_ipc_event_create,
+    .ipc_event_open = cpu_ipc_event_open,
     .fork_lock = cpu_fork_lock,
     .owns_native_stream = gw__cpu_stream_is_native,
     .stream_capturing = cpu_stream_capturing,

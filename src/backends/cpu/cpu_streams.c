@@ -19,6 +19,11 @@
  *     (the API promises they complete on return, as the GPU backend's do);
  *   - an event is (queue, ticket): "the queue's work queued so far"; a wait on it is a
  *     queued item, never a host wait;
+ *   - an interprocess event (cpu_ipc_event.c) is instead two counters in a page shared
+ *     with other processes: its record is a queued item raising `completed`, its wait a
+ *     queued item ready once `completed` reaches what was recorded when it was queued.
+ *     Progress of another process signals no condition variable here, so a head waiting
+ *     for it is polled (a timed wait, only while such a wait is the head);
  *   - freeing backend memory waits for every queue first (cudaFree synchronizes), so a
  *     release after queued work is safe, as on CUDA.
  *   - graph capture (cudaStreamBeginCapture's rules, modelled in cpu_capture.c): work queued on
@@ -37,6 +42,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,7 +50,8 @@
 #include <time.h>
 
 typedef struct {
-  queue *q; /* NULL: never recorded (complete, as a fresh CUDA event) */
+  evshm *sh; /* an interprocess event: its shared state (then q, ticket, cap_id are unused) */
+  queue *q;  /* NULL: never recorded (complete, as a fresh CUDA event) */
   uint64_t ticket;
   uint64_t cap_id; /* last recorded in this capture (0: none): a node of its graph, not work */
 } event;
@@ -80,9 +87,15 @@ static bool blocking_done_before(int device, uint64_t before) {
   return true;
 }
 
+/* Whether an interprocess wait's record has run, in whichever process made it. */
+static bool shared_ready(const item *h) {
+  return atomic_load_explicit(&h->sh->page->completed, memory_order_acquire) >= h->sh_value;
+}
+
 /* The head h of q may run: its stream-ordering dependencies have completed. */
 static bool ready(const queue *q, const item *h) {
   if (h->kind == IT_WAIT && h->wait_q->done < h->wait_ticket) return false;
+  if (h->kind == IT_SHWAIT && !shared_ready(h)) return false;
   if (q->kind == Q_BLOCKING && h->legacy_after && legacy[q->device].done < h->legacy_after)
     return false;
   if (q->kind == Q_LEGACY && !blocking_done_before(q->device, h->seq)) return false;
@@ -90,6 +103,26 @@ static bool ready(const queue *q, const item *h) {
 }
 
 static void *worker(void *arg);
+
+/* A wait for another process's progress, which signals nothing here: a short timed wait
+ * on the condition (local progress still wakes it at once), then the caller looks again. */
+static void poll_wait(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 50 * 1000;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  (void)pthread_cond_timedwait(&cond, &gw__cpu_streams_mutex, &ts);
+}
+
+static void evshm_unref(evshm *sh) {
+  if (--sh->refs == 0) {
+    gw__cpu_ipc_event_unmap(sh->page, sh->len, sh->fd);
+    free(sh);
+  }
+}
 
 gw_status gw__cpu_start_worker(queue *q) {
   pthread_attr_t attr;
@@ -129,6 +162,7 @@ static void complete(queue *q, item *h) {
   if (!q->head) q->tail = NULL;
   q->done = h->ticket;
   if (h->kind == IT_WAIT) unref(h->wait_q);
+  if (h->kind == IT_SIGNAL || h->kind == IT_SHWAIT) evshm_unref(h->sh);
   if (h->kind == IT_BATCH) free(h->u.b.x);
   if (h->heap) free_item(h);
   pthread_cond_broadcast(&cond);
@@ -144,6 +178,16 @@ static void run_item(item *h) {
   else if (h->kind == IT_BATCH)
     for (int i = 0; i < h->u.b.n; i++) /* in order: what the batch promises at least */
       (void)gw__cpu_copy(&h->u.b.x[i]);
+  else if (h->kind == IT_SIGNAL) {
+    /* completed = max(completed, seq): records of several processes run in any order. The
+     * release publishes the stream's work before it to the waiter that sees the value. */
+    _Atomic uint64_t *c = &h->sh->page->completed;
+    uint64_t was = atomic_load_explicit(c, memory_order_relaxed);
+    while (was < h->sh_value &&
+           !atomic_compare_exchange_weak_explicit(c, &was, h->sh_value, memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
+  }
 }
 
 /*
@@ -166,6 +210,10 @@ void gw__cpu_child_drain(void) {
     if (h->kind == IT_CALLER) {
       /* a thread of the child is running its own synchronous work: let it finish */
       pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
+      continue;
+    }
+    if (h->kind == IT_SHWAIT && !shared_ready(h)) { /* another process's record: poll */
+      poll_wait();
       continue;
     }
     run_item(h);
@@ -191,6 +239,10 @@ static void *worker(void *arg) {
       continue;
     }
     /* Caller items are the caller's to run (it waits for the same readiness). */
+    if (h->kind == IT_SHWAIT && !shared_ready(h)) {
+      poll_wait();
+      continue;
+    }
     if (h->kind == IT_CALLER || !ready(q, h)) {
       pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
       continue;
@@ -255,6 +307,12 @@ static gw_status enqueue(queue *q, const item *tmpl) {
   gw_status st = GW_OK;
   if (q->dead)
     st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
+  else if (q->cap && it->sh)
+    st = gw__fail(GW_ENOTSUP,
+                  "cpu backend: %s of an interprocess event on a capturing stream: the runtime "
+                  "takes no interprocess event into a graph (not supported; the capture "
+                  "goes on)",
+                  it->kind == IT_SIGNAL ? "event_record" : "stream_wait_event");
   else if (q->cap) {
     gw__cpu_capture_record(q, it);
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
@@ -264,6 +322,13 @@ static gw_status enqueue(queue *q, const item *tmpl) {
   else if (!q->has_thread && !gw__cpu_forked_child)
     st = gw__cpu_start_worker(q); /* the legacy stream's: it exits when its queue is empty */
   if (st == GW_OK) {
+    /* An interprocess record is numbered, and a wait takes its target, when called: what
+     * "the last record made before the wait" means across processes. */
+    if (it->kind == IT_SIGNAL)
+      it->sh_value = atomic_fetch_add(&it->sh->page->recorded, 1) + 1;
+    else if (it->kind == IT_SHWAIT)
+      it->sh_value = atomic_load(&it->sh->page->recorded);
+    if (it->sh) it->sh->refs++;
     gw__cpu_push(q, it);
     gw__cpu_child_drain();
   }
@@ -529,10 +594,25 @@ gw_status gw__cpu_event_create(void **out) {
   return GW_OK;
 }
 
+gw_status gw__cpu_event_create_shared(gw__cpu_evpage *page, size_t len, int fd, void **out) {
+  event *e = calloc(1, sizeof *e);
+  evshm *sh = malloc(sizeof *sh);
+  if (!e || !sh) {
+    free(e);
+    free(sh);
+    return gw__fail(GW_ENOMEM, "ipc_event: out of host memory for the event");
+  }
+  *sh = (evshm){.page = page, .len = len, .fd = fd, .refs = 1};
+  e->sh = sh;
+  *out = e;
+  return GW_OK;
+}
+
 void gw__cpu_event_destroy(void *ev) {
   event *e = ev;
   if (!e) return;
   pthread_mutex_lock(&gw__cpu_streams_mutex);
+  if (e->sh) evshm_unref(e->sh); /* queued items keep the page mapped until they ran */
   if (e->q) unref(e->q);
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   free(e);
@@ -541,6 +621,10 @@ void gw__cpu_event_destroy(void *ev) {
 gw_status gw__cpu_event_record(void *ev, void *stream) {
   event *e = ev;
   queue *q = queue_of(stream);
+  if (e->sh) {
+    item it = {.kind = IT_SIGNAL, .sh = e->sh};
+    return enqueue(q, &it);
+  }
   pthread_mutex_lock(&gw__cpu_streams_mutex);
   if (q->owner != BY_LEGACY) q->refs++;
   if (e->q) unref(e->q);
@@ -554,6 +638,10 @@ gw_status gw__cpu_event_record(void *ev, void *stream) {
 gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   event *e = ev;
   queue *q = queue_of(stream);
+  if (e->sh) {
+    item shw = {.kind = IT_SHWAIT, .sh = e->sh};
+    return enqueue(q, &shw);
+  }
   item *it = malloc(sizeof *it);
   if (!it) return gw__fail(GW_ENOMEM, "stream_wait_event: out of memory");
   *it = (item){.kind = IT_WAIT, .heap = true};
@@ -611,7 +699,8 @@ gw_status gw__cpu_event_query(void *ev) {
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
     return st;
   }
-  bool complete = !e->q || e->q->done >= e->ticket;
+  bool complete = e->sh ? atomic_load(&e->sh->page->completed) >= atomic_load(&e->sh->page->recorded)
+                        : !e->q || e->q->done >= e->ticket;
   if (!complete) gw__cpu_child_drain();
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   return complete ? GW_OK : GW_EBUSY; /* a poll: EBUSY is no failure, nothing recorded */

@@ -14,7 +14,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { IT_COPY, IT_FILL, IT_WAIT, IT_CALLER, IT_NOP, IT_BATCH } item_kind;
+/* IT_SIGNAL / IT_SHWAIT: an interprocess event's record / wait (cpu_ipc_event.c). */
+typedef enum {
+  IT_COPY,
+  IT_FILL,
+  IT_WAIT,
+  IT_CALLER,
+  IT_NOP,
+  IT_BATCH,
+  IT_SIGNAL,
+  IT_SHWAIT
+} item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
 _Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0,
@@ -22,6 +32,14 @@ _Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0,
 
 typedef struct queue queue;
 typedef struct capture capture;
+
+/* An interprocess event's shared page as this process maps it. */
+typedef struct {
+  gw__cpu_evpage *page;
+  size_t len;
+  int fd;   /* the maker's descriptor (-1 in an opener) */
+  int refs; /* the event + its queued items: unmapped when the last goes */
+} evshm;
 
 typedef struct item {
   struct item *next;
@@ -32,6 +50,8 @@ typedef struct item {
   uint64_t legacy_after; /* blocking queue: legacy ticket to wait for (0: none) */
   queue *wait_q;         /* IT_WAIT: the event's queue (referenced) and ticket */
   uint64_t wait_ticket;
+  evshm *sh;         /* IT_SIGNAL / IT_SHWAIT: the page (referenced) */
+  uint64_t sh_value; /* IT_SIGNAL: the record's seq; IT_SHWAIT: completed to wait for */
   union {
     gw__xfer x;
     gw__fillspec f;
