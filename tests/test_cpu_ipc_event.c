@@ -15,7 +15,6 @@
 
 #include "cpu_internal.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -34,24 +33,8 @@ static const gw__backend_ops *ops = &gw__cpu_ops;
 
 /* ---- helpers ---- */
 
-static int evt_maps(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  ASSERT_NOT_NULL(f);
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f))
-    if (strstr(line, "gw-cpu-evt-")) n++;
-  fclose(f);
-  return n;
-}
-static int open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  ASSERT_NOT_NULL(d);
-  int n = 0;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
+static int evt_maps(void) { return tst_maps_naming("gw-cpu-evt-"); }
+static int open_fds(void) { return tst_open_fds(); }
 
 static void to_hex(const unsigned char *b, char *out) {
   for (int i = 0; i < GW__IPC_RT_BYTES; i++) sprintf(out + 2 * i, "%02x", b[i]);

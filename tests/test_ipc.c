@@ -11,7 +11,6 @@
  */
 #include "test.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -50,24 +49,8 @@ static void from_hex(const char *s, gw_ipc_handle *h) {
 /* ---- process helpers ---- */
 
 /* Lines of /proc/self/maps naming the CPU model's device memory (memfds). */
-static int model_maps(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  ASSERT_NOT_NULL(f);
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f))
-    if (strstr(line, "gw-cpu-dev-")) n++;
-  fclose(f);
-  return n;
-}
-static int open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  ASSERT_NOT_NULL(d);
-  int n = 0;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
+static int model_maps(void) { return tst_maps_naming("gw-cpu-dev-"); }
+static int open_fds(void) { return tst_open_fds(); }
 
 /* Start this binary again (exec, not fork) as a child doing `job` on h (and h2). */
 static int spawn_child(const char *job, const gw_ipc_handle *h, const gw_ipc_handle *h2,
