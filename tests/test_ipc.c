@@ -9,6 +9,7 @@
  * element. On the CPU backend the model's device memory is shared memory (a memfd) that the
  * child maps; on CUDA/HIP the same tests use the runtime's IPC (they skip without a GPU).
  */
+#include "private.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -284,6 +285,36 @@ static int child_main(void) {
     gw_release(a);
     ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
     ASSERT_EQ_INT(model_maps(), 0);
+  } else if (strcmp(job, "event_wait") == 0) {
+    /* The parent queued a (slow) copy of seeded data into h's memory and recorded its
+     * event after it: this process's stream waits for that event on the device, then
+     * copies the memory out, and every element must be the parent's data. */
+    gw__ipc_event_handle eh;
+    const char *hex = getenv("GW_TEST_IPC_EVENT");
+    ASSERT_NOT_NULL(hex);
+    ASSERT_EQ_SIZE(strlen(hex), 2 * sizeof eh.bytes);
+    for (size_t i = 0; i < sizeof eh.bytes; i++) {
+      unsigned v;
+      ASSERT_EQ_INT(sscanf(hex + 2 * i, "%2x", &v), 1);
+      eh.bytes[i] = (unsigned char)v;
+    }
+    gw__ipc_event *ev = NULL;
+    ASSERT_OK(gw__ipc_event_open(ctx, &eh, &ev));
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    gw_array *mine = NULL;
+    int64_t n = gw_numel(a);
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, gw_array_dtype(a), 1, &n, &mine));
+    gw_stream *t = NULL;
+    ASSERT_OK(gw_stream_create(ctx, &t));
+    ASSERT_OK(gw__ipc_event_wait(t, ev));
+    ASSERT_OK(gw_copy_async(mine, a, t));
+    ASSERT_OK(gw_stream_synchronize(t));
+    check_seeded(mine, seed);
+    ASSERT_OK(gw__ipc_event_query(ev)); /* the parent's copy is done: we saw its data */
+    gw_stream_destroy(t);
+    gw_release(mine);
+    gw_release(a);
+    gw__ipc_event_destroy(ev);
   } else {
     TST_FAIL("unknown job %s", job);
   }
@@ -650,6 +681,130 @@ TEST_IMPL(geometry_limits) {
   ASSERT_UNTOUCHED(h);
   gw_release(w);
   gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- interprocess events (private.h, gw__ipc_event_*: the halo's IPC signals) ---- */
+
+/* A second process orders its stream after this one's by an interprocess event: the
+ * parent poisons device memory, queues a copy of fresh random data into it (held back by
+ * the CPU model's stream delay, so the copy is still pending when the child runs), records
+ * the event after it and starts the child, whose stream waits for the event before it
+ * copies the memory out: every element must be the new data (without the wait the child
+ * reads the poison on the CPU model). */
+/* ctest-env: event_orders_second_process GPUWRAP_CPU_STREAM_DELAY_US=300000 */
+TEST_IMPL(event_orders_second_process) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 4096 + (int64_t)tst_rand_below(4096);
+  gw_array *a = device_array(ctx, GW_FLOAT64, 1, &n), *src = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT64, 1, &n, &src));
+  uint64_t seed = fresh_seed();
+  write_seeded(src, seed);
+  static const unsigned char poison[8] = {0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5};
+  ASSERT_OK(gw_fill(a, poison));
+  gw__ipc_event *ev = NULL;
+  gw__ipc_event_handle eh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  ASSERT_OK(gw__ipc_event_query(ev)); /* never recorded: complete, as a fresh event */
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  ASSERT_OK(gw_copy_async(a, src, s));
+  ASSERT_OK(gw__ipc_event_record(ev, s));
+  if (tst_is_cpu()) ASSERT_EQ_INT(gw__ipc_event_query(ev), GW_EBUSY); /* held back */
+  char hex[2 * GW__IPC_EVENT_HANDLE_BYTES + 1];
+  for (int i = 0; i < GW__IPC_EVENT_HANDLE_BYTES; i++) sprintf(hex + 2 * i, "%02x", eh.bytes[i]);
+  setenv("GW_TEST_IPC_EVENT", hex, 1);
+  /* the child's own copy runs at once (this process read its delay at its first call) */
+  setenv("GPUWRAP_CPU_STREAM_DELAY_US", "0", 1);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_CHILD_OK("event_wait", &h, NULL, seed, NULL);
+  unsetenv("GW_TEST_IPC_EVENT");
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_OK(gw__ipc_event_query(ev));
+  gw_stream_destroy(s);
+  gw__ipc_event_destroy(ev);
+  gw_release(src);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The handle's checks and the calls' arguments: each refusal names what is wrong. */
+TEST_IMPL(event_handles_and_arguments) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw__ipc_event *ev = NULL, *other = (gw__ipc_event *)(uintptr_t)0x5A5A5A50;
+  gw__ipc_event_handle eh;
+  ASSERT_EQ_INT(gw__ipc_event_supported(ctx), 1);
+  ASSERT_EQ_INT(gw__ipc_event_supported(NULL), 0);
+  ASSERT_STATUS(gw__ipc_event_create(NULL, &ev, &eh), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("ctx");
+  ASSERT_STATUS(gw__ipc_event_create(ctx, NULL, &eh), GW_EINVAL);
+  ASSERT_STATUS(gw__ipc_event_create(ctx, &ev, NULL), GW_EINVAL);
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  /* this process's own event: the runtimes refuse to open it */
+  ASSERT_STATUS(gw__ipc_event_open(ctx, &eh, &other), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("this process");
+  ASSERT_NULL(other);
+  gw__ipc_event_handle bad = eh;
+  bad.bytes[0] ^= 0xFF;
+  ASSERT_STATUS(gw__ipc_event_open(ctx, &bad, &other), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("not an interprocess event handle");
+  bad = eh;
+  bad.bytes[8] = (unsigned char)(tst_is_cpu() ? GW_BACKEND_CUDA : GW_BACKEND_CPU); /* backend */
+  ASSERT_STATUS(gw__ipc_event_open(ctx, &bad, &other), GW_EDEVICE);
+  ASSERT_ERROR_MENTIONS("backend");
+  ASSERT_STATUS(gw__ipc_event_record(ev, NULL), GW_EINVAL);
+  ASSERT_STATUS(gw__ipc_event_wait(NULL, ev), GW_EINVAL);
+  ASSERT_STATUS(gw__ipc_event_query(NULL), GW_EINVAL);
+  gw__ipc_event_destroy(NULL);
+  gw__ipc_event_destroy(ev);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* In a graph capture an interprocess event is refused before anything is recorded, and
+ * the capture stays valid (the CPU model's capture control). */
+/* ctest-backends: event_refused_in_capture cpu */
+TEST_IMPL(event_refused_in_capture) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  gw__ipc_event *ev = NULL;
+  gw__ipc_event_handle eh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  void *native = gw_stream_native(s);
+  ASSERT_OK(gw_cpu_stream_capture_begin(native, GW_CPU_CAPTURE_RELAXED));
+  ASSERT_STATUS(gw__ipc_event_record(ev, s), GW_ENOTSUP);
+  ASSERT_ERROR_MENTIONS("captured into a graph");
+  ASSERT_STATUS(gw__ipc_event_wait(s, ev), GW_ENOTSUP);
+  gw_cpu_graph *g = NULL;
+  ASSERT_OK(gw_cpu_stream_capture_end(native, &g)); /* still valid */
+  gw_cpu_graph_destroy(g);
+  gw_stream_destroy(s);
+  gw__ipc_event_destroy(ev);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The backend's two calls fail in turn (CPU failure injection): the status comes back,
+ * *out stays NULL, nothing leaks. */
+/* ctest-backends: event_injected_failures cpu */
+TEST_IMPL(event_injected_failures) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  gw__ipc_event *ev = (gw__ipc_event *)(uintptr_t)0x5A5A5A50;
+  gw__ipc_event_handle eh;
+  gw_cpu_fail_op(GW_CPU_OP_IPC_EVENT_CREATE, 1, GW_ENOMEM);
+  ASSERT_STATUS(gw__ipc_event_create(ctx, &ev, &eh), GW_ENOMEM);
+  ASSERT_NULL(ev);
+  gw_cpu_fail_reset();
+  ASSERT_NO_LEAK(before);
   gw_context_destroy(ctx);
   return 0;
 }

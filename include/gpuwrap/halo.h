@@ -105,15 +105,18 @@ typedef enum {
  * carries the handles) and opens its neighbours' once (gw_ipc_open): they stay mapped for
  * the plan's life and are unmapped at gw_halo_destroy (collective), also after a failed
  * create. An update packs each face on the plan's stream straight into the neighbour's
- * mapped receive buffer; once the pack is complete (the host waits for its event) a
- * zero-byte MPI message tells the neighbour, which unpacks out of its own buffer, and
- * after its unpacks a zero-byte "free again" message lets the sender write that buffer
- * again. Neighbours on other nodes (the node: MPI_COMM_TYPE_SHARED, or
+ * mapped receive buffer and records an interprocess event after it; a zero-byte MPI
+ * message, sent at once, tells the neighbour, whose stream waits for that event (on the
+ * device) before it unpacks out of its own buffer; after its unpacks it records an event
+ * of its own and sends a zero-byte "free again" message, and the sender's next pack into
+ * that buffer waits for that event on the device. No host waits for a pack or an unpack:
+ * the MPI messages only order each record before its wait. Neighbours on other nodes (the node: MPI_COMM_TYPE_SHARED, or
  * GPUWRAP_HALO_SHM_GROUP consecutive ranks) go through the host path in the same plan;
  * gw_halo_neighbour() says which path each neighbour takes. The path is every rank's or
  * none's. It needs device memory (GW_MEM_DEVICE) for every field and a backend that
- * exports it (CUDA, HIP, the CPU model): forcing it elsewhere fails on every rank with
- * GW_EINVAL (a field's memory kind) or the export's status (GW_ENOTSUP), saying why.
+ * exports it and has interprocess events (CUDA, HIP, the CPU model): forcing it elsewhere
+ * fails on every rank with GW_EINVAL (a field's memory kind) or the export's or the
+ * event's status (GW_ENOTSUP), saying why.
  * GW_HALO_PATH_AUTO picks it, after NCCL, for device fields when MPI is not GPU-aware and
  * IPC pays: no two ranks of a node on one device (the runtime's device UUID), or every
  * rank that shares one running under MPS (cudaDevAttrMpsEnabled; HIP reports no MPS, the

@@ -89,4 +89,32 @@ GW_API gw_status gw__stream_order(gw_stream *first, gw_stream *then);
  */
 GW_API gw_status gw__stream_capturing(gw_stream *s, int *capturing);
 
+/*
+ * Interprocess events (ipc_event.c): an event made in one process (gw__ipc_event_create,
+ * its handle sent to others by any means) and opened in another (gw__ipc_event_open, a
+ * context of the same backend, any device); both sides record it on their streams and make
+ * their streams wait for it on the device. A wait takes the last record made before it, in
+ * whichever process: the program orders the two (the halo: a zero-byte MPI message after
+ * the record). Not in a graph capture (GW_ENOTSUP). gw__ipc_event_query: GW_OK complete,
+ * GW_EBUSY pending. The halo's IPC path signals with them (src/halo/halo_ipc.c).
+ * @return GW_OK; GW_EINVAL (NULL, a damaged handle, a handle of this process); GW_EDEVICE
+ *         (another backend; a stream of another device than the event's context);
+ *         GW_ENOTSUP (a backend without them, a capture);
+ *         GW_ENOMEM; the runtime's failure (GW_EBACKEND).
+ */
+#define GW__IPC_EVENT_HANDLE_BYTES 96
+typedef struct gw__ipc_event gw__ipc_event;
+typedef struct {
+  unsigned char bytes[GW__IPC_EVENT_HANDLE_BYTES];
+} gw__ipc_event_handle;
+GW_API int gw__ipc_event_supported(const gw_context *ctx);
+GW_API gw_status gw__ipc_event_create(gw_context *ctx, gw__ipc_event **out,
+                                      gw__ipc_event_handle *h);
+GW_API gw_status gw__ipc_event_open(gw_context *ctx, const gw__ipc_event_handle *h,
+                                    gw__ipc_event **out);
+GW_API gw_status gw__ipc_event_record(gw__ipc_event *ev, gw_stream *s);
+GW_API gw_status gw__ipc_event_wait(gw_stream *s, gw__ipc_event *ev);
+GW_API gw_status gw__ipc_event_query(gw__ipc_event *ev);
+GW_API void gw__ipc_event_destroy(gw__ipc_event *ev);
+
 #endif /* GW_CORE_PRIVATE_H */

@@ -40,9 +40,11 @@ gw_status halo_host_post_receives(gw_halo *h) {
   return GW_OK;
 }
 
+/* An IPC message's token may go as soon as its pack and event record are queued
+ * (the receiver waits for the event on the device: halo_ipc.c). */
 static int landed(const gw_halo *h, const halo_dim *hd, int m) {
   const halo_msg *g = &hd->msg[m];
-  return !h->q || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
+  return !h->q || g->ipc || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
 }
 
 static gw_status isend(gw_halo *h, int d, int m) {
@@ -74,17 +76,19 @@ gw_status halo_host_send(gw_halo *h, int d) {
       int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
     }
+    if (g->ipc && (st = halo_ipc_before_pack(h, d, m)) != GW_OK) return st;
     for (int k = g->first; k < g->first + g->count; k++) {
       st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
                            d);
       if (st != GW_OK) return st;
     }
+    if (g->ipc && (st = halo_ipc_after_pack(h, d, m)) != GW_OK) return st;
     while (next < m && landed(h, hd, next))
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
   for (; next < hd->nmsg; next++) {
     const halo_msg *g = &hd->msg[next];
-    st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
+    st = g->ipc ? GW_OK : wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
     if (st == GW_OK) st = isend(h, d, next);
     if (st != GW_OK) return st;
   }
@@ -102,12 +106,14 @@ gw_status halo_host_complete(gw_halo *h, int d) {
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
     if (idx == MPI_UNDEFINED) break;
     const halo_msg *g = &hd->msg[idx];
-    for (int k = g->first; k < g->first + g->count; k++) {
-      gw_status st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
-                                     "gw_copy unpacking a face", d);
-      if (st != GW_OK) return st;
-    }
-    h->shm_owed |= g->direct; /* tokens once these unpacks are done */
+    gw_status st = g->ipc ? halo_ipc_before_unpack(h, d, idx) : GW_OK;
+    for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
+      st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face",
+                           d);
+    if (st == GW_OK && g->ipc) st = halo_ipc_after_unpack(h, d, idx); /* its token: now */
+    if (st != GW_OK) return st;
+    /* the window's tokens once these unpacks are done */
+    h->shm_owed |= g->direct && !g->ipc;
   }
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);

@@ -140,6 +140,13 @@ typedef struct {
                       IPC */
   gw_array *ipc_peer[2]; /* side s's neighbour's IPC block, opened here
                             (gw_ipc_open) */
+  /* IPC path, per side s: this rank's interprocess events (landed: recorded after
+   * its pack into side s's neighbour's buffer; freed: after its unpacks of what
+   * that neighbour sent) and the neighbour's, opened here (its landed: waited for
+   * on the device before those unpacks; its freed: before the next pack into its
+   * buffer). */
+  gw__ipc_event *ipc_landed[2], *ipc_freed[2];
+  gw__ipc_event *ipc_peer_landed[2], *ipc_peer_freed[2];
 } halo_dim;
 
 struct gw_halo {
@@ -209,6 +216,8 @@ struct gw_halo {
   gw_array *ipc_block;
   char *ipc_base;
   gw_ipc_handle ipc_handle;
+  int ipc_only; /* every remote message is an IPC one: nothing is received into a
+                   buffer on the host's say, so no host wait guards the next update */
 };
 
 /* Tags carry the plan's epoch, which every failed update advances: after a
@@ -269,6 +278,8 @@ void halo_shm_close(gw_halo *h);
  * msg[m].direct is set. */
 int halo_next_direct(const gw_halo *h, int *d, int *m);
 gw_status halo_shm_release(gw_halo *h);
+/* Send the "free again" token of dim d's message m to its sender. */
+gw_status halo_send_free(gw_halo *h, int d, int m);
 
 /* halo_ipc.c: the IPC path */
 /* Whether this plan takes IPC (collective): `path` as asked, `node` this rank's
@@ -280,6 +291,15 @@ gw_status halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point
  * to point: every rank with IPC messages enters it). */
 gw_status halo_ipc_link(gw_halo *h);
+/* An IPC message's two device-side steps on the update's queue: before the
+ * pack, wait for the neighbour's unpacks of the previous one (its freed event);
+ * after it, record landed. */
+gw_status halo_ipc_before_pack(gw_halo *h, int d, int m);
+gw_status halo_ipc_after_pack(gw_halo *h, int d, int m);
+/* Before the unpacks of a received IPC message: wait for the sender's landed
+ * event; after them: record freed and send the "free again" token at once. */
+gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m);
+gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
 void halo_ipc_close(gw_halo *h);

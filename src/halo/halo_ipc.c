@@ -5,11 +5,18 @@
  * gpuwrap's import table) and its packs land straight in it. The messages are
  * then "direct", like the shared-memory window's: MPI carries a 0-byte "landed"
  * token after each pack and a 0-byte "free again" token after each unpack
- * (halo_host.c, halo_shm.c), so a buffer is never written before its owner has
- * read it. Zero-byte MPI messages rather than IPC-shared events: the host must
- * wait for the pack's event anyway to hand anything to MPI, the CPU model has
- * no shared events, and a token is what the window already uses, so both share
- * one flow.
+ * (halo_host.c), so a buffer is never written before its owner has read it.
+ *
+ * Unlike the window's, the tokens do not wait for the device work they announce:
+ * each side of each message has two interprocess events (gw__ipc_event_*). The
+ * sender records "landed" on its stream after the pack and sends the token at
+ * once; the receiver, on the token, makes its stream wait for that event (on the
+ * device) before the unpack, records "freed" after it and sends "free again" at
+ * once; the sender's next pack into that buffer waits for "freed" on the device.
+ * The token only orders the record before the wait (a wait takes the last record
+ * made before it); no host waits for a pack or an unpack, so the pack runs while
+ * the token travels, and a stream-ordered update never waits on the host for its
+ * device work (see docs/HALO.md for what it measured against host waits).
  */
 #include "halo_internal.h"
 
@@ -52,7 +59,9 @@ static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
     if (j != r && (!memcmp(all[j].uuid, me.uuid, 16) || !memcmp(me.uuid, unknown, 16)))
       shared |= !(me.concurrent && all[j].concurrent);
   free(all);
-  *pays = !shared;
+  /* (the path signals with interprocess events: a backend without them cannot
+   * take it) */
+  *pays = !shared && gw__ipc_event_supported(h->ctx);
   return st;
 }
 
@@ -111,7 +120,21 @@ gw_status halo_ipc_block(gw_halo *h, size_t bytes) {
 typedef struct {
   unsigned long long ok, off;
   gw_ipc_handle handle;
+  gw__ipc_event_handle landed, freed; /* this rank's events of the side */
 } ipc_offer;
+
+/* This rank's two events of dim d's side s, their handles in *o (ok cleared on a
+ * failure, which is this rank's: create's agreement makes it every rank's). */
+static gw_status make_events(gw_halo *h, halo_dim *hd, int s, ipc_offer *o) {
+  gw_status st = gw__ipc_event_create(h->ctx, &hd->ipc_landed[s], &o->landed);
+  if (st == GW_OK) st = gw__ipc_event_create(h->ctx, &hd->ipc_freed[s], &o->freed);
+  if (st != GW_OK) {
+    o->ok = 0;
+    return halo_call_failed(st, "path IPC: gw__ipc_event_create (the signalling events)",
+                            (int)(hd - h->dim));
+  }
+  return GW_OK;
+}
 
 gw_status halo_ipc_link(gw_halo *h) {
   ipc_offer mine[3][2], theirs[3][2];
@@ -128,6 +151,10 @@ gw_status halo_ipc_link(gw_halo *h) {
     o->ok = h->ipc_block != NULL;
     o->off = g->off_recv;
     o->handle = h->ipc_handle;
+    if (o->ok) {
+      gw_status e = make_events(h, &h->dim[d], g->side, o);
+      if (st == GW_OK) st = e;
+    }
     int peer = h->dim[d].peer[g->side];
     int rc = MPI_Irecv(&theirs[d][g->side], (int)sizeof(ipc_offer), MPI_BYTE, peer,
                        halo_tag_offset(d, !g->side), h->comm, &req[nreq]);
@@ -151,8 +178,10 @@ gw_status halo_ipc_link(gw_halo *h) {
     const ipc_offer *o = &theirs[d][g->side];
     int peer = hd->peer[g->side];
     if (!o->ok) {
-      st = gw__halo_fail(GW_EINVAL, "gw_halo_create: rank %d has no IPC buffers for dim %d", peer,
-                         d);
+      st = gw__halo_fail(GW_EINVAL,
+                         "gw_halo_create: rank %d could not make its IPC buffers or events for "
+                         "dim %d (its own error says why)",
+                         peer, d);
       break;
     }
     /* Opened once per side; the import table maps each allocation once per
@@ -173,20 +202,74 @@ gw_status halo_ipc_link(gw_halo *h) {
       break;
     }
     hd->shm_delta[g->side] = ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
+    st = gw__ipc_event_open(h->ctx, &o->landed, &hd->ipc_peer_landed[g->side]);
+    if (st == GW_OK) st = gw__ipc_event_open(h->ctx, &o->freed, &hd->ipc_peer_freed[g->side]);
+    if (st != GW_OK) {
+      st = halo_call_failed(st, "path IPC: gw__ipc_event_open of a neighbour's events", d);
+      break;
+    }
   }
   return st;
+}
+
+/* (The halo's own stream is never captured on this path: check_capture refuses
+ * plans with host steps, and IPC has them.) */
+static gw_status step(gw_status st, const char *what, int d) {
+  return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
+}
+
+gw_status halo_ipc_before_pack(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  if (!h->q) return GW_OK; /* (no streams: every copy ran to completion already) */
+  return step(gw__ipc_event_wait(h->q, hd->ipc_peer_freed[hd->msg[m].side]),
+              "path IPC: waiting for the neighbour's unpacks (gw__ipc_event_wait)", d);
+}
+
+gw_status halo_ipc_after_pack(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  if (!h->q) return GW_OK;
+  return step(gw__ipc_event_record(hd->ipc_landed[hd->msg[m].side], h->q),
+              "path IPC: recording a pack's event (gw__ipc_event_record)", d);
+}
+
+gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  if (!h->q) return GW_OK;
+  return step(gw__ipc_event_wait(h->q, hd->ipc_peer_landed[hd->msg[m].side]),
+              "path IPC: waiting for the neighbour's pack (gw__ipc_event_wait)", d);
+}
+
+gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  gw_status st = GW_OK;
+  if (h->q)
+    st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
+              "path IPC: recording an unpack's event (gw__ipc_event_record)", d);
+  return st == GW_OK ? halo_send_free(h, d, m) : st;
 }
 
 void halo_ipc_close(gw_halo *h) {
   if (!h->ipc) return;
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
-      gw_release(h->dim[d].ipc_peer[s]); /* the last reference unmaps */
-      h->dim[d].ipc_peer[s] = NULL;
+      halo_dim *hd = &h->dim[d];
+      gw_release(hd->ipc_peer[s]); /* the last reference unmaps */
+      hd->ipc_peer[s] = NULL;
+      gw__ipc_event_destroy(hd->ipc_peer_landed[s]);
+      gw__ipc_event_destroy(hd->ipc_peer_freed[s]);
+      hd->ipc_peer_landed[s] = hd->ipc_peer_freed[s] = NULL;
     }
-  /* The neighbours' streams are gone and their mappings of this block closed
-   * once every rank got here: only then may the exporter free it. */
+  /* The neighbours' streams are gone and their mappings of this block and of
+   * these events closed once every rank got here: only then may their maker free
+   * them. */
   (void)MPI_Barrier(h->comm);
+  for (int d = 0; d < 3; d++)
+    for (int s = 0; s < 2; s++) {
+      halo_dim *hd = &h->dim[d];
+      gw__ipc_event_destroy(hd->ipc_landed[s]);
+      gw__ipc_event_destroy(hd->ipc_freed[s]);
+      hd->ipc_landed[s] = hd->ipc_freed[s] = NULL;
+    }
   gw_release(h->ipc_block);
   h->ipc_block = NULL;
 }

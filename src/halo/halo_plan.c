@@ -291,6 +291,10 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
     if (fill == 1) {
       int d0 = 0, m0 = -1;
       h->direct = halo_next_direct(h, &d0, &m0); /* the token flow runs */
+      h->ipc_only = h->ipc;
+      for (int d = 0; d < h->ndim; d++)
+        for (int m = 0; h->dim[d].link == LINK_MPI && m < h->dim[d].nmsg; m++)
+          h->ipc_only &= h->dim[d].msg[m].ipc;
     }
     if (fill == 1 && h->shm_win != MPI_WIN_NULL && (st = halo_shm_link(h)) != GW_OK) return st;
     /* (a failed open is this rank's: create's last agreement makes it every

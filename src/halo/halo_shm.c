@@ -255,22 +255,29 @@ void halo_shm_close(gw_halo *h) {
   h->shm_npinned = 0;
 }
 
-/* The unpacks out of this rank's segment are complete: tell each sender its
- * buffer here is free again (a 0-byte message it waits for before its next pack
- * into it). */
+/* Tell the sender of dim d's message m that its buffer here is free again (a
+ * 0-byte message it waits for before its next pack into it). */
+gw_status halo_send_free(gw_halo *h, int d, int m) {
+  halo_dim *hd = &h->dim[d];
+  const halo_msg *g = &hd->msg[m];
+  if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
+    int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
+  }
+  int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
+                     h->comm, &hd->tok_req[m]);
+  return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
+}
+
+/* The unpacks out of this rank's segment are complete: every sender through the
+ * window gets its token (IPC messages sent theirs with the unpacks' event). */
 gw_status halo_shm_release(gw_halo *h) {
   if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
   for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
-    halo_dim *hd = &h->dim[d];
-    const halo_msg *g = &hd->msg[m];
-    if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
-      int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
-    }
-    int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
-                       h->comm, &hd->tok_req[m]);
-    if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
+    if (h->dim[d].msg[m].ipc) continue;
+    gw_status st = halo_send_free(h, d, m);
+    if (st != GW_OK) return st;
   }
   return GW_OK;
 }

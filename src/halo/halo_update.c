@@ -160,7 +160,7 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
     h->q = h->stream;
     /* a capture cannot wait for work queued outside it: the host waits, before
      * anything is recorded */
-    if (!h->nccl || h->captured)
+    if ((!h->nccl || h->captured) && !h->ipc_only)
       st = halo_sync_stream(h, "waiting for the previous update's unpacks");
     if (st == GW_OK) st = halo_shm_release(h);
     h->tail = 0;

@@ -401,6 +401,8 @@ static const gw__backend_ops gwg_ops = {
     .ipc_export = gwg_ipc_export,
     .ipc_open = gwg_ipc_open,
     .ipc_close = gwg_ipc_close,
+    .ipc_event_create = gwg_ipc_event_create,
+    .ipc_event_open = gwg_ipc_event_open,
     .stream_capturing = gwg_stream_capturing,
 };
 

@@ -101,6 +101,8 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
 gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
                        size_t extent, void **base);
 gw_status gwg_ipc_close(void *state, int device, void *base);
+gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
+gw_status gwg_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event);
 
 /* gpu_staging.c: pipelined copies between pageable host memory and device/managed memory
  * through pinned bounce buffers. gwg_staging_copy returns 0 when the copy is not for it

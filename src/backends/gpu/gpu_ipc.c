@@ -76,3 +76,51 @@ gw_status gwg_ipc_close(void *state, int device, void *base) {
   gwg_leave(prev);
   return e == GWV_SUCCESS ? GW_OK : gwg_fail(e, GWV_CALL("IpcCloseMemHandle(%p)"), base);
 }
+
+/* Interprocess events: made and opened on the context's device. The handle is the
+ * runtime's (64 bytes). */
+gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]) {
+  const gwg_ctx *c = state;
+  gwg_prev prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK) return s;
+  gwv_event ev = NULL;
+  gwv_ipc_event_handle h;
+  memset(&h, 0, sizeof h);
+  gwv_err e = gwv_EventCreateWithFlags(&ev, GWV_EVENT_IPC_FLAGS);
+  if (e != GWV_SUCCESS) {
+    gwg_leave(prev);
+    return gwg_fail(e, GWV_CALL("EventCreateWithFlags(Interprocess)") " on device %d", c->device);
+  }
+  e = gwv_IpcGetEventHandle(&h, ev);
+  if (e != GWV_SUCCESS) {
+    (void)gwv_EventDestroy(ev);
+    gwg_leave(prev);
+    return gwg_fail(e, GWV_CALL("IpcGetEventHandle") " on device %d", c->device);
+  }
+  gwg_leave(prev);
+  _Static_assert(sizeof h <= GW__IPC_RT_BYTES, "the runtime's event handle fits");
+  memset(rt, 0, GW__IPC_RT_BYTES);
+  memcpy(rt, &h, sizeof h);
+  *event = (void *)ev;
+  return GW_OK;
+}
+
+gw_status gwg_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event) {
+  const gwg_ctx *c = state;
+  gwv_ipc_event_handle h;
+  memcpy(&h, rt, sizeof h);
+  gwg_prev prev;
+  gw_status s = gwg_enter(c->device, &prev);
+  if (s != GW_OK) return s;
+  gwv_event ev = NULL;
+  gwv_err e = gwv_IpcOpenEventHandle(&ev, h);
+  gwg_leave(prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e,
+                    GWV_CALL("IpcOpenEventHandle") " on device %d (is the process that made "
+                                                   "the event alive?)",
+                    c->device);
+  *event = (void *)ev;
+  return GW_OK;
+}

@@ -104,6 +104,11 @@ typedef cudaIpcMemHandle_t gwv_ipc_handle;
 #define gwv_IpcGetMemHandle cudaIpcGetMemHandle
 #define gwv_IpcOpenMemHandle cudaIpcOpenMemHandle
 #define gwv_IpcCloseMemHandle cudaIpcCloseMemHandle
+typedef cudaIpcEventHandle_t gwv_ipc_event_handle;
+#define gwv_IpcGetEventHandle cudaIpcGetEventHandle
+#define gwv_IpcOpenEventHandle cudaIpcOpenEventHandle
+/* An event another process can open (interprocess events must not time). */
+#define GWV_EVENT_IPC_FLAGS (cudaEventDisableTiming | cudaEventInterprocess)
 #define GWV_IPC_OPEN_FLAGS cudaIpcMemLazyEnablePeerAccess
 /* Why legacy IPC cannot export the allocation at ptr, or NULL when it can (or the driver
  * cannot say: then cudaIpcGetMemHandle's own refusal is mapped). Stream-ordered pool

@@ -108,6 +108,11 @@ typedef hipIpcMemHandle_t gwv_ipc_handle;
 #define gwv_IpcGetMemHandle hipIpcGetMemHandle
 #define gwv_IpcOpenMemHandle hipIpcOpenMemHandle
 #define gwv_IpcCloseMemHandle hipIpcCloseMemHandle
+typedef hipIpcEventHandle_t gwv_ipc_event_handle;
+#define gwv_IpcGetEventHandle hipIpcGetEventHandle
+#define gwv_IpcOpenEventHandle hipIpcOpenEventHandle
+/* An event another process can open (interprocess events must not time). */
+#define GWV_EVENT_IPC_FLAGS (hipEventDisableTiming | hipEventInterprocess)
 #define GWV_IPC_OPEN_FLAGS hipIpcMemLazyEnablePeerAccess
 /* HIP has no attribute that says whether legacy IPC can export an allocation (in every
  * ROCm the build supports): hipIpcGetMemHandle's own refusal is mapped instead. Nor a

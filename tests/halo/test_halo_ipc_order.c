@@ -1,0 +1,122 @@
+/*
+ * The IPC path's device-side signals (halo_ipc.c) under a slow receiver, on the CPU model
+ * with 2 ranks. Rank 1's streams are slow (GPUWRAP_CPU_STREAM_DELAY_US, set on that rank
+ * only) and it runs stream-ordered updates back to back without a host wait, so its host
+ * is ahead of its device work; rank 0 is fast and runs blocking updates. Every update k
+ * carries fresh random interior values; rank 1 snapshots its field on its stream right
+ * after each update_on, and every halo cell of every snapshot must hold rank 0's values
+ * of that update k. Rank 0 checks its own halos after each blocking update the same way.
+ * Rank 0's pack k+1 into rank 1's receive buffer is issued while rank 1's unpack k may
+ * still be queued: only the wait for rank 1's "freed" event keeps it from overwriting the
+ * buffer first (snapshot k would then hold update k+1's values); rank 1's unpack k must
+ * wait for rank 0's "landed" event of pack k (else it reads the previous update's).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gpuwrap.h"
+#include "gpuwrap/halo.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "halo_test.h"
+
+#define UPDATES 12
+#define N 16 /* interior cells; one halo cell on each side */
+
+static uint64_t g_state;
+static double next_value(void) {
+  uint64_t x = (g_state += 0x9e3779b97f4a7c15ull);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return (double)((x ^ (x >> 31)) >> 11);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  if (g_size != 2) {
+    if (g_rank == 0) printf("test_halo_ipc_order: needs 2 ranks, skipped\n");
+    MPI_Finalize();
+    return 77;
+  }
+  /* before the model reads its settings (the first gpuwrap call) */
+  if (g_rank == 1) setenv("GPUWRAP_CPU_STREAM_DELAY_US", "3000", 1);
+  unsigned long long seed =
+      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
+  const char *env = getenv("GW_HALO_TEST_SEED");
+  if (env) seed = strtoull(env, NULL, 0);
+  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  g_seed = seed;
+  gw_context *ctx;
+  if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
+    FAIL_("gw_context_create: %s", gw_last_error());
+  int dims[1] = {2}, periods[1] = {0};
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+  int64_t n = N + 2;
+  gw_array *field, *host[UPDATES], *snap[UPDATES];
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 1, &n, &field));
+  /* both ranks draw every rank's values of every update from the one seed */
+  double want[2][UPDATES][N];
+  g_state = seed;
+  for (int k = 0; k < UPDATES; k++)
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < N; i++) want[r][k][i] = next_value();
+  for (int k = 0; k < UPDATES; k++) {
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT64, 1, &n, &host[k]));
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT64, 1, &n, &snap[k]));
+    double *h = gw_host_data(host[k]), *s = gw_host_data(snap[k]);
+    h[0] = h[N + 1] = -1.0; /* poisoned halo cells: the update must overwrite the one used */
+    memcpy(h + 1, want[g_rank][k], sizeof want[g_rank][k]);
+    for (int i = 0; i < N + 2; i++) s[i] = -2.0;
+  }
+  gw_halo_field hf = {field, {1, 0, 0}};
+  gw_halo *h;
+  ASSERT_OK(gw_halo_create_multi(&hf, 1, cart, GW_HALO_PATH_IPC, &h));
+  gw_stream *s;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  /* rank 0's halo cell is its high one (index N+1: rank 1's first interior cell); rank
+   * 1's its low one (index 0: rank 0's last interior cell) */
+  int mine = g_rank == 0 ? N + 1 : 0, theirs = g_rank == 0 ? 0 : N - 1;
+  for (int k = 0; k < UPDATES; k++) {
+    if (g_rank == 0) {
+      ASSERT_OK(gw_copy(field, host[k]));
+      ASSERT_OK(gw_halo_update(h));
+      ASSERT_OK(gw_copy(snap[k], field));
+    } else {
+      ASSERT_OK(gw_copy_async(field, host[k], s));
+      ASSERT_OK(gw_halo_update_on(h, s));
+      ASSERT_OK(gw_copy_async(snap[k], field, s));
+    }
+  }
+  ASSERT_OK(gw_stream_synchronize(s));
+  for (int k = 0; k < UPDATES; k++) {
+    const double *got = gw_host_data(snap[k]);
+    if (got[mine] != want[!g_rank][k][theirs])
+      FAIL_("update %d: halo cell %d holds %.17g, want rank %d's value of that update %.17g "
+            "(update %d's: %.17g)",
+            k, mine, got[mine], !g_rank, want[!g_rank][k][theirs], k + 1 < UPDATES ? k + 1 : k,
+            want[!g_rank][k + 1 < UPDATES ? k + 1 : k][theirs]);
+    g_checks++;
+    for (int i = 0; i < N; i++) ASSERT_EQ_LONG(got[1 + i] == want[g_rank][k][i], 1);
+  }
+  gw_stream_destroy(s);
+  gw_halo_destroy(h);
+  for (int k = 0; k < UPDATES; k++) {
+    gw_release(host[k]);
+    gw_release(snap[k]);
+  }
+  gw_release(field);
+  MPI_Comm_free(&cart);
+  long total = 0;
+  MPI_Reduce(&g_checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (g_rank == 0) printf("test_halo_ipc_order: %ld checks passed (seed %llu)\n", total, seed);
+  gw_context_destroy(ctx);
+  MPI_Finalize();
+  return 0;
+}
