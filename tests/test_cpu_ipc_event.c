@@ -356,7 +356,7 @@ TEST_IMPL(open_refusals) {
   ASSERT_ERROR_MENTIONS("creat");
   ASSERT_EQ_PTR(out, sentinel);
 
-  static const int garble[] = {0, 7, 20, 24};    /* magic, magic, zero field, serial */
+  static const int garble[] = {0, 7, 20, 24}; /* magic, magic, zero field, serial */
   for (size_t i = 0; i < sizeof garble / sizeof *garble; i++) {
     unsigned char b[GW__IPC_RT_BYTES];
     memcpy(b, h, sizeof b);

@@ -197,8 +197,7 @@ typedef struct gw__backend_ops {
    * was queued (the program orders the two, e.g. with an MPI message). Neither may be
    * recorded or waited for in a graph capture (GW_ENOTSUP). NULL: not supported. */
   gw_status (*ipc_event_create)(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
-  gw_status (*ipc_event_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES],
-                              void **event);
+  gw_status (*ipc_event_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event);
 
   /* Optional (NULL: nothing to do). fork_lock(1), before fork, takes every lock of the
    * backend in its own order; fork_lock(0) releases them, in the parent and the child

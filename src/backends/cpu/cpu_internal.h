@@ -103,8 +103,8 @@ int gw__cpu_shm_create(const char *name, size_t len, void **p);
  * /proc/<pid>/fd/<fd>, whose link must name it (the serial in the name tells it from
  * whatever reuses the number later). GW_EBACKEND naming why otherwise (`who` the call,
  * `what` the object, for the message). */
-gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd,
-                          const char *name, size_t len, void **out);
+gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd, const char *name,
+                          size_t len, void **out);
 /* The ops' IPC calls, after their injection check (cpu_ops.c). */
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id);

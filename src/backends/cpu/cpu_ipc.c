@@ -96,7 +96,8 @@ int gw__cpu_shm_create(const char *name, size_t len, void **p) {
   int fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0) return -1;
   void *m = MAP_FAILED;
-  if (ftruncate(fd, (off_t)len) == 0) m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (ftruncate(fd, (off_t)len) == 0)
+    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
     int err = errno;
     close(fd);
@@ -107,8 +108,8 @@ int gw__cpu_shm_create(const char *name, size_t len, void **p) {
   return fd;
 }
 
-gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd,
-                          const char *name, size_t len, void **out) {
+gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd, const char *name,
+                          size_t len, void **out) {
   char path[64], link[128], want[96];
   snprintf(path, sizeof path, "/proc/%llu/fd/%d", (unsigned long long)pid, fd);
   snprintf(want, sizeof want, "/memfd:%s ", name);

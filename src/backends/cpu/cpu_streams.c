@@ -699,8 +699,9 @@ gw_status gw__cpu_event_query(void *ev) {
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
     return st;
   }
-  bool complete = e->sh ? atomic_load(&e->sh->page->completed) >= atomic_load(&e->sh->page->recorded)
-                        : !e->q || e->q->done >= e->ticket;
+  bool complete = e->sh
+                      ? atomic_load(&e->sh->page->completed) >= atomic_load(&e->sh->page->recorded)
+                      : !e->q || e->q->done >= e->ticket;
   if (!complete) gw__cpu_child_drain();
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   return complete ? GW_OK : GW_EBUSY; /* a poll: EBUSY is no failure, nothing recorded */
