@@ -1,4 +1,7 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in trace builds (src/core/trace.h) */
+
 #include "halo_internal.h"
+#include "../core/trace.h"
 
 #include <sched.h>
 
@@ -72,24 +75,38 @@ gw_status halo_host_send(gw_halo *h, int d) {
   gw_status st;
   for (int m = 0; m < hd->nmsg; m++) {
     const halo_msg *g = &hd->msg[m];
+    GW_TRACE_NOW(t0);
     if (hd->free_req && hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
       int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
     }
+    GW_TRACE_NOW(t1);
     if (g->ipc && (st = halo_ipc_before_pack(h, d, m)) != GW_OK) return st;
+    GW_TRACE_NOW(t2);
     for (int k = g->first; k < g->first + g->count; k++) {
       st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
                            d);
       if (st != GW_OK) return st;
     }
+    GW_TRACE_NOW(t3);
     if (g->ipc && (st = halo_ipc_after_pack(h, d, m)) != GW_OK) return st;
+    GW_TRACE_NOW(t4);
+    GW_TRACE_SPAN("send: wait free token", t0, t1);
+    GW_TRACE_SPAN("send: ipc wait freed", t1, t2);
+    GW_TRACE_SPAN("send: queue pack", t2, t3);
+    GW_TRACE_SPAN("send: ipc record landed", t3, t4);
     while (next < m && landed(h, hd, next))
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
   for (; next < hd->nmsg; next++) {
     const halo_msg *g = &hd->msg[next];
+    GW_TRACE_NOW(t0);
     st = g->ipc ? GW_OK : wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
+    GW_TRACE_NOW(t1);
     if (st == GW_OK) st = isend(h, d, next);
+    GW_TRACE_NOW(t2);
+    GW_TRACE_SPAN("send: wait landed (host)", t0, t1);
+    GW_TRACE_SPAN("send: isend", t1, t2);
     if (st != GW_OK) return st;
   }
   return GW_OK;
@@ -102,7 +119,10 @@ gw_status halo_host_complete(gw_halo *h, int d) {
   halo_dim *hd = &h->dim[d];
   for (;;) {
     int idx = MPI_UNDEFINED;
+    GW_TRACE_NOW(t0);
     int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, MPI_STATUS_IGNORE);
+    GW_TRACE_NOW(t1);
+    if (idx != MPI_UNDEFINED) GW_TRACE_SPAN("complete: waitany", t0, t1);
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
     if (idx == MPI_UNDEFINED) break;
     const halo_msg *g = &hd->msg[idx];
@@ -111,10 +131,15 @@ gw_status halo_host_complete(gw_halo *h, int d) {
       st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face",
                            d);
     if (st == GW_OK && g->ipc) st = halo_ipc_after_unpack(h, d, idx); /* its token: now */
+    GW_TRACE_NOW(t2);
+    GW_TRACE_SPAN("complete: queue unpack (+ipc, token)", t1, t2);
     if (st != GW_OK) return st;
     /* the window's tokens once these unpacks are done */
     h->shm_owed |= g->direct && !g->ipc;
   }
+  GW_TRACE_NOW(t3);
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);
+  GW_TRACE_NOW(t4);
+  GW_TRACE_SPAN("complete: waitall sends", t3, t4);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Waitall (sends)", d);
 }

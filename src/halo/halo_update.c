@@ -1,4 +1,7 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in trace builds (src/core/trace.h) */
+
 #include "halo_internal.h"
+#include "../core/trace.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -171,8 +174,13 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
    * own stream, whose packs the host waits for while the caller's stream runs
    * on. */
   h->q = s && (h->info.neighbours == 0 || h->captured) && h->stream ? s : h->stream;
+  GW_TRACE_NOW(t0);
   if (st == GW_OK) st = halo_host_post_receives(h);
+  GW_TRACE_NOW(t1);
   if (st == GW_OK) st = order_after(h, s);
+  GW_TRACE_NOW(t2);
+  GW_TRACE_SPAN("begin: post receives", t0, t1);
+  GW_TRACE_SPAN("begin: order after fields", t1, t2);
   /* gw_halo_update (not split, no stream) of a plan without messages: copies
    * run waiting */
   if (st == GW_OK) st = run_dims(h, 0, split, !split && !s && h->info.neighbours == 0);
@@ -181,11 +189,16 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
 }
 
 gw_status gw_halo_update(gw_halo *h) {
+  GW_TRACE_NOW(t0);
   gw_status st = begin(h, "gw_halo_update", 0, NULL);
+  GW_TRACE_NOW(t1);
   if (st == GW_OK) {
     /* Complete when it returns; a plan without messages waited for its copies
      * already. */
     if (h->info.neighbours > 0) st = halo_sync_stream(h, "gw_halo_update");
+    GW_TRACE_NOW(t2);
+    GW_TRACE_SPAN("update: begin .. complete", t0, t1);
+    GW_TRACE_SPAN("update: synchronize", t1, t2);
     if (st == GW_OK) st = halo_shm_release(h);
     if (st == GW_OK) st = halo_nccl_async(h);
     if (st != GW_OK) quiesce(h);
