@@ -56,6 +56,10 @@ typedef struct gw__batch gw__batch;
 GW_API gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n,
                                 gw__batch **out);
 GW_API gw_status gw__batch_run(gw__batch *b, gw_stream *s);
+/* gw__batch_run without the pending-work events: for a caller that synchronizes s itself
+ * before any other code can see the arrays (the halo's blocking update, whose copies only
+ * it orders), an event record per root less per run. */
+GW_API gw_status gw__batch_run_unnoted(gw__batch *b, gw_stream *s);
 /* gw__batch_run on s, then synchronize s: complete on return, so no pending-work event is
  * recorded (an event record costs a measurable part of a one-rank halo update, see
  * BENCHMARKS.md). For callers that wait right away. */

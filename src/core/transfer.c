@@ -714,6 +714,10 @@ static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, uint64_t cap)
 
 gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true, CAP_ASK); }
 
+gw_status gw__batch_run_unnoted(gw__batch *b, gw_stream *st) {
+  return batch_run(b, st, false, CAP_ASK);
+}
+
 gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
   uint64_t cap = 0;
   if (b && st) {

@@ -60,8 +60,8 @@ static gw_status isend(gw_halo *h, int d, int m) {
   /* shared memory: the peer's "free again" for what we just wrote into its
    * buffer, which the next pack into that buffer waits for */
   if (shm)
-    rc = MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, !g->side),
-                   h->comm, &hd->free_req[m]);
+    rc = MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
+                   halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
 }
 
@@ -76,18 +76,24 @@ gw_status halo_host_send(gw_halo *h, int d) {
   for (int m = 0; m < hd->nmsg; m++) {
     const halo_msg *g = &hd->msg[m];
     GW_TRACE_NOW(t0);
+    int recorded = 0; /* the token's size: its sender recorded its freed event */
     if (hd->free_req && hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
-      int rc = MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
+      MPI_Status status;
+      int rc = MPI_Wait(&hd->free_req[m], &status);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (the neighbour's buffer token)", d);
+      MPI_Get_count(&status, MPI_BYTE, &recorded);
     }
     GW_TRACE_NOW(t1);
-    if (g->ipc && (st = halo_ipc_before_pack(h, d, m)) != GW_OK) return st;
+    if (g->ipc && (st = halo_ipc_before_pack(h, d, m, recorded > 0)) != GW_OK) return st;
     GW_TRACE_NOW(t2);
-    for (int k = g->first; k < g->first + g->count; k++) {
-      st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
-                           d);
-      if (st != GW_OK) return st;
-    }
+    st = GW_OK;
+    if (g->ipc)
+      st = halo_ipc_pack(h, d, m);
+    else
+      for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
+        st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
+                             d);
+    if (st != GW_OK) return st;
     GW_TRACE_NOW(t3);
     if (g->ipc && (st = halo_ipc_after_pack(h, d, m)) != GW_OK) return st;
     GW_TRACE_NOW(t4);
@@ -126,16 +132,22 @@ gw_status halo_host_complete(gw_halo *h, int d) {
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
     if (idx == MPI_UNDEFINED) break;
     const halo_msg *g = &hd->msg[idx];
-    gw_status st = g->ipc ? halo_ipc_before_unpack(h, d, idx) : GW_OK;
-    for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
-      st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face",
-                           d);
-    if (st == GW_OK && g->ipc) st = halo_ipc_after_unpack(h, d, idx); /* its token: now */
+    gw_status st = GW_OK;
+    if (g->ipc) {
+      st = halo_ipc_before_unpack(h, d, idx);
+      if (st == GW_OK) st = halo_ipc_unpack(h, d, idx);
+      if (st == GW_OK) st = halo_ipc_after_unpack(h, d, idx);
+    } else {
+      for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
+        st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
+                             "gw_copy unpacking a face", d);
+    }
     GW_TRACE_NOW(t2);
     GW_TRACE_SPAN("complete: queue unpack (+ipc, token)", t1, t2);
     if (st != GW_OK) return st;
-    /* the window's tokens once these unpacks are done */
-    h->shm_owed |= g->direct && !g->ipc;
+    /* tokens once these unpacks are done: the window's, and IPC ones of a
+     * blocking update (a stream-ordered one sent its token with its event) */
+    h->shm_owed |= g->direct && (!g->ipc || h->blocking);
   }
   GW_TRACE_NOW(t3);
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);

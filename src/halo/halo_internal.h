@@ -147,6 +147,13 @@ typedef struct {
    * buffer). */
   gw__ipc_event *ipc_landed[2], *ipc_freed[2];
   gw__ipc_event *ipc_peer_landed[2], *ipc_peer_freed[2];
+  /* IPC path, per side: the message's packs (faces into the neighbour's buffer)
+   * and unpacks (out of ours), prepared once (halo_ipc_prepare) */
+  gw__batch *ipc_pack[2], *ipc_unpack[2];
+  /* The "free again" token received per side: 1 byte when its sender recorded
+   * its freed event (a stream-ordered update: wait for it on the device), 0
+   * bytes when its unpacks were complete already */
+  unsigned char free_byte[2];
 } halo_dim;
 
 struct gw_halo {
@@ -218,6 +225,9 @@ struct gw_halo {
   gw_ipc_handle ipc_handle;
   int ipc_only; /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
+  int blocking; /* this update is gw_halo_update: it synchronizes its stream before
+                   returning, so its IPC copies need no pending-work events and its
+                   "free again" tokens go after that synchronization (no event) */
 };
 
 /* Tags carry the plan's epoch, which every failed update advances: after a
@@ -278,8 +288,9 @@ void halo_shm_close(gw_halo *h);
  * msg[m].direct is set. */
 int halo_next_direct(const gw_halo *h, int *d, int *m);
 gw_status halo_shm_release(gw_halo *h);
-/* Send the "free again" token of dim d's message m to its sender. */
-gw_status halo_send_free(gw_halo *h, int d, int m);
+/* Send the "free again" token of dim d's message m to its sender: `bytes` 0
+ * (the unpacks are complete) or 1 (wait for our freed event). */
+gw_status halo_send_free(gw_halo *h, int d, int m, int bytes);
 
 /* halo_ipc.c: the IPC path */
 /* Whether this plan takes IPC (collective): `path` as asked, `node` this rank's
@@ -291,13 +302,20 @@ gw_status halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point
  * to point: every rank with IPC messages enters it). */
 gw_status halo_ipc_link(gw_halo *h);
+/* Prepare each IPC message's pack and unpack batches (after the segments). */
+gw_status halo_ipc_prepare(gw_halo *h);
+/* Queue the packs / unpacks of IPC message m of dim d. */
+gw_status halo_ipc_pack(gw_halo *h, int d, int m);
+gw_status halo_ipc_unpack(gw_halo *h, int d, int m);
 /* An IPC message's two device-side steps on the update's queue: before the
- * pack, wait for the neighbour's unpacks of the previous one (its freed event);
- * after it, record landed. */
-gw_status halo_ipc_before_pack(gw_halo *h, int d, int m);
+ * pack, wait for the neighbour's unpacks of the previous one (its freed event,
+ * where its token said it recorded one: `recorded`); after it, record landed. */
+gw_status halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded);
 gw_status halo_ipc_after_pack(gw_halo *h, int d, int m);
 /* Before the unpacks of a received IPC message: wait for the sender's landed
- * event; after them: record freed and send the "free again" token at once. */
+ * event; after them, in a stream-ordered update: record freed and send the
+ * 1-byte "free again" token at once (a blocking update sends 0 bytes after its
+ * synchronization, halo_shm_release). */
 gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m);
 gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's

@@ -218,9 +218,11 @@ static gw_status step(gw_status st, const char *what, int d) {
   return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
 }
 
-gw_status halo_ipc_before_pack(gw_halo *h, int d, int m) {
+gw_status halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
   halo_dim *hd = &h->dim[d];
-  if (!h->q) return GW_OK; /* (no streams: every copy ran to completion already) */
+  /* (no streams: every copy ran to completion already; a 0-byte token: the
+   * neighbour's unpacks were complete when it was sent) */
+  if (!h->q || !recorded) return GW_OK;
   return step(gw__ipc_event_wait(h->q, hd->ipc_peer_freed[hd->msg[m].side]),
               "path IPC: waiting for the neighbour's unpacks (gw__ipc_event_wait)", d);
 }
@@ -241,11 +243,53 @@ gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m) {
 
 gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
-  gw_status st = GW_OK;
-  if (h->q)
-    st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
-              "path IPC: recording an unpack's event (gw__ipc_event_record)", d);
-  return st == GW_OK ? halo_send_free(h, d, m) : st;
+  if (h->blocking || !h->q) return GW_OK; /* 0 bytes after the synchronization */
+  gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
+                      "path IPC: recording an unpack's event (gw__ipc_event_record)", d);
+  return st == GW_OK ? halo_send_free(h, d, m, 1) : st;
+}
+
+/* Each IPC message's copies as two prepared batches (one launch each, no planning
+ * per update): packs from the fields' faces into the neighbour's buffer, unpacks
+ * from ours into the fields' halos. */
+gw_status halo_ipc_prepare(gw_halo *h) {
+  for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
+    halo_dim *hd = &h->dim[d];
+    const halo_msg *g = &hd->msg[m];
+    if (!g->ipc) continue;
+    gw_array **arr = malloc((size_t)g->count * 4 * sizeof *arr);
+    if (!arr) return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
+    gw_array **pd = arr, **ps = arr + g->count, **ud = arr + 2 * g->count,
+             **us = arr + 3 * g->count;
+    for (int k = 0; k < g->count; k++) {
+      const halo_seg *sg = &hd->seg[g->first + k];
+      pd[k] = sg->send_seg;
+      ps[k] = sg->send_view;
+      ud[k] = sg->recv_view;
+      us[k] = sg->recv_seg;
+    }
+    gw_status st =
+        gw__batch_make(pd, (const gw_array *const *)ps, g->count, &hd->ipc_pack[g->side]);
+    if (st == GW_OK)
+      st = gw__batch_make(ud, (const gw_array *const *)us, g->count, &hd->ipc_unpack[g->side]);
+    free(arr);
+    if (st != GW_OK) return halo_call_failed(st, "path IPC: preparing a message's copies", d);
+  }
+  return GW_OK;
+}
+
+/* A blocking update synchronizes its stream before returning (and after a
+ * failure, quiesce): its copies need no pending-work events. */
+gw_status halo_ipc_pack(gw_halo *h, int d, int m) {
+  gw__batch *b = h->dim[d].ipc_pack[h->dim[d].msg[m].side];
+  return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
+              "gw_copy packing a face", d);
+}
+
+gw_status halo_ipc_unpack(gw_halo *h, int d, int m) {
+  gw__batch *b = h->dim[d].ipc_unpack[h->dim[d].msg[m].side];
+  return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
+              "gw_copy unpacking a face", d);
 }
 
 void halo_ipc_close(gw_halo *h) {
@@ -253,6 +297,9 @@ void halo_ipc_close(gw_halo *h) {
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
       halo_dim *hd = &h->dim[d];
+      gw__batch_free(hd->ipc_pack[s]); /* (they hold references to the mapped buffers) */
+      gw__batch_free(hd->ipc_unpack[s]);
+      hd->ipc_pack[s] = hd->ipc_unpack[s] = NULL;
       gw_release(hd->ipc_peer[s]); /* the last reference unmaps */
       hd->ipc_peer[s] = NULL;
       gw__ipc_event_destroy(hd->ipc_peer_landed[s]);

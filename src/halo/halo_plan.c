@@ -301,7 +301,7 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
      * rank's) */
     if (fill == 1 && h->ipc && (st = halo_ipc_link(h)) != GW_OK) return st;
   }
-  return GW_OK;
+  return h->ipc ? halo_ipc_prepare(h) : GW_OK;
 }
 
 /* The one check made before any collective: `cart` is one communicator, so

@@ -211,8 +211,8 @@ void halo_shm_resync(gw_halo *h) {
     const halo_msg *g = &hd->msg[m];
     (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
                     h->comm, &hd->tok_req[m]);
-    (void)MPI_Irecv(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, !g->side),
-                    h->comm, &hd->free_req[m]);
+    (void)MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
+                    halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
   }
 }
 
@@ -257,26 +257,28 @@ void halo_shm_close(gw_halo *h) {
 
 /* Tell the sender of dim d's message m that its buffer here is free again (a
  * 0-byte message it waits for before its next pack into it). */
-gw_status halo_send_free(gw_halo *h, int d, int m) {
+gw_status halo_send_free(gw_halo *h, int d, int m, int bytes) {
+  static const unsigned char one = 1;
   halo_dim *hd = &h->dim[d];
   const halo_msg *g = &hd->msg[m];
   if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
     int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
   }
-  int rc = MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
-                     h->comm, &hd->tok_req[m]);
+  int rc = MPI_Isend(bytes ? (void *)&one : h->msg_base, bytes, MPI_BYTE, hd->peer[g->side],
+                     halo_tag_free(h, d, g->side), h->comm, &hd->tok_req[m]);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Isend (a buffer token)", d);
 }
 
-/* The unpacks out of this rank's segment are complete: every sender through the
- * window gets its token (IPC messages sent theirs with the unpacks' event). */
+/* The unpacks out of this rank's buffers are complete: every direct message's
+ * sender gets its 0-byte token (the window's, and IPC messages of a blocking
+ * update; a stream-ordered IPC update sent 1-byte tokens with its events). */
 gw_status halo_shm_release(gw_halo *h) {
   if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
   for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
-    if (h->dim[d].msg[m].ipc) continue;
-    gw_status st = halo_send_free(h, d, m);
+    if (h->dim[d].msg[m].ipc && !h->blocking) continue;
+    gw_status st = halo_send_free(h, d, m, 0);
     if (st != GW_OK) return st;
   }
   return GW_OK;
