@@ -31,6 +31,7 @@
 #include "gpuwrap/cpu.h"
 #include "gpuwrap/halo.h"
 
+#include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1030,9 +1031,31 @@ static void all_fail(gw_status got, gw_status want, const char *needle) {
   if (!strstr(gw_halo_last_error(), needle)) FAIL_("message does not say \"%s\"", needle);
 }
 
-/* The IPC path's life: 1000 plans made and destroyed leave no mapping; the export or an
- * open failing on one rank (injected) fails every rank alike with nothing mapped; forcing
- * it for host memory fails every rank alike, saying why. */
+/* The CPU model's shared pages of this process (device memory "gw-cpu-dev-", interprocess
+ * events "gw-cpu-evt-") and its open descriptors: what a plan's IPC set-up maps and opens. */
+static int maps_naming(const char *name) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) FAIL_("fopen(/proc/self/maps) failed");
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, name)) n++;
+  fclose(f);
+  return n;
+}
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) FAIL_("opendir(/proc/self/fd) failed");
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* The IPC path's life: 1000 plans made and destroyed leave no mapping, event page or
+ * descriptor; the export, an open, an event's creation or its open failing on one rank
+ * (injected) fails every rank alike with nothing mapped; forcing it for host memory fails
+ * every rank alike, saying why. */
 static void test_ipc(gw_context *ctx) {
   int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
   MPI_Dims_create(g_size, 3, dims);
@@ -1044,12 +1067,18 @@ static void test_ipc(gw_context *ctx) {
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, n, &a));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &host));
   ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+  int fds0 = open_fds(), evts0 = maps_naming("gw-cpu-evt-"), devs0 = maps_naming("gw-cpu-dev-");
   for (int i = 0; i < 1000; i++) {
     gw_halo *h;
     ASSERT_OK(gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h));
     if (i % 250 == 0) ASSERT_OK(gw_halo_update(h));
     gw_halo_destroy(h);
     ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+    if (i % 100 == 0) {
+      ASSERT_EQ_LONG(open_fds(), fds0);
+      ASSERT_EQ_LONG(maps_naming("gw-cpu-evt-"), evts0);
+      ASSERT_EQ_LONG(maps_naming("gw-cpu-dev-"), devs0);
+    }
   }
   /* the injected rank: the lowest with an on-node neighbour (IPC messages), if any */
   gw_halo *h = (gw_halo *)0x1;
@@ -1066,19 +1095,27 @@ static void test_ipc(gw_context *ctx) {
   int me = ipc ? g_rank : g_size;
   MPI_Allreduce(&me, &victim, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   const int remote = victim < g_size;
-  for (int op = 0; op < 2; op++) {
-    /* the victim's first export / open fails */
-    if (g_rank == victim)
-      gw_cpu_fail_op(op ? GW_CPU_OP_IPC_OPEN : GW_CPU_OP_IPC_EXPORT, 1, GW_EBACKEND);
+  static const struct {
+    gw_cpu_op op;
+    const char *says;
+  } inject[4] = {{GW_CPU_OP_IPC_EXPORT, "gw_ipc_export"},
+                 {GW_CPU_OP_IPC_OPEN, "gw_ipc_open"},
+                 {GW_CPU_OP_IPC_EVENT_CREATE, "gw__ipc_event_create"},
+                 {GW_CPU_OP_IPC_EVENT_OPEN, "gw__ipc_event_open"}};
+  for (int k = 0; k < 4; k++) {
+    /* the victim's first call of that kind fails */
+    if (g_rank == victim) gw_cpu_fail_op(inject[k].op, 1, GW_EBACKEND);
     gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
     gw_cpu_fail_reset();
     if (remote)
-      all_fail(st, GW_EBACKEND, op ? "gw_ipc_open" : "gw_ipc_export");
+      all_fail(st, GW_EBACKEND, inject[k].says);
     else
       ASSERT_OK(st);
     if (st == GW_OK) gw_halo_destroy(h);
     h = (gw_halo *)0x1;
     ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+    ASSERT_EQ_LONG(open_fds(), fds0);
+    ASSERT_EQ_LONG(maps_naming("gw-cpu-evt-"), evts0);
   }
   all_fail(gw_halo_create(host, cart, w, GW_HALO_PATH_IPC, &h), GW_EINVAL, "path IPC");
   ASSERT_EQ_LONG(h == (gw_halo *)0x1, 1);
