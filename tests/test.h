@@ -23,8 +23,8 @@
 
 #include "gpuwrap.h"
 #include "gpuwrap/cpu.h"
+#include "proc_counts.h"
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -371,23 +371,15 @@ TST_API void tst_check_leaks(const char *file, int line, tst_leaks before) {
 #define ASSERT_NO_LEAK(before) tst_check_leaks(__FILE__, __LINE__, (before))
 
 /* Descriptors open in this process, and its mappings whose line in /proc/self/maps
- * contains `name` (the CPU model's memfds: "gw-cpu-dev-", "gw-cpu-evt-"). */
+ * contains `name` (proc_counts.h); a /proc that cannot be read fails the test. */
 TST_API int tst_open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) TST_FAIL("opendir(/proc/self/fd) failed");
-  int n = 0;
-  while (readdir(d)) n++;
-  closedir(d);
+  int n = proc_open_fds();
+  if (n < 0) TST_FAIL("reading /proc/self/fd failed");
   return n;
 }
 TST_API int tst_maps_naming(const char *name) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) TST_FAIL("fopen(/proc/self/maps) failed");
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f))
-    if (strstr(line, name)) n++;
-  fclose(f);
+  int n = proc_maps_naming(name);
+  if (n < 0) TST_FAIL("reading /proc/self/maps failed");
   return n;
 }
 

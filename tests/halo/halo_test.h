@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int g_rank, g_size;
 static long g_checks;
@@ -48,6 +49,18 @@ static uint64_t g_seed; /* set by the tests that draw random data, printed with 
     if (!strstr(gw_halo_last_error(), needle))                                \
       FAIL_("message does not say \"%s\": %s", needle, gw_halo_last_error()); \
   } while (0)
+
+/* The run's seed (fresh every run, the same on every rank, printed so that a failure can
+ * be replayed with GW_HALO_TEST_SEED=<seed>); also g_seed. Collective. */
+static inline unsigned long long halo_test_seed(void) {
+  unsigned long long seed =
+      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
+  const char *env = getenv("GW_HALO_TEST_SEED");
+  if (env) seed = strtoull(env, NULL, 0);
+  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  g_seed = seed;
+  return seed;
+}
 
 /*
  * The path GW_HALO_PATH_AUTO must take for device fields on `device` of the CPU model

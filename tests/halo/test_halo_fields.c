@@ -31,13 +31,13 @@
 #include "gpuwrap/cpu.h"
 #include "gpuwrap/halo.h"
 
-#include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../proc_counts.h"
 #include "halo_test.h"
 
 static uint64_t mix(uint64_t x) {
@@ -1031,27 +1031,6 @@ static void all_fail(gw_status got, gw_status want, const char *needle) {
   if (!strstr(gw_halo_last_error(), needle)) FAIL_("message does not say \"%s\"", needle);
 }
 
-/* The CPU model's shared pages of this process (device memory "gw-cpu-dev-", interprocess
- * events "gw-cpu-evt-") and its open descriptors: what a plan's IPC set-up maps and opens. */
-static int maps_naming(const char *name) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) FAIL_("fopen(/proc/self/maps) failed");
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f))
-    if (strstr(line, name)) n++;
-  fclose(f);
-  return n;
-}
-static int open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) FAIL_("opendir(/proc/self/fd) failed");
-  int n = 0;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
-
 /* The IPC path's life: 1000 plans made and destroyed leave no mapping, event page or
  * descriptor; the export, an open, an event's creation or its open failing on one rank
  * (injected) fails every rank alike with nothing mapped; forcing it for host memory fails
@@ -1067,7 +1046,8 @@ static void test_ipc(gw_context *ctx) {
   ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 3, n, &a));
   ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &host));
   ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
-  int fds0 = open_fds(), evts0 = maps_naming("gw-cpu-evt-"), devs0 = maps_naming("gw-cpu-dev-");
+  int fds0 = proc_open_fds(), evts0 = proc_maps_naming("gw-cpu-evt-"),
+      devs0 = proc_maps_naming("gw-cpu-dev-");
   for (int i = 0; i < 1000; i++) {
     gw_halo *h;
     ASSERT_OK(gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h));
@@ -1075,9 +1055,9 @@ static void test_ipc(gw_context *ctx) {
     gw_halo_destroy(h);
     ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
     if (i % 100 == 0) {
-      ASSERT_EQ_LONG(open_fds(), fds0);
-      ASSERT_EQ_LONG(maps_naming("gw-cpu-evt-"), evts0);
-      ASSERT_EQ_LONG(maps_naming("gw-cpu-dev-"), devs0);
+      ASSERT_EQ_LONG(proc_open_fds(), fds0);
+      ASSERT_EQ_LONG(proc_maps_naming("gw-cpu-evt-"), evts0);
+      ASSERT_EQ_LONG(proc_maps_naming("gw-cpu-dev-"), devs0);
     }
   }
   /* the injected rank: the lowest with an on-node neighbour (IPC messages), if any */
@@ -1114,8 +1094,8 @@ static void test_ipc(gw_context *ctx) {
     if (st == GW_OK) gw_halo_destroy(h);
     h = (gw_halo *)0x1;
     ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
-    ASSERT_EQ_LONG(open_fds(), fds0);
-    ASSERT_EQ_LONG(maps_naming("gw-cpu-evt-"), evts0);
+    ASSERT_EQ_LONG(proc_open_fds(), fds0);
+    ASSERT_EQ_LONG(proc_maps_naming("gw-cpu-evt-"), evts0);
   }
   all_fail(gw_halo_create(host, cart, w, GW_HALO_PATH_IPC, &h), GW_EINVAL, "path IPC");
   ASSERT_EQ_LONG(h == (gw_halo *)0x1, 1);
@@ -1130,14 +1110,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   int quick = argc > 1 && !strcmp(argv[1], "quick");
-  /* fresh data every run, the same on every rank; printed so a failure can be replayed
-   * (GW_HALO_TEST_SEED) */
-  unsigned long long seed =
-      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
-  const char *env = getenv("GW_HALO_TEST_SEED");
-  if (env) seed = strtoull(env, NULL, 0);
-  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  g_seed = seed;
+  unsigned long long seed = halo_test_seed();
   if (g_rank == 0) printf("test_halo_fields: %d ranks, seed %llu\n", g_size, seed);
   gw_context *ctx;
   if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)

@@ -263,12 +263,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  unsigned long long seed =
-      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
-  const char *env = getenv("GW_HALO_TEST_SEED");
-  if (env) seed = strtoull(env, NULL, 0);
-  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  g_seed = seed;
+  unsigned long long seed = halo_test_seed();
   g_state = seed ^ (uint64_t)g_rank * 0x100000001b3ull;
   if (g_rank == 0) printf("test_halo_graph: %d ranks, seed %llu\n", g_size, seed);
   gw_context *ctx;

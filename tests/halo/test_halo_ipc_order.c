@@ -46,12 +46,7 @@ int main(int argc, char **argv) {
   }
   /* before the model reads its settings (the first gpuwrap call) */
   if (g_rank == 1) setenv("GPUWRAP_CPU_STREAM_DELAY_US", "3000", 1);
-  unsigned long long seed =
-      (unsigned long long)time(NULL) * 2654435761ull ^ (unsigned long long)clock();
-  const char *env = getenv("GW_HALO_TEST_SEED");
-  if (env) seed = strtoull(env, NULL, 0);
-  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  g_seed = seed;
+  unsigned long long seed = halo_test_seed();
   gw_context *ctx;
   if (gw_context_create(GW_BACKEND_CPU, 0, &ctx) != GW_OK)
     FAIL_("gw_context_create: %s", gw_last_error());

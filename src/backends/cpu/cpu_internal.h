@@ -96,6 +96,18 @@ gw_status gw__cpu_model_unadopt(const char *who, void *base);
  * when no descriptor is left); NULL when out of memory. Freed by gw__cpu_devmem_free. */
 void *gw__cpu_devmem_alloc(size_t bytes);
 void gw__cpu_devmem_free(void *p);
+/* The model's runtime handle of a shared page set (device memory, an interprocess event):
+ * 64 bytes, each kind with its own magic; len: the bytes mapped (device memory). */
+typedef struct {
+  char magic[8];
+  uint64_t pid;
+  int32_t fd;
+  uint32_t zero;
+  uint64_t serial;
+  uint64_t len;
+  unsigned char pad[GW__IPC_RT_BYTES - 40];
+} gw__cpu_rt_handle;
+_Static_assert(sizeof(gw__cpu_rt_handle) == GW__IPC_RT_BYTES, "the runtime handle is 64 bytes");
 /* A memfd named `name` of len bytes, mapped MAP_SHARED at *p: its descriptor (kept open
  * by the maker, so that another process can map it), or -1 with errno set. */
 int gw__cpu_shm_create(const char *name, size_t len, void **p);

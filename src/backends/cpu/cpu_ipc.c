@@ -191,18 +191,9 @@ void gw__cpu_devmem_free(void *p) {
   }
 }
 
-/* ---- the runtime's handle: 64 bytes ---- */
+/* ---- the runtime's handle (gw__cpu_rt_handle, cpu_internal.h) ---- */
 
-typedef struct {
-  char magic[8];
-  uint64_t pid;
-  int32_t fd;
-  uint32_t zero;
-  uint64_t serial;
-  uint64_t len;
-  unsigned char pad[GW__IPC_RT_BYTES - 40];
-} rt_handle;
-_Static_assert(sizeof(rt_handle) == GW__IPC_RT_BYTES, "the runtime handle is 64 bytes");
+typedef gw__cpu_rt_handle rt_handle;
 
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id) {

@@ -28,16 +28,9 @@
 #define EVT_MAGIC "GWCPUEVT"
 #define EVT_PREFIX "gw-cpu-evt-"
 
-/* The runtime's handle: 64 bytes. */
-typedef struct {
-  char magic[8];
-  uint64_t pid;
-  int32_t fd;
-  uint32_t zero;
-  uint64_t serial;
-  unsigned char pad[GW__IPC_RT_BYTES - 32];
-} evt_handle;
-_Static_assert(sizeof(evt_handle) == GW__IPC_RT_BYTES, "the runtime handle is 64 bytes");
+/* The runtime's handle: the model's 64-byte handle of a shared page (cpu_internal.h), with
+ * its own magic; len unused. */
+typedef gw__cpu_rt_handle evt_handle;
 
 static atomic_ullong next_serial = 1;
 

@@ -1,7 +1,7 @@
 /*
  * GPU backend (CUDA and HIP from this one source, through vendor_cuda.h / vendor_hip.h):
  * plugin entry, contexts, pointer query, allocation and host registration.
- * Transfers and fills are in gpu_copy.c.
+ * Transfers and fills are in gpu_copy.c, streams and events in gpu_streams.c.
  */
 #include "gpu_internal.h"
 
@@ -370,7 +370,7 @@ static gw_status device_address(void *state, void *host, void **dev) {
  * (declared here: gpu_internal.h belongs to the copy module's other users). */
 gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream);
 
-/* Streams and events are in gpu_copy.c, next to the transfers that use them. */
+/* Streams and events are in gpu_streams.c, the transfers that use them in gpu_copy.c. */
 static const gw__backend_ops gwg_ops = {
     .name = GWV_NAME,
     .id = GWV_BACKEND,

@@ -78,9 +78,10 @@ typedef struct {
 gw_status gwg_enter(int device, gwg_prev *prev);
 void gwg_leave(gwg_prev prev);
 
-/* gpu_copy.c: transfers, fills, streams and events. */
+/* gpu_copy.c: transfers and fills. */
 gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);
 gw_status gwg_fill(void *state, const gw__fillspec *f, void *stream);
+/* gpu_streams.c: synchronisation, streams and events. */
 gw_status gwg_synchronize(void *state);
 gw_status gwg_stream_create(void *state, void **stream);
 gw_status gwg_stream_destroy(void *state, void *stream);

@@ -1,5 +1,5 @@
 /*
- * Vendor shim, CUDA side. The backend sources (gpu_backend.c, gpu_copy.c) are written once
+ * Vendor shim, CUDA side. The backend sources (gpu_backend.c, gpu_copy.c, gpu_streams.c, ...) are written once
  * against the gwv_* names; this header maps them onto the CUDA runtime, vendor_hip.h onto
  * HIP. Only what really differs is code here: the pointer query (one driver-API
  * cuPointerGetAttributes call on CUDA) and the error names/classes.
