@@ -225,9 +225,10 @@ struct gw_halo {
   gw_ipc_handle ipc_handle;
   int ipc_only; /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
-  int blocking; /* this update is gw_halo_update: it synchronizes its stream before
-                   returning, so its IPC copies need no pending-work events and its
-                   "free again" tokens go after that synchronization (no event) */
+  int blocking; /* this update's unpacks are complete before it returns: gw_halo_update
+                   (it synchronizes its stream) or a plan without a queue (every copy
+                   runs to completion), so its IPC copies need no pending-work events
+                   and its "free again" tokens go once they are done (no event) */
 };
 
 /* Tags carry the plan's epoch, which every failed update advances: after a

@@ -243,7 +243,7 @@ gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m) {
 
 gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
-  if (h->blocking || !h->q) return GW_OK; /* 0 bytes after the synchronization */
+  if (h->blocking) return GW_OK; /* (no queue too) 0 bytes once the unpacks are done */
   gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
                       "path IPC: recording an unpack's event (gw__ipc_event_record)", d);
   return st == GW_OK ? halo_send_free(h, d, m, 1) : st;

@@ -174,7 +174,8 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
    * own stream, whose packs the host waits for while the caller's stream runs
    * on. */
   h->q = s && (h->info.neighbours == 0 || h->captured) && h->stream ? s : h->stream;
-  h->blocking = !split && !s;
+  /* (no queue: every copy runs to completion, so tokens go as after a synchronization) */
+  h->blocking = (!split && !s) || !h->q;
   GW_TRACE_NOW(t0);
   if (st == GW_OK) st = halo_host_post_receives(h);
   GW_TRACE_NOW(t1);

@@ -10,10 +10,14 @@
  * still be queued: only the wait for rank 1's "freed" event keeps it from overwriting the
  * buffer first (snapshot k would then hold update k+1's values); rank 1's unpack k must
  * wait for rank 0's "landed" event of pack k (else it reads the previous update's).
+ * Then a plan without a stream (stream_create refused) through split, stream-ordered and
+ * blocking updates: its unpacks complete at once, and each must still send its "free
+ * again" token.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "gpuwrap.h"
+#include "gpuwrap/cpu.h"
 #include "gpuwrap/halo.h"
 
 #include <mpi.h>
@@ -100,8 +104,44 @@ int main(int argc, char **argv) {
     g_checks++;
     for (int i = 0; i < N; i++) ASSERT_EQ_LONG(got[1 + i] == want[g_rank][k][i], 1);
   }
-  gw_stream_destroy(s);
   gw_halo_destroy(h);
+  /* A plan without a stream (the backend's stream_create says GW_ENOTSUP: copies run one by
+   * one, complete on return) through every kind of update: a split or stream-ordered one
+   * must still send each sender its "free again" token (0 bytes: its unpacks are done), or
+   * the next update waits for it forever (cpu.halo.ipc_order.np2's short TIMEOUT). */
+  gw_cpu_fail_op(GW_CPU_OP_STREAM_CREATE, 1, GW_ENOTSUP);
+  ASSERT_OK(gw_halo_create_multi(&hf, 1, cart, GW_HALO_PATH_IPC, &h));
+  ASSERT_EQ_LONG(gw_cpu_failures_injected(), 1); /* the plan's stream_create, refused */
+  gw_cpu_fail_reset();
+  for (int k = 0; k < UPDATES; k++) {
+    double *hk = gw_host_data(host[k]);
+    ASSERT_OK(gw_copy(field, host[k])); /* poisoned halo cells, this update's interior */
+    switch (k % 4) {
+    case 0:
+      ASSERT_OK(gw_halo_start(h));
+      ASSERT_OK(gw_halo_finish(h));
+      break;
+    case 1:
+      ASSERT_OK(gw_halo_update_on(h, s));
+      ASSERT_OK(gw_stream_synchronize(s));
+      break;
+    case 2:
+      ASSERT_OK(gw_halo_start_on(h, s));
+      ASSERT_OK(gw_halo_finish(h));
+      break;
+    default: ASSERT_OK(gw_halo_update(h));
+    }
+    ASSERT_OK(gw_copy(snap[k], field));
+    const double *got = gw_host_data(snap[k]);
+    if (got[mine] != want[!g_rank][k][theirs])
+      FAIL_("stream-less plan, update %d: halo cell %d holds %.17g, want rank %d's %.17g", k, mine,
+            got[mine], !g_rank, want[!g_rank][k][theirs]);
+    g_checks++;
+    for (int i = 0; i < N; i++) ASSERT_EQ_LONG(got[1 + i] == hk[1 + i], 1);
+    ASSERT_EQ_LONG(got[g_rank == 0 ? 0 : N + 1] == -1.0, 1); /* no neighbour: untouched */
+  }
+  gw_halo_destroy(h);
+  gw_stream_destroy(s);
   for (int k = 0; k < UPDATES; k++) {
     gw_release(host[k]);
     gw_release(snap[k]);
