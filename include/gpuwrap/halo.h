@@ -239,7 +239,8 @@ GW_API gw_status gw_halo_update(gw_halo *h);
 
 /**
  * Split-phase update, first half: posts every receive, then packs and sends the first
- * dim that has a remote neighbour (dims before it, copied locally, are done). Between
+ * dim that has a remote neighbour (dims before it, copied locally, are queued before its
+ * packs; like every halo cell, they are complete when gw_halo_finish returns). Between
  * start and finish the program may compute on the interior away from the faces (cells at
  * least width[d] from the halo along every dim it depends on); it must not write the
  * interior faces nor the halo cells (boundary values included: the faces carry them to

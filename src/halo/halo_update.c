@@ -210,9 +210,9 @@ gw_status gw_halo_update(gw_halo *h) {
 
 gw_status gw_halo_start(gw_halo *h) {
   gw_status st = begin(h, "gw_halo_start", 1, NULL);
-  /* Local copies of the dims before the one in flight are done when start
-   * returns (the program may then read their halos): with a dim in flight its
-   * landed packs imply it, otherwise wait here. */
+  /* Without a dim in flight (every exchange local) the copies complete here, as
+   * a start that sent nothing has nothing for finish to wait on; with one, finish
+   * completes them with the rest (the program reads no halo cell before it). */
   if (st == GW_OK && h->inflight < 0 && !h->nccl) { /* NCCL: all queued, finish waits */
     st = halo_sync_stream(h, "gw_halo_start");
     if (st != GW_OK) quiesce(h);
