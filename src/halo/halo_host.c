@@ -35,7 +35,7 @@ gw_status halo_host_post_receives(gw_halo *h) {
       /* (shared memory: the data is in our segment already; MPI says when it
        * landed) */
       int bytes = g->direct ? 0 : g->bytes;
-      int rc = MPI_Irecv(h->msg_base + g->off_recv, bytes, MPI_BYTE, hd->peer[g->side],
+      int rc = MPI_Irecv(halo_msg_at(h, g, g->off_recv), bytes, MPI_BYTE, hd->peer[g->side],
                          halo_tag(h, d, !g->side), h->comm, &hd->recv_req[m]);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
     }
@@ -54,8 +54,8 @@ static gw_status isend(gw_halo *h, int d, int m) {
   halo_dim *hd = &h->dim[d];
   const halo_msg *g = &hd->msg[m];
   int shm = g->direct;
-  int rc = MPI_Isend(h->msg_base + g->off_send, shm ? 0 : g->bytes, MPI_BYTE, hd->peer[g->side],
-                     halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
+  int rc = MPI_Isend(halo_msg_at(h, g, g->off_send), shm ? 0 : g->bytes, MPI_BYTE,
+                     hd->peer[g->side], halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
   if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
   /* shared memory: the peer's "free again" for what we just wrote into its
    * buffer, which the next pack into that buffer waits for */

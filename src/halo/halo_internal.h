@@ -253,6 +253,12 @@ static inline int halo_tag_offset(int d, int toward_high) {
 
 static inline size_t halo_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* Where offset `off` of message g lies: in the IPC block for an IPC message (an IPC-only
+ * plan has no main block: msg_base is NULL there), else in the main block. */
+static inline char *halo_msg_at(const gw_halo *h, const halo_msg *g, size_t off) {
+  return (g->ipc ? h->ipc_base : h->msg_base) + off;
+}
+
 /* halo_plan.c */
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
  * no dim. */
