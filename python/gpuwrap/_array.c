@@ -259,6 +259,14 @@ static uint16_t f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* The low n (1, 2, 4 or 8) bytes of x, as an integer of that width stores them. */
+static void store_int(unsigned char *buf, uint64_t x, size_t n) {
+  uint8_t a8 = (uint8_t)x;
+  uint16_t a16 = (uint16_t)x;
+  uint32_t a32 = (uint32_t)x;
+  memcpy(buf, n == 1 ? (void *)&a8 : n == 2 ? (void *)&a16 : n == 4 ? (void *)&a32 : (void *)&x, n);
+}
+
 /* value -> the dtype's bytes in buf (16 bytes). */
 static int pack_value(int dt, PyObject *v, unsigned char *buf) {
   switch (dt) {
@@ -281,16 +289,7 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
     long long lo = n == 8 ? INT64_MIN : -(1LL << (8 * n - 1)),
               hi = n == 8 ? INT64_MAX : (1LL << (8 * n - 1)) - 1;
     if (x < lo || x > hi) goto range;
-    int8_t a8 = (int8_t)x;
-    int16_t a16 = (int16_t)x;
-    int32_t a32 = (int32_t)x;
-    int64_t a64 = x;
-    memcpy(buf,
-           n == 1   ? (void *)&a8
-           : n == 2 ? (void *)&a16
-           : n == 4 ? (void *)&a32
-                    : (void *)&a64,
-           n);
+    store_int(buf, (uint64_t)x, n); /* (two's complement: the low n bytes) */
     return 0;
   }
   case GW_UINT8:
@@ -304,16 +303,7 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
     if (x == (unsigned long long)-1 && PyErr_Occurred()) goto range;
     size_t n = gw_dtype_size((gw_dtype)dt);
     if (n < 8 && x >> (8 * n)) goto range;
-    uint8_t a8 = (uint8_t)x;
-    uint16_t a16 = (uint16_t)x;
-    uint32_t a32 = (uint32_t)x;
-    uint64_t a64 = x;
-    memcpy(buf,
-           n == 1   ? (void *)&a8
-           : n == 2 ? (void *)&a16
-           : n == 4 ? (void *)&a32
-                    : (void *)&a64,
-           n);
+    store_int(buf, x, n);
     return 0;
   }
   case GW_FLOAT16:
