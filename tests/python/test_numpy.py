@@ -671,3 +671,19 @@ def test_wrap_object_memory_and_lifetime(ctx, counter):
     assert ctx.wrap(np.uint64(0), "float32", (0,)).size == 0  # an integer scalar is an address
     for z in (w, src):
         z.release()
+
+
+@pytest.mark.parametrize("dt", ["int8", "int16", "int32", "int64",
+                                "uint8", "uint16", "uint32", "uint64"])
+def test_fill_integers_every_width(ctx, dt):
+    """fill() stores an integer as the dtype's width does: the extremes, -1 and a fresh value,
+    over a poisoned buffer, every element checked."""
+    info = np.iinfo(dt)
+    fresh = int(rng.integers(int(info.min), int(info.max), endpoint=True, dtype=np.int64
+                             if info.min < 0 else np.uint64))
+    for v in (int(info.min), int(info.max), -1 if info.min < 0 else 1, fresh):
+        x = np.full(7, info.max // 3, dtype=dt)  # poison
+        a = ctx.wrap(x, dt, (7,))
+        a.fill(v)
+        assert (x == np.array(v, dtype=dt)).all(), (dt, v, x)
+        a.release()
