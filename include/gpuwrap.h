@@ -366,8 +366,9 @@ GW_API gw_context *gw_array_context(const gw_array *a); /**< borrowed */
  */
 GW_API gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape,
                          const int64_t *step, gw_array **out);
-/** A view with a new shape and the same element count. a must be contiguous in C order
- *  (GW_EINVAL otherwise, no copy is ever made). */
+/** A view with a new shape and the same element count. a must be contiguous in C order,
+ *  or the new shape must only add or remove extent-1 dims (its other extents are a's, in
+ *  order: they keep a's strides, any layout); GW_EINVAL otherwise, no copy is ever made. */
 GW_API gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out);
 
 /**

@@ -311,3 +311,59 @@ TEST_IMPL(reshape_to_scalar_null_shape) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* A reshape that only adds or removes extent-1 dims is a view of any layout (the Python
+ * face's a[:, 3] of a strided array): the other dims keep their strides, every element read
+ * and written lands where the parent has it; a non-contiguous array still refuses any
+ * other new shape. */
+TEST_IMPL(reshape_unit_dims_of_strided) {
+  gw_context *ctx = tst_open(0);
+  tst_leaks before = tst_leak_snapshot();
+  for (int k = 0; k < 4; k++) {
+    int64_t shape[3] = {5, 7, 6};
+    unsigned char *host = NULL;
+    gw_array *a = random_array(ctx, kinds[k], GW_INT32, 3, shape, &host);
+    if (!a) continue;
+    /* a[4:0:-2, 3, 1::2] as NumPy has it: a view with an extent-1 dim 1, then that dim gone */
+    int64_t start[3] = {4, 3, 1}, vs[3] = {2, 1, 3}, step[3] = {-2, 1, 2};
+    gw_array *v = NULL, *r = NULL, *back = NULL;
+    ASSERT_OK(gw_view(a, start, vs, step, &v));
+    int64_t r2[2] = {2, 3};
+    ASSERT_OK(gw_reshape(v, 2, r2, &r));
+    ASSERT_EQ_INT(gw_ndim(r), 2);
+    ASSERT_EQ_INT(gw_strides(r)[0], -2 * 42);
+    ASSERT_EQ_INT(gw_strides(r)[1], 2);
+    ASSERT_EQ_PTR(gw_data(r), gw_data(v));
+    ASSERT_EQ_PTR(gw_host_data(r), gw_host_data(v));
+    int32_t got[6], want[6];
+    tst_read(r, got);
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 3; j++)
+        memcpy(&want[i * 3 + j], host + 4 * ((4 - 2 * i) * 42 + 3 * 6 + 1 + 2 * j), 4);
+    ASSERT_ELEMS_EQ(got, want, 6, 4);
+    /* extent-1 dims put back anywhere, and the view written through */
+    int64_t r5[5] = {1, 2, 1, 3, 1};
+    ASSERT_OK(gw_reshape(r, 5, r5, &back));
+    ASSERT_EQ_INT(gw_strides(back)[1], -2 * 42);
+    ASSERT_EQ_INT(gw_strides(back)[3], 2);
+    int32_t fresh[6];
+    tst_random_fill((unsigned char *)fresh, sizeof fresh);
+    tst_write(back, fresh);
+    tst_read(v, got);
+    ASSERT_ELEMS_EQ(got, fresh, 6, 4);
+    /* not only extent-1 dims: still refused (it would need a copy) */
+    int64_t r6[1] = {6}, r32[2] = {3, 2};
+    gw_array *bad = (gw_array *)(uintptr_t)0x99;
+    ASSERT_STATUS(gw_reshape(r, 1, r6, &bad), GW_EINVAL);
+    ASSERT_STATUS(gw_reshape(r, 2, r32, &bad), GW_EINVAL);
+    ASSERT_EQ_PTR(bad, (gw_array *)(uintptr_t)0x99);
+    gw_release(back);
+    gw_release(r);
+    gw_release(v);
+    gw_release(a);
+    free(host);
+  }
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx);
+  return 0;
+}

@@ -203,6 +203,30 @@ gw_status gw_view(gw_array *a, const int64_t *start, const int64_t *shape, const
   return make_view(a, a->ndim, a->ndim ? shape : a->shape, strides, offset, out);
 }
 
+/* A new shape whose extents other than 1 are a's, in order: only extent-1 dims are added
+ * or removed, so every dim keeps its stride and the view is one of any layout (how the
+ * Python face drops the dims an integer index selects: a[:, 3] of a strided array). The
+ * stride of an extent-1 dim is never used; it is given the C-order value. */
+static bool unit_reshape(const gw_array *a, int ndim, const int64_t *shape, int64_t *strides) {
+  int j = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1) continue;
+    while (j < a->ndim && a->shape[j] == 1) j++;
+    if (j == a->ndim || a->shape[j] != shape[d]) return false;
+    strides[d] = a->strides[j++];
+  }
+  while (j < a->ndim && a->shape[j] == 1) j++;
+  if (j != a->ndim) return false;
+  for (int d = ndim - 1, inner = -1; d >= 0; d--) {
+    if (shape[d] != 1) {
+      inner = d;
+      continue;
+    }
+    strides[d] = inner < 0 ? 1 : mul_saturated(strides[inner], shape[inner]);
+  }
+  return true;
+}
+
 gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
@@ -223,9 +247,13 @@ gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out
   if (n != gw_numel(a))
     return gw__fail(GW_EINVAL, "shape: %lld elements, the array has %lld", (long long)n,
                     (long long)gw_numel(a));
-  if (!gw__is_c_contiguous(a))
-    return gw__fail(GW_EINVAL, "a: not C-contiguous; reshape never copies (gw_copy it first)");
   int64_t strides[GW_MAX_DIMS], s = 1;
+  if (!gw__is_c_contiguous(a)) {
+    if (!unit_reshape(a, ndim, shape, strides))
+      return gw__fail(GW_EINVAL, "a: not C-contiguous, and shape does more than add or remove "
+                                 "extent-1 dims; reshape never copies (gw_copy it first)");
+    return make_view(a, ndim, shape, strides, 0, out);
+  }
   for (int d = ndim - 1; d >= 0; d--) {
     strides[d] = s;
     /* Only an empty array can overflow here, and any strides fit an empty array. */
