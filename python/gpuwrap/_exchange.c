@@ -8,11 +8,12 @@
  * consumer calls them directly.
  *
  * Consumer (exchange_import, called first by gpuwrap.from_dlpack): the table is looked up
- * once per type and cached; the producer converts obj to a DLManagedTensorVersioned; its
- * current work stream on the tensor's device is ordered before gpuwrap's stream (the legacy
- * default stream, or the caller's) with an event on the device, never a host wait (the
- * rule __dlpack__'s stream argument gives a producer); gw_from_dlpack takes the tensor
- * (its deleter runs exactly once). Whatever is not usable (no attribute, another capsule,
+ * once per type and cached (the type held weakly, the cache bounded: lookup_api); the
+ * producer converts obj to a DLManagedTensorVersioned; its current work stream on the
+ * tensor's device is ordered before gpuwrap's stream (the legacy default stream, or the
+ * caller's) with an event on the device, never a host wait (the rule __dlpack__'s stream
+ * argument gives a producer); gw_from_dlpack takes the tensor (its deleter runs exactly
+ * once). Whatever is not usable (no attribute, another capsule,
  * a major version gpuwrap does not know, a conversion that refuses obj with an error other
  * than BufferError) answers None: from_dlpack falls back to __dlpack__.
  *
@@ -35,7 +36,8 @@
 
 static const char API_NAME[] = "dlpack_exchange_api";
 
-static PyObject *ApiCache;   /* {type: capsule of a usable table, or None} */
+/* {type address (int): (weak reference to the type, capsule | None | False)}: see lookup_api. */
+static PyObject *ApiCache;
 static PyObject *S_attr;     /* "__dlpack_c_exchange_api__" */
 static PyObject *DefaultCtx; /* gpuwrap._default_context, fetched on first need */
 static PyObject *DeviceCtx;  /* {(backend, device): Context} for tensors handed to gpuwrap */
@@ -57,32 +59,92 @@ static const DLPackExchangeAPI *usable_api(PyObject *cap) {
   return NULL;
 }
 
-/* The cached table for obj's type: 1 found (*out), 0 none, -1 exception. One attribute
- * lookup per type for the life of the process (the specification lets a consumer cache
- * it: the table lives as long as the process). */
-static int lookup_api(PyObject *obj, const DLPackExchangeAPI **out) {
+/* At most this many types are remembered; a new one past it starts the cache afresh (each
+ * type is looked up again on its next use: one attribute lookup). */
+#define API_CACHE_MAX 1024
+
+/* The callback of an entry's weak reference (bound to the entry's key): the type is going,
+ * so is its entry, unless a newer type at the same address has replaced it. */
+static PyObject *api_cache_drop(PyObject *key, PyObject *ref) {
+  PyObject *e = PyDict_GetItemWithError(ApiCache, key);
+  if (e && PyTuple_GET_ITEM(e, 0) == ref) {
+    if (PyDict_DelItem(ApiCache, key) < 0) return NULL;
+  } else if (!e && PyErr_Occurred()) {
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+static PyMethodDef api_cache_drop_def = {"_api_cache_drop", api_cache_drop, METH_O, NULL};
+
+/* Whether weak reference `ref` still refers to `type`. */
+static int refers_to(PyObject *ref, PyObject *type) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject *o = NULL;
+  if (PyWeakref_GetRef(ref, &o) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  Py_XDECREF(o); /* only compared */
+  return o == type;
+#else
+  return PyWeakref_GetObject(ref) == type;
+#endif
+}
+
+/* The table for obj's type: 1 found (*out, and *keep: a reference to its capsule that the
+ * caller drops after its last use of the table: the capsule may own it), 0 none, -1
+ * exception. One attribute lookup per type while the type lives (the specification lets a
+ * consumer cache it). The cache must not keep the type alive: a program that makes classes
+ * (one per model, per test) would keep every one it ever passed to from_dlpack. So an
+ * entry holds the type only weakly (its callback removes the entry when the type goes),
+ * and the cache is bounded. The capsule is held: a type's attribute may be replaced while
+ * the type lives, and the table must outlive this call. */
+static int lookup_api(PyObject *obj, const DLPackExchangeAPI **out, PyObject **keep) {
   PyObject *type = (PyObject *)Py_TYPE(obj);
+  PyObject *key = PyLong_FromVoidPtr(type);
+  if (!key) return -1;
   /* Cached: the capsule; None (no attribute); False (one gpuwrap cannot use). */
-  PyObject *cap = PyDict_GetItemWithError(ApiCache, type);
+  PyObject *e = PyDict_GetItemWithError(ApiCache, key), *cap = NULL;
+  if (e && refers_to(PyTuple_GET_ITEM(e, 0), type)) {
+    cap = Py_NewRef(PyTuple_GET_ITEM(e, 1));
+  } else if (!e && PyErr_Occurred()) {
+    Py_DECREF(key);
+    return -1;
+  }
   if (!cap) {
-    if (PyErr_Occurred()) return -1;
     PyObject *attr = PyObject_GetAttr(type, S_attr);
     if (!attr) {
-      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        Py_DECREF(key);
+        return -1;
+      }
       PyErr_Clear();
     }
-    cap = !attr ? Py_None : usable_api(attr) ? attr : Py_False;
-    int r = PyDict_SetItem(ApiCache, type, cap);
-    Py_XDECREF(attr); /* the cache keeps it */
-    if (r < 0) return -1;
+    cap = Py_NewRef(!attr ? Py_None : usable_api(attr) ? attr : Py_False);
+    Py_XDECREF(attr);
+    PyObject *cb = PyCFunction_New(&api_cache_drop_def, key);
+    PyObject *ref = cb ? PyWeakref_NewRef(type, cb) : NULL;
+    Py_XDECREF(cb); /* the weak reference keeps it */
+    PyObject *entry = ref ? PyTuple_Pack(2, ref, cap) : NULL;
+    Py_XDECREF(ref);
+    if (entry && PyDict_GET_SIZE(ApiCache) >= API_CACHE_MAX) PyDict_Clear(ApiCache);
+    int r = entry ? PyDict_SetItem(ApiCache, key, entry) : -1;
+    Py_XDECREF(entry);
+    if (r < 0) PyErr_Clear(); /* not cached (a type without weak references): looked up again */
   }
-  if (cap == Py_None) return 0;
-  if (cap == Py_False) {
-    atomic_fetch_add(&n_fallback, 1);
+  Py_DECREF(key);
+  if (cap == Py_None || cap == Py_False) {
+    if (cap == Py_False) atomic_fetch_add(&n_fallback, 1);
+    Py_DECREF(cap);
     return 0;
   }
   *out = usable_api(cap);
+  *keep = cap;
   return 1;
+}
+
+static PyObject *exchange_cache_size(PyObject *m, PyObject *unused) {
+  return PyLong_FromSsize_t(PyDict_GET_SIZE(ApiCache));
 }
 
 /* A gpuwrap.Context's open handle; NULL with TypeError (not a Context) or ValueError (closed). */
@@ -134,27 +196,15 @@ static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice
   return 0;
 }
 
-/* exchange_import(ctx, obj, native): a gpuwrap Array through the producer's exchange API,
- * or None when from_dlpack must use __dlpack__. native: None (gpuwrap's synchronous calls:
- * the legacy default stream) or the handle of the stream the caller uses. */
-static PyObject *exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "exchange_import(ctx, obj, native)");
-    return NULL;
-  }
-  PyObject *obj = args[1];
-  const DLPackExchangeAPI *api = NULL;
-  int found = lookup_api(obj, &api);
-  if (found <= 0) {
-    if (found < 0) return NULL;
-    Py_RETURN_NONE;
-  }
+/* exchange_import with the table of obj's type. */
+static PyObject *exchange_import_with(const DLPackExchangeAPI *api, PyObject *ctx, PyObject *obj,
+                                      PyObject *native_o) {
   void *native = NULL;
-  if (args[2] != Py_None) {
-    native = PyLong_AsVoidPtr(args[2]);
+  if (native_o != Py_None) {
+    native = PyLong_AsVoidPtr(native_o);
     if (!native && PyErr_Occurred()) return NULL;
   }
-  gw_context *ch = context_of(args[0]);
+  gw_context *ch = context_of(ctx);
   if (!ch) return NULL;
   DLManagedTensorVersioned *t = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0 || !t) {
@@ -186,6 +236,26 @@ static PyObject *exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t 
   if (s != GW_OK) return raise_status((0) ? BufErrorType : ErrorType, "from_dlpack", s);
   atomic_fetch_add(&n_fast, 1);
   return array_new(out);
+}
+
+/* exchange_import(ctx, obj, native): a gpuwrap Array through the producer's exchange API,
+ * or None when from_dlpack must use __dlpack__. native: None (gpuwrap's synchronous calls:
+ * the legacy default stream) or the handle of the stream the caller uses. */
+static PyObject *exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "exchange_import(ctx, obj, native)");
+    return NULL;
+  }
+  PyObject *obj = args[1], *keep = NULL;
+  const DLPackExchangeAPI *api = NULL;
+  int found = lookup_api(obj, &api, &keep);
+  if (found <= 0) {
+    if (found < 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  PyObject *r = exchange_import_with(api, args[0], obj, args[2]);
+  Py_DECREF(keep); /* after the table's last use */
+  return r;
 }
 
 static PyObject *exchange_counts(PyObject *m, PyObject *unused) {
@@ -238,30 +308,32 @@ static int api_from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   return r;
 }
 
+/* The non-owning view: placed by the library's own export (gw_to_dlpack), the one function
+ * that computes data, byte_offset and device for every DLPack face (the managed conversion,
+ * __dlpack__), so the two conversions cannot disagree: a rule of its own here gave NULL for
+ * the CPU model's device memory (kDLCPU, but no host address). The export's block is freed
+ * at once (its deleter drops only the reference it took on `a`); the shape and strides are
+ * the array's own (never NULL), valid while the producer's object is, which the caller holds
+ * across the call. */
 static int api_dltensor_from_py_object(void *py_object, DLTensor *out) {
   gw_array *a = producer_array(py_object);
   if (!a) return -1;
   int type;
   gw_retain(a);
   int r = producer_ready(a, &type);
-  /* Shape and strides are the array's own (never NULL): valid while the producer's object
-   * is, which the caller holds across the call. */
+  DLManagedTensorVersioned *t = NULL;
   if (r == 0) {
-    int host = type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
-    DLDevice d;
-    (void)gw_dlpack_device(a, &d); /* succeeded in producer_ready */
-    static const DLDataType dt[GW_DTYPE_COUNT] = {
-        {kDLBool, 8, 1},   {kDLInt, 8, 1},      {kDLInt, 16, 1},     {kDLInt, 32, 1},
-        {kDLInt, 64, 1},   {kDLUInt, 8, 1},     {kDLUInt, 16, 1},    {kDLUInt, 32, 1},
-        {kDLUInt, 64, 1},  {kDLFloat, 16, 1},   {kDLBfloat, 16, 1},  {kDLFloat, 32, 1},
-        {kDLFloat, 64, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1}};
-    *out = (DLTensor){.data = host ? gw_host_data(a) : gw_data(a),
-                      .device = d,
-                      .ndim = gw_ndim(a),
-                      .dtype = dt[gw_array_dtype(a)],
-                      .shape = (int64_t *)gw_shape(a),
-                      .strides = (int64_t *)gw_strides(a),
-                      .byte_offset = 0};
+    gw_status s = gw_to_dlpack(a, &t);
+    if (s != GW_OK) {
+      raise_status((s == GW_ENOTSUP) ? BufErrorType : ErrorType, "gw_to_dlpack", s);
+      r = -1;
+    }
+  }
+  if (r == 0) {
+    *out = t->dl_tensor;
+    out->shape = (int64_t *)gw_shape(a);
+    out->strides = (int64_t *)gw_strides(a);
+    t->deleter(t);
   }
   gw_release(a);
   return r;
@@ -667,6 +739,8 @@ static PyObject *exchange_call(PyObject *m, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"exchange_import", (PyCFunction)(void (*)(void))exchange_import, METH_FASTCALL, NULL},
+    {"_exchange_cache_size", exchange_cache_size, METH_NOARGS,
+     "types the exchange-API cache remembers now"},
     {"exchange_counts", exchange_counts, METH_NOARGS,
      "(imports through the exchange API, fallbacks)"},
     {"exchange_produced", exchange_produced, METH_NOARGS, "tensors gpuwrap's exchange API made"},

@@ -278,3 +278,152 @@ def test_stream_query_failure_deletes_tensor(ctx):
         _c._exchange_test_set(None, 0)
     c1, d1, _ = fresh_counts()
     assert (c1 - c0, d1 - d0) == (1, 1), "the tensor taken was deleted once"
+
+
+# ---- issue 43 item 3: both conversions place the data alike -------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", ctypes.c_uint8 * 4), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _Managed(ctypes.Structure):
+    pass
+
+
+_Managed._fields_ = [("version", ctypes.c_uint32 * 2), ("manager_ctx", ctypes.c_void_p),
+                     ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))),
+                     ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+# PYFUNCTYPE: called with the GIL held (the table's rule), an error raised as the exception set.
+_FromPy = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.POINTER(_Managed)))
+_ViewPy = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(_DLTensor))
+
+
+def _gpuwrap_table():
+    """gpuwrap's managed_tensor_from_py_object_no_sync and dltensor_from_py_object_no_sync,
+    read from the capsule as a C consumer reads them."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    p = get(gpuwrap.Array.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    fns = (ctypes.c_void_p * 5).from_address(p + 16)  # allocator, from, to, dltensor, stream
+    return _FromPy(fns[1]), _ViewPy(fns[3])
+
+
+def _placements(a):
+    """(data, byte_offset, (device_type, device_id), shape, strides) from each conversion."""
+    managed, view = _gpuwrap_table()
+    out = ctypes.POINTER(_Managed)()
+    assert managed(a, ctypes.byref(out)) == 0
+    t = out.contents.dl_tensor
+    m = (t.data, t.byte_offset, (t.device.device_type, t.device.device_id),
+         tuple(t.shape[i] for i in range(t.ndim)), tuple(t.strides[i] for i in range(t.ndim)))
+    out.contents.deleter(out)
+    d = _DLTensor()
+    assert view(a, ctypes.byref(d)) == 0
+    v = (d.data, d.byte_offset, (d.device.device_type, d.device.device_id),
+         tuple(d.shape[i] for i in range(d.ndim)), tuple(d.strides[i] for i in range(d.ndim)))
+    return m, v
+
+
+@pytest.mark.parametrize("kind", ["device", "pinned", "managed", "host"])
+def test_exchange_view_and_managed_place_alike(ctx, kind):
+    """dltensor_from_py_object_no_sync gave data NULL for the CPU model's device memory while
+    managed_tensor_from_py_object_no_sync gave its address: both must give the same data,
+    byte_offset and device, the array's own address, for every kind and for views with an
+    offset (negative steps too)."""
+    a = ctx.alloc(kind, "float32", (6, 8))
+    views = [a, a.view((1, 2), (3, 4)), a.view((5, 7), (3, 4), (-2, -2)), a.view((2, 0), (1, 8)),
+             a.view((4, 3), (2, 2), (1, -1))]
+    refused = False
+    for v in views:
+        try:
+            m, w = _placements(v)
+        except BufferError as e:  # a model that refuses to export this kind: both must
+            managed, view = _gpuwrap_table()  # (the managed conversion raised: the view must)
+            with pytest.raises(type(e)):
+                view(v, ctypes.byref(_DLTensor()))
+            refused = True
+            continue
+        assert m == w, (kind, v.shape, m, w)
+        data, off, dev, shape, strides = w
+        assert data is not None and data != 0
+        assert dev == tuple(v.__dlpack_device__())
+        # the address of element 0: the host one for a host device type (kDLCPU, pinned
+        # kinds), else the device one, as the array reports them
+        host_type = dev[0] in (gpuwrap.kDLCPU, gpuwrap.kDLCUDAHost, gpuwrap.kDLROCMHost)
+        want = v.host_ptr if host_type and v.host_ptr is not None else v.data_ptr
+        assert data + off == want
+        assert shape == v.shape and strides == v.strides
+    if refused:
+        return
+    # the offset of a view is its parent's plus its start, in bytes
+    m0, _ = _placements(a)
+    m1, _ = _placements(views[1])
+    assert (m1[0] + m1[1]) - (m0[0] + m0[1]) == (1 * 8 + 2) * 4
+
+
+# ---- issue 43 item 4: the table cache holds no type ----------------------------------------------
+
+def _dynamic_classes(n, with_api):
+    """n classes made at run time, each a producer (the test table, or only __dlpack__)."""
+    made = []
+    for i in range(n):
+        body = {"__init__": lambda self, x: setattr(self, "x", x),
+                "__dlpack__": lambda self, **kw: self.x.__dlpack__(),
+                "__dlpack_device__": lambda self: (1, 0)}
+        if with_api:
+            body["__dlpack_c_exchange_api__"] = _c._exchange_test_api("dlpack_exchange_api", 1, -1)
+        made.append(type(f"Dyn{i}", (), body))
+    return made
+
+
+@pytest.mark.parametrize("with_api", [True, False])
+def test_exchange_cache_keeps_no_type_alive(ctx, with_api):
+    """from_dlpack's table cache kept every producer type alive (3000 of 3000 classes made at
+    run time survived gc): an entry must hold its type weakly, and the cache stay bounded,
+    while a type seen before still goes through its table."""
+    import weakref
+    n = 3000
+    classes = _dynamic_classes(n, with_api)
+    refs = [weakref.ref(c) for c in classes]
+    fast0 = _c.exchange_counts()[0]
+    x = np.arange(12.0)
+    for c in classes:
+        obj = c(x)
+        if with_api:
+            spec = (x.__array_interface__["data"][0], (2, 64), (12,), (1,), 0, False, (1, 0))
+            obj._spec = spec
+        a = gpuwrap.from_dlpack(obj, ctx)
+        assert np.array_equal(np.asarray(a), x)
+        a.release()
+        del a, obj
+        assert _c._exchange_cache_size() <= 1024  # bounded however many types come
+    if with_api:
+        assert _c.exchange_counts()[0] - fast0 == n  # every one through its table
+    del classes, c
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive <= 1, f"{alive} of {n} producer types survived gc"
+    # a type seen before is still remembered (one entry while it lives) and still converted
+    # through its table
+    P = make_producer()
+    y = rng.standard_normal(64)
+    p = P(y)
+    before = _c.exchange_counts()[0]
+    size0 = _c._exchange_cache_size()
+    for _ in range(100):
+        b = gpuwrap.from_dlpack(p, ctx)
+        assert np.array_equal(np.asarray(b), y)
+    assert _c.exchange_counts()[0] - before == 100
+    assert _c._exchange_cache_size() <= size0 + 1
+    assert P.python_calls == 0
+    r = weakref.ref(P)
+    del P, p, b
+    gc.collect()
+    assert r() is None
