@@ -83,7 +83,7 @@ _c = _loader.load_extension()
 
 __all__ = [
     "Array", "Context", "ExternalStream", "GpuwrapError", "IpcHandle", "Stream", "from_dlpack",
-    "info", "load_library",
+    "info", "info_report", "load_library",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "kDLROCMHost", "kDLCUDAManaged",
 ]
 
@@ -257,15 +257,45 @@ def _library_version():
 __version__ = _library_version()  # the loaded library's, from CMake's project(VERSION)
 
 
-def info(settings=False, json=False):
+def _info_flags(settings, json):
+    return (_c.INFO_ALL_SETTINGS if settings else 0) | (_c.INFO_JSON if json else 0)
+
+
+def info(settings=False, json=False, file=None):
     """Print what `gpuwrap info` prints (backends, devices, capabilities, settings): the
     library's own report, gw_info_report. settings=True: every GPUWRAP_* setting with its
     default, value and doc (`--settings`); json=True: the report as one JSON object
-    (`--json`). Returns 0; a setting that is set but not valid raises GpuwrapError
-    (GW_EINVAL naming it) after the report is printed."""
+    (`--json`). file: where to write it (any object with .write; None: the process's
+    stdout, in order with what Python printed before). Returns 0; a setting that is set but
+    not valid raises GpuwrapError (GW_EINVAL naming it) after the report is printed. To
+    keep the report instead: info_report()."""
+    if file is not None:
+        text, status, detail = _c.info_text(_info_flags(settings, json))
+        file.write(text)
+        if status != 0:
+            raise GpuwrapError("gw_info_report", status, detail)
+        return 0
     sys.stdout.flush()  # the report goes through C's stdout: after what Python wrote
-    _c.info((_c.INFO_ALL_SETTINGS if settings else 0) | (_c.INFO_JSON if json else 0))
+    _c.info(_info_flags(settings, json))
     return 0
+
+
+def info_report(settings=False, as_dict=False):
+    """The report info() prints, returned: a str (the text of `gpuwrap info`), or with
+    as_dict=True the JSON form (`gpuwrap info --json`) as a dict: "version", "backends"
+    (each with its devices and what they can do), "auto", "settings". settings=True: every
+    GPUWRAP_* setting, not only those set. A setting that is set but not valid raises
+    GpuwrapError (GW_EINVAL naming it), whose .report holds the report all the same."""
+    text, status, detail = _c.info_text(_info_flags(settings, as_dict))
+    result = text
+    if as_dict:
+        import json as _json
+        result = _json.loads(text)
+    if status != 0:
+        e = GpuwrapError("gw_info_report", status, detail)
+        e.report = result
+        raise e
+    return result
 
 
 # ---- streams ------------------------------------------------------------------------------
@@ -494,7 +524,15 @@ def from_dlpack(obj, ctx=None, stream=None):
         return a
     if _is_capsule(obj):
         cap = obj
-    elif hasattr(obj, "__dlpack__") or not hasattr(obj, "__cuda_array_interface__"):
+    elif not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(
+            f"from_dlpack: a {type(obj).__name__} is not an array gpuwrap can import: expected an "
+            "object with __dlpack__ (the DLPack protocol: NumPy, CuPy, PyTorch, JAX arrays...), "
+            "a type with __dlpack_c_exchange_api__, a DLPack capsule ('dltensor' or "
+            "'dltensor_versioned'), or an object with __cuda_array_interface__"
+            + (" (for a Python sequence, make an array first: np.asarray(x))"
+               if isinstance(obj, (list, tuple, range)) else ""))
+    elif hasattr(obj, "__dlpack__"):
         try:
             cap = _take_capsule(obj, native)  # DLPack first: its stream protocol needs no host wait
         except BufferError as e:

@@ -321,6 +321,13 @@ static int pack_value(int dt, PyObject *v, unsigned char *buf) {
       uint16_t b = f32_to_bf16((float)d);
       memcpy(buf, &b, 2);
     } else if (PyFloat_Pack2(d, (char *)buf, PY_LITTLE_ENDIAN) < 0) {
+      /* Python's own words would name the struct module's 'e' format, not the fill. */
+      if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+      PyErr_Clear();
+      PyErr_Format(PyExc_OverflowError,
+                   "fill: %R is out of range for float16 (its finite values are -65504 "
+                   "to 65504; pass float('inf') for infinity)",
+                   v);
       return -1;
     }
     return 0;

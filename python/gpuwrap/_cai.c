@@ -21,7 +21,8 @@ static int c_contiguous(const int64_t *shape, const int64_t *strides, int n) {
 
 /* The dict both interfaces share: shape, typestr, data, strides (bytes, None when C
  * contiguous), version 3 (+ stream for the CUDA one). */
-static PyObject *interface_dict(gw_array *h, void *data, int with_stream, PyObject *stream) {
+static PyObject *interface_dict(gw_array *h, const char *typestr, void *data, int with_stream,
+                                PyObject *stream) {
   int dt = gw_array_dtype(h), nd = gw_ndim(h);
   const int64_t *sp = gw_shape(h), *tp = gw_strides(h);
   PyObject *shape = int64_tuple(sp, nd, 1);
@@ -31,11 +32,11 @@ static PyObject *interface_dict(gw_array *h, void *data, int with_stream, PyObje
   PyObject *d = NULL;
   if (shape && strides) {
     if (with_stream)
-      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", TYPESTR[dt],
-                        "data", PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False,
-                        "strides", strides, "version", 3, "stream", stream);
+      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", typestr, "data",
+                        PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False, "strides",
+                        strides, "version", 3, "stream", stream);
     else
-      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", TYPESTR[dt], "data",
+      d = Py_BuildValue("{s:O,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", typestr, "data",
                         PyLong_FromVoidPtr(data), gw_is_readonly(h) ? Py_True : Py_False, "strides",
                         strides, "version", 3);
   }
@@ -82,7 +83,7 @@ PyObject *Array_get_cai(ArrayObject *a, void *u) {
     Py_DECREF(stream);
     return arr_get(a), NULL;
   }
-  PyObject *d = interface_dict(a->h, data, 1, stream);
+  PyObject *d = interface_dict(a->h, TYPESTR[dt], data, 1, stream);
   Py_DECREF(stream);
   return d;
 }
@@ -98,11 +99,12 @@ PyObject *Array_get_ai(ArrayObject *a, void *u) {
                  PyUnicode_AsUTF8(KindNames[gw_kind(h) < 5 ? gw_kind(h) : 0]));
     return NULL;
   }
+  /* NumPy has no bfloat16: its elements are given as what they are to NumPy, two opaque
+   * bytes ('|V2', the same memory), which .view(np.uint16) shows as their bits and
+   * .view(ml_dtypes.bfloat16) as numbers. A TypeError would leave no way to share the
+   * memory with NumPy at all. */
   int dt = gw_array_dtype(h);
-  if (!TYPESTR[dt]) {
-    PyErr_Format(PyExc_AttributeError, "__array_interface__: NumPy has no %s", DTYPE_STR[dt]);
-    return NULL;
-  }
+  const char *typestr = dt == GW_BFLOAT16 ? "|V2" : TYPESTR[dt];
   if (gw_array_pending(h)) {
     gw_retain(h);
     uintptr_t r = aux_wait(h, 1, NULL);
@@ -117,7 +119,7 @@ PyObject *Array_get_ai(ArrayObject *a, void *u) {
    * address points at a dummy that is never read nor written. */
   static _Alignas(16) unsigned char no_elements[16];
   if (!hp) hp = no_elements;
-  return interface_dict(h, hp, 0, NULL);
+  return interface_dict(h, typestr, hp, 0, NULL);
 }
 
 PyObject *Array_array(ArrayObject *a, PyObject *args, PyObject *kw) {

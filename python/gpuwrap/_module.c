@@ -209,6 +209,29 @@ static PyObject *mod_info(PyObject *m, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+/* info_text(flags): the same report as a str (gw_info_report into a memory stream), with
+ * what the call returned: (text, status, detail); the caller raises, keeping the text. */
+static PyObject *mod_info_text(PyObject *m, PyObject *arg) {
+  long long flags;
+  if (int_arg(arg, "info: flags", -1, 0, UINT_MAX, &flags, NULL) < 0) return NULL;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return PyErr_SetFromErrno(PyExc_OSError);
+  gw_status s;
+  int closed;
+  char detail[512] = "";
+  PyObject *r = NULL;
+  Py_BEGIN_ALLOW_THREADS s = gw_info_report(f, (unsigned)flags);
+  if (s != GW_OK) snprintf(detail, sizeof detail, "%s", gw_last_error()); /* this thread's */
+  closed = fclose(f);
+  Py_END_ALLOW_THREADS r = closed == 0 && buf
+                               ? Py_BuildValue("(s#is)", buf, (Py_ssize_t)len, (int)s, detail)
+                               : PyErr_NoMemory(); /* the memory stream's */
+  free(buf);
+  return r;
+}
+
 static PyObject *mod_init(PyObject *m, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OOOOOOO", &ErrorType, &BufErrorType, &ResolveDtype, &OfferType,
                         &ArrayHook, &DtypeCache, &InterfaceMemory))
@@ -235,6 +258,8 @@ static PyMethodDef mod_methods[] = {
     {"last_error", mod_last_error, METH_NOARGS, NULL},
     {"library_path", mod_library_path, METH_NOARGS, NULL},
     {"info", mod_info, METH_O, "info(flags): print gw_info_report(stdout, flags)."},
+    {"info_text", mod_info_text, METH_O,
+     "info_text(flags): (the report as a str, gw_info_report's status, its detail)."},
     {NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_gpuwrap", NULL, -1, mod_methods};

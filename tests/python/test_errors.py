@@ -176,3 +176,39 @@ def test_int_arguments_checked_before_conversion(ctx):
     with pytest.raises(OverflowError, match=f"kind: {big + 1} does not fit"):
         ctx.alloc(big + 1, "float32", (1,))
     a.release()
+
+
+def test_from_dlpack_of_what_is_not_an_array(ctx):
+    """from_dlpack([1, 2, 3]) gave a bare AttributeError ('list' object has no attribute
+    '__dlpack__'): a TypeError naming what is accepted."""
+    for obj in ([1, 2, 3], (1.0,), 3.5, object(), "abc"):
+        with pytest.raises(TypeError) as e:
+            gpuwrap.from_dlpack(obj, ctx)
+        msg = str(e.value)
+        assert type(obj).__name__ in msg and "__dlpack__" in msg and "capsule" in msg, msg
+        assert "__cuda_array_interface__" in msg and "__dlpack_c_exchange_api__" in msg, msg
+    with pytest.raises(TypeError, match=r"np\.asarray"):
+        gpuwrap.from_dlpack([1, 2, 3], ctx)
+    # what is accepted still is
+    x = np.arange(4.0)
+    assert np.array_equal(np.asarray(gpuwrap.from_dlpack(x, ctx)), x)
+
+
+def test_float16_fill_out_of_range(ctx):
+    """A float16 fill out of range spoke the struct module's words ('float too large to pack
+    with e format'): gpuwrap's own, with the range; the array is left as it was."""
+    a = ctx.alloc("host", "float16", (5,))
+    a.fill(2.5)
+    for v in (65520.0, -1e5, 1e300):
+        with pytest.raises(OverflowError) as e:
+            a.fill(v)
+        msg = str(e.value)
+        assert msg.startswith("fill: ") and "float16" in msg and "65504" in msg, msg
+        assert "pack" not in msg and "format" not in msg, msg
+        assert (np.asarray(a) == 2.5).all()
+    for v, want in ((65504.0, 65504.0), (65519.0, 65504.0), (-65504.0, -65504.0),
+                    (float("inf"), np.inf)):
+        a.fill(v)
+        assert (np.asarray(a) == want).all(), v
+    a.fill(float("nan"))
+    assert np.isnan(np.asarray(a)).all()

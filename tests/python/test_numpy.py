@@ -107,8 +107,31 @@ def test_bfloat16(ctx):
     a.fill(1.5)
     raw = (ctypes.c_uint16 * 4).from_address(a.host_ptr)
     assert list(raw) == [0x3FC0] * 4
-    assert not hasattr(a, "__array_interface__")  # NumPy has no bfloat16
     a.release()
+
+
+def test_bfloat16_to_numpy(ctx):
+    """np.asarray of a bfloat16 array gave AttributeError: NumPy has no bfloat16, so its
+    elements come as two opaque bytes ('|V2') over the same memory, which .view(np.uint16)
+    shows as their bits (documented in docs/API.md)."""
+    bits = rng.integers(0, 1 << 16, size=(3, 5), dtype=np.uint16)
+    for kind in ("host", "pinned", "managed"):
+        a = ctx.alloc(kind, "bfloat16", (3, 5))
+        w = ctx.wrap(a.host_ptr, "uint16", (3, 5))
+        np.asarray(w)[...] = bits
+        n = np.asarray(a)
+        assert n.dtype == np.dtype("V2") and n.shape == (3, 5)
+        assert n.ctypes.data == a.host_ptr  # the same memory, no copy
+        assert np.array_equal(n.view(np.uint16), bits)
+        v = a.view((2, 4), (2, 3), (-1, -2))  # strided too
+        assert np.array_equal(np.asarray(v).view(np.uint16), bits[2::-1, 4::-2][:2, :3])
+        a.fill(1.5)  # writes seen through NumPy's view, and NumPy's writes through gpuwrap
+        assert (n.view(np.uint16) == 0x3FC0).all()
+        n.view(np.uint16)[0, 0] = 0x4000  # 2.0
+        assert np.asarray(w)[0, 0] == 0x4000
+        w.release()
+        del n
+        a.release()
 
 
 def test_from_numpy(ctx):

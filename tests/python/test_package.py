@@ -156,3 +156,36 @@ def test_private_abi_mismatch_fails_the_import(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=dict(os.environ), cwd="/")
     assert f"has private ABI {abi}, this extension was built for private ABI {abi + 1000}" in r.stdout, r.stdout
+
+
+def test_info_report_returned():
+    """gpuwrap.info() could only print: info_report() returns the text, info_report(as_dict=
+    True) the JSON form as a dict, and info(file=...) writes to a Python file object."""
+    import io
+    text = gpuwrap.info_report()
+    assert text.startswith("gpuwrap ") and "backend cpu: present" in text and "auto picks:" in text
+    d = gpuwrap.info_report(as_dict=True)
+    assert d["version"] == gpuwrap.__version__
+    assert any(b.get("name") == "cpu" for b in d["backends"]), d["backends"]
+    every = gpuwrap.info_report(settings=True, as_dict=True)
+    names = [s["name"] for s in every["settings"]]
+    assert "GPUWRAP_BACKEND" in names and len(names) == len(set(names)) > 10
+    assert "GPUWRAP_CPU_STREAM_DELAY_US" in gpuwrap.info_report(settings=True)
+    f = io.StringIO()
+    assert gpuwrap.info(file=f) == 0
+    assert f.getvalue() == text  # the same report, whichever way it is asked for
+
+
+def test_info_report_bad_setting_keeps_report():
+    code = ("import gpuwrap, io\n"
+            "try:\n    gpuwrap.info_report()\nexcept gpuwrap.GpuwrapError as e:\n"
+            "    print('raised', e.name, e.detail, e.report.startswith('gpuwrap '))\n"
+            "f = io.StringIO()\n"
+            "try:\n    gpuwrap.info(file=f)\nexcept gpuwrap.GpuwrapError as e:\n"
+            "    print('file', e.name, f.getvalue().startswith('gpuwrap '))\n")
+    env = dict(os.environ, GPUWRAP_BACKEND="nonsense")
+    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, cwd="/")
+    assert "raised GW_EINVAL GPUWRAP_BACKEND='nonsense'" in r.stdout and "True" in r.stdout, \
+        (r.stdout, r.stderr)
+    assert "file GW_EINVAL True" in r.stdout, (r.stdout, r.stderr)
