@@ -251,6 +251,118 @@ static PyObject *Array_view(ArrayObject *a, PyObject *args, PyObject *kw) {
   return array_new(out);
 }
 
+/* a[index]: NumPy's basic slicing, as a view sharing the memory (it keeps the memory
+ * alive). An index is an int (the dim goes; negative counts from the end; out of range:
+ * IndexError), a slice (any step, negative too), Ellipsis (once: the dims it stands for
+ * are whole), or a tuple of these; dims left over are whole. All ints: a 0-d view.
+ * Anything else (None, lists, arrays, bools) is advanced indexing, which needs a copy or a
+ * gather gpuwrap never makes: TypeError, pointing to the consumer library. Built from
+ * gw_view (start, extent, step per dim), then gw_reshape without the dims the ints took
+ * (a reshape that only drops extent-1 dims is a view of any layout). */
+static PyObject *not_basic(PyObject *item) {
+  PyErr_Format(PyExc_TypeError,
+               "gpuwrap.Array index: %s is not basic slicing (ints, slices, ..., or a tuple of "
+               "them); gpuwrap makes views only: for advanced indexing (lists, arrays, booleans, "
+               "None/newaxis) use the consumer library on the shared memory (np.asarray(a)[...], "
+               "cupy.from_dlpack(a)[...], torch.from_dlpack(a)[...])",
+               Py_TYPE(item)->tp_name);
+  return NULL;
+}
+
+/* A bool is a mask to NumPy (advanced indexing), never the int 0 or 1 it converts to;
+ * NumPy's bool scalar is one too (NumPy 1.x converts it to an index with a warning). */
+static int is_bool(PyObject *o) {
+  const char *t = Py_TYPE(o)->tp_name;
+  return PyBool_Check(o) || !strcmp(t, "numpy.bool_") || !strcmp(t, "numpy.bool");
+}
+
+static PyObject *Array_subscript(ArrayObject *a, PyObject *index) {
+  ARR_OR_NULL(a, h);
+  int nd = gw_ndim(h);
+  const int64_t *pshape = gw_shape(h);
+  PyObject *tuple = PyTuple_Check(index) ? Py_NewRef(index) : PyTuple_Pack(1, index);
+  if (!tuple) return NULL;
+  Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+  int64_t start[GW_MAX_DIMS], shape[GW_MAX_DIMS], step[GW_MAX_DIMS], keep[GW_MAX_DIMS];
+  int used = 0, ellipsis = -1, kept = 0;
+  /* First pass: what each item is, and how many dims the items other than ... take. */
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *it = PyTuple_GET_ITEM(tuple, i);
+    if (it == Py_Ellipsis) {
+      if (ellipsis >= 0) {
+        Py_DECREF(tuple);
+        PyErr_SetString(PyExc_IndexError,
+                        "gpuwrap.Array index: an index can only have a single ellipsis ('...')");
+        return NULL;
+      }
+      ellipsis = (int)i;
+    } else if (PySlice_Check(it) || (!is_bool(it) && PyIndex_Check(it))) {
+      used++;
+    } else {
+      Py_DECREF(tuple);
+      return not_basic(it);
+    }
+  }
+  if (used > nd) {
+    Py_DECREF(tuple);
+    PyErr_Format(PyExc_IndexError,
+                 "gpuwrap.Array index: too many indices: the array is %d-dimensional, but %d "
+                 "were indexed",
+                 nd, used);
+    return NULL;
+  }
+  /* Second pass: start, extent and step per dim; `keep` the extents of the dims kept. */
+  int d = 0;
+  for (Py_ssize_t i = 0; i <= n; i++) {
+    PyObject *it = i < n ? PyTuple_GET_ITEM(tuple, i) : NULL;
+    if (!it || it == Py_Ellipsis) { /* whole dims: those ... stands for, or those left over */
+      for (int stop = it ? d + nd - used : nd; d < stop; d++) {
+        start[d] = 0, shape[d] = pshape[d], step[d] = 1;
+        keep[kept++] = pshape[d];
+      }
+    } else if (PySlice_Check(it)) {
+      Py_ssize_t b, e, st;
+      if (PySlice_Unpack(it, &b, &e, &st) < 0) goto fail; /* a step of 0: ValueError */
+      Py_ssize_t len = PySlice_AdjustIndices((Py_ssize_t)pshape[d], &b, &e, st);
+      start[d] = b, shape[d] = len, step[d] = st;
+      keep[kept++] = len;
+      d++;
+    } else {
+      Py_ssize_t v = PyNumber_AsSsize_t(it, PyExc_IndexError);
+      if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* an array of more than one element */
+          PyErr_Clear();
+          not_basic(it);
+        }
+        goto fail;
+      }
+      int64_t at = v < 0 ? (int64_t)v + pshape[d] : (int64_t)v;
+      if (at < 0 || at >= pshape[d]) {
+        PyErr_Format(PyExc_IndexError,
+                     "gpuwrap.Array index: %zd is out of bounds for axis %d with size %lld", v, d,
+                     (long long)pshape[d]);
+        goto fail;
+      }
+      start[d] = at, shape[d] = 1, step[d] = 1;
+      d++;
+    }
+  }
+  Py_DECREF(tuple);
+  gw_array *v = NULL, *r = NULL;
+  gw_status st = gw_view(h, start, shape, step, &v);
+  if (st != GW_OK) return RAISE("gw_view", st);
+  if (kept == nd) return array_new(v);
+  st = gw_reshape(v, kept, keep, &r); /* the dims the ints took go: a view still */
+  gw_release(v);
+  if (st != GW_OK) return RAISE("gw_reshape", st);
+  return array_new(r);
+fail:
+  Py_DECREF(tuple);
+  return NULL;
+}
+
+static PyMappingMethods Array_as_mapping = {.mp_subscript = (binaryfunc)Array_subscript};
+
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -493,6 +605,7 @@ PyTypeObject ArrayType = {
     .tp_clear = (inquiry)Array_clear,
     .tp_finalize = (destructor)Array_finalize,
     .tp_repr = (reprfunc)Array_repr,
+    .tp_as_mapping = &Array_as_mapping,
     .tp_methods = Array_methods,
     .tp_getset = Array_getset,
 };
