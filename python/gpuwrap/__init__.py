@@ -7,6 +7,7 @@
                                                   # in elements, never NumPy's bytes
     a = ctx.alloc("pinned", "float32", (4, 5))
     n = np.asarray(a)                             # NumPy view of the same memory
+    v = a[1:4, ::-2]                              # a gpuwrap view (NumPy's basic slicing)
     b = gpuwrap.from_dlpack(np.arange(6.0), ctx)  # gpuwrap array over NumPy's memory
     t = torch.from_dlpack(a.offer("cuda"))        # pinned memory offered as kDLCUDA
     h = ctx.alloc("device", "float32", 8).ipc_handle()  # to another process (picklable);
