@@ -44,16 +44,19 @@ typedef struct {
   void *native;
 } gwg_stream;
 
+/* ---- gpu_call.c: what every file needs around a runtime call; it calls none of them ---- */
+
+/* The core's host API, set by the plugin entry (gpu_backend.c). */
 extern const gw__host_api *gwg_host;
 
-/* Report a failed vendor call: "<what>: <errorName>: <errorString>", mapped to gw_status
- * (already registered -> GW_EALREADY, not registered -> GW_ENOTREG, out of memory ->
- * GW_ENOMEM, no/invalid device -> GW_ENODEV, else GW_EBACKEND). Clears the runtime's
- * last error so it does not leak into the caller's own checks. */
 /* A setting of the core's table (settings.h) through the host API: GW_EINVAL, its reason
  * recorded for gw_last_error(), when the environment's value is not valid (*out is then the
  * default). The staging model test (no plugin entry) defines its own. */
 gw_status gwg_setting(gw__setting_id id, long long *out);
+/* Report a failed vendor call: "<what>: <errorName>: <errorString>", mapped to gw_status
+ * (already registered -> GW_EALREADY, not registered -> GW_ENOTREG, out of memory ->
+ * GW_ENOMEM, no/invalid device -> GW_ENODEV, else GW_EBACKEND). Clears the runtime's
+ * last error so it does not leak into the caller's own checks. */
 gw_status gwg_fail(gwv_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same with an explicit status (e.g. GW_ENOTREG for an interior unregister). */
 gw_status gwg_fail_as(gw_status s, gwv_err e, const char *fmt, ...)
@@ -77,6 +80,9 @@ typedef struct {
 } gwg_prev;
 gw_status gwg_enter(int device, gwg_prev *prev);
 void gwg_leave(gwg_prev prev);
+/* Remember the device's primary-context token (gwg_enter's fast path) once a context has
+ * initialised the device (context_init). */
+void gwg_token_note(int device);
 
 /* gpu_copy.c: transfers and fills. */
 gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);
