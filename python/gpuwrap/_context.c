@@ -68,22 +68,29 @@ static void Context_dealloc(ContextObject *c) {
   Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
-/* A backend name ("auto", "cpu", "cuda", "hip") or its gw_backend value. */
-static int parse_backend(PyObject *o, int *out) {
+/* One of names[0..n) (compared by value) as its index, or an int taken as it is
+ * (the C enum's value; the library checks it): a backend, a memory kind. */
+static int parse_name(PyObject *o, const char *what, PyObject *const *names, int n,
+                      const char *expected, int *out) {
   if (PyUnicode_Check(o)) {
-    for (int i = 0; i < 4; i++)
-      if (PyUnicode_Compare(o, BackendNames[i]) == 0) {
+    for (int i = 0; i < n; i++)
+      if (PyUnicode_Compare(o, names[i]) == 0) {
         *out = i;
         return 0;
       }
     if (PyErr_Occurred()) return -1;
-    PyErr_Format(PyExc_ValueError, "backend %R: expected one of 'auto', 'cpu', 'cuda', 'hip'", o);
+    PyErr_Format(PyExc_ValueError, "%s %R: expected one of %s", what, o, expected);
     return -1;
   }
   long long v;
-  if (int_arg(o, "backend", -1, INT_MIN, INT_MAX, &v, NULL) < 0) return -1;
+  if (int_arg(o, what, -1, INT_MIN, INT_MAX, &v, NULL) < 0) return -1;
   *out = (int)v;
   return 0;
+}
+
+/* A backend name ("auto", "cpu", "cuda", "hip") or its gw_backend value. */
+static int parse_backend(PyObject *o, int *out) {
+  return parse_name(o, "backend", BackendNames, 4, "'auto', 'cpu', 'cuda', 'hip'", out);
 }
 
 static PyObject *Context_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -147,22 +154,9 @@ static PyObject *Context_synchronize(ContextObject *c, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* A memory kind's name ("host", "pinned", "device", "managed") or its gw_memkind value. */
 static int parse_kind(PyObject *o, int *out) {
-  if (PyUnicode_Check(o)) {
-    for (int i = 0; i < 5; i++)
-      if (PyUnicode_Compare(o, KindNames[i]) == 0) {
-        *out = i;
-        return 0;
-      }
-    if (PyErr_Occurred()) return -1;
-    PyErr_Format(PyExc_ValueError, "kind %R: expected one of 'host', 'pinned', 'device', 'managed'",
-                 o);
-    return -1;
-  }
-  long long v;
-  if (int_arg(o, "kind", -1, INT_MIN, INT_MAX, &v, NULL) < 0) return -1;
-  *out = (int)v;
-  return 0;
+  return parse_name(o, "kind", KindNames, 5, "'host', 'pinned', 'device', 'managed'", out);
 }
 
 static PyObject *Context_alloc(ContextObject *c, PyObject *args) {

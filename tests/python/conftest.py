@@ -5,7 +5,11 @@ The CPU model runs stream work on worker threads; each copy or fill queued on a 
 sleeps GPUWRAP_CPU_STREAM_DELAY_US before it runs, so "read before the stream ran it" is
 deterministic. It is read when the library loads: set here, before gpuwrap is imported."""
 import ctypes
+import importlib.util
 import os
+import subprocess
+import sys
+import sysconfig
 
 os.environ.setdefault("GPUWRAP_CPU_STREAM_DELAY_US", "50000")
 os.environ.setdefault("GPUWRAP_BACKEND", "cpu")
@@ -65,3 +69,46 @@ class Counter:
 @pytest.fixture
 def counter():
     return Counter()
+
+
+def _generated_include():
+    """The folder with the build's generated gpuwrap/version.h (which gpuwrap.h includes):
+    beside the library the package was built from, or the install prefix's include/."""
+    cands = []
+    try:
+        from gpuwrap import _build_info  # an installed package: where its library came from
+        if _build_info.PREFIX:
+            cands.append(os.path.join(_build_info.PREFIX, "include"))
+        cands.append(os.path.join(os.path.dirname(os.path.dirname(_build_info.SOURCE)), "include"))
+    except ImportError:  # compiled from the source tree (gpuwrap/_loader.py)
+        pass
+    lib = os.path.realpath(gpuwrap._c.library_path())
+    cands.append(os.path.join(os.path.dirname(os.path.dirname(lib)), "include"))
+    for d in cands:
+        if os.path.exists(os.path.join(d, "gpuwrap", "version.h")):
+            return d
+    pytest.fail(f"no gpuwrap/version.h in any of {cands}: cannot build the test extension")
+
+
+@pytest.fixture(scope="session")
+def exchange_testmod(tmp_path_factory):
+    """tests/python/_exchange_testmod.c (a DLPack exchange producer and a C consumer, test
+    code kept out of the installed package), compiled with this interpreter's compiler
+    flags and imported once per session."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    src = os.path.join(here, "_exchange_testmod.c")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    out = str(tmp_path_factory.mktemp("ext") / ("_exchange_testmod" + suffix))
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    cmd = cc + ["-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Werror",
+                "-I" + sysconfig.get_paths()["include"], "-I" + os.path.join(repo, "include"),
+                "-I" + _generated_include(), src, "-o", out]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"compiling the test extension failed:\n{' '.join(cmd)}\n{r.stdout}")
+    spec = importlib.util.spec_from_file_location("_exchange_testmod", out)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_exchange_testmod"] = mod
+    spec.loader.exec_module(mod)
+    return mod

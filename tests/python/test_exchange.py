@@ -1,8 +1,9 @@
 """The DLPack C exchange API (DLPack 1.2/1.3, `__dlpack_c_exchange_api__`) both ways, on the
-CPU model: gpuwrap.Array's table called as a C consumer would (gpuwrap._c._exchange_call),
-and from_dlpack consuming a hand-made producer compiled into the extension for tests
-(gpuwrap._c._exchange_test_api: its objects describe memory in `_spec`, its
-current_work_stream answers the stream _exchange_test_set gives)."""
+CPU model: gpuwrap.Array's table called as a C consumer would (_exchange_testmod.call), and
+from_dlpack consuming a hand-made producer (_exchange_testmod.producer_api: its objects
+describe memory in `_spec`, its current_work_stream answers the stream producer_set gives).
+_exchange_testmod is tests/python/_exchange_testmod.c, compiled for the tests by
+conftest.py (fixture exchange_testmod): the installed package has no test code."""
 import ctypes
 import gc
 import os
@@ -14,10 +15,17 @@ import pytest
 import gpuwrap
 
 _c = gpuwrap._c
+_t = None  # _exchange_testmod, set by the fixture below
 SEED = int(os.environ.get("GW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 rng = np.random.default_rng(SEED)
 NS = 4096
 CODES = {"f": 2, "i": 0, "u": 1}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _testmod(exchange_testmod):
+    global _t
+    _t = exchange_testmod
 
 
 @pytest.fixture
@@ -37,13 +45,13 @@ def external(lib):
 
 def counts():
     """(converted, deleted, stream queries) of the test producer; leaves its settings."""
-    return _c._exchange_test_set()
+    return _t.producer_set()
 
 
 def make_producer(name="dlpack_exchange_api", major=1, prev_major=-1):
     """A producer type with the test table, and a __dlpack__ (NumPy's) that counts."""
     class Producer:
-        __dlpack_c_exchange_api__ = _c._exchange_test_api(name, major, prev_major)
+        __dlpack_c_exchange_api__ = _t.producer_api(name, major, prev_major)
         python_calls = 0
 
         def __init__(self, x, readonly=False):
@@ -68,6 +76,12 @@ def fresh_counts():
     return counts()
 
 
+def test_installed_module_has_no_test_code():
+    """The producer and consumer of these tests live in _exchange_testmod, not in the
+    extension users install (they were gpuwrap._c._exchange_test_api/_set/_call)."""
+    assert [n for n in dir(_c) if n.startswith(("_exchange_test", "_exchange_call"))] == []
+
+
 def test_gpuwrap_table_header():
     cap = gpuwrap.Array.__dlpack_c_exchange_api__
     assert type(cap).__name__ == "PyCapsule"
@@ -88,31 +102,31 @@ def test_gpuwrap_producer(ctx):
     a = gpuwrap.from_dlpack(x, ctx)
     before = _c.exchange_produced()
     for obj, ro in ((a, False), (ctx.wrap(x, "float64", x.shape, readonly=True), True)):
-        (addr, shape, strides, dev), flag, version = _c._exchange_call(cap, "managed", obj)
+        (addr, shape, strides, dev), flag, version = _t.call(cap, "managed", obj)
         assert (addr, shape, strides, dev) == (obj.host_ptr, (24, 36), (36, 1), (1, 0))
         assert flag == ro and version[0] == 1
     assert _c.exchange_produced() == before + 2
     v = a.view((2, 1), (6, 15), (3, 2))  # x[2:20:3, 1:30:2]
-    addr, shape, strides, dev = _c._exchange_call(cap, "view", v)
+    addr, shape, strides, dev = _t.call(cap, "view", v)
     n = x[2:20:3, 1:30:2]
     assert (addr, shape, strides) == (n.__array_interface__["data"][0], n.shape, (108, 2))
-    back = _c._exchange_call(cap, "roundtrip", v)
+    back = _t.call(cap, "roundtrip", v)
     assert isinstance(back, gpuwrap.Array) and back.host_ptr == v.host_ptr
     assert back.shape == n.shape and back.strides == (108, 2)
     assert np.array_equal(np.asarray(back), n), "every element"
     back.release()
-    al = _c._exchange_call(cap, "alloc", ((5, 7), (2, 32), (1, 0)))
+    al = _t.call(cap, "alloc", ((5, 7), (2, 32), (1, 0)))
     assert isinstance(al, gpuwrap.Array) and al.shape == (5, 7) and al.dtype == "float32"
     al.release()
     with pytest.raises(TypeError, match="not a gpuwrap.Array"):
-        _c._exchange_call(cap, "managed", x)
+        _t.call(cap, "managed", x)
     with pytest.raises(ValueError, match="not a type gpuwrap has"):
-        _c._exchange_call(cap, "alloc", ((5,), (2, 24), (1, 0)))
-    assert _c._exchange_call(cap, "stream", (2, 0)) == 0
+        _t.call(cap, "alloc", ((5,), (2, 24), (1, 0)))
+    assert _t.call(cap, "stream", (2, 0)) == 0
     released = ctx.alloc("host", "int32", (4,))
     released.release()
     with pytest.raises(ValueError, match="released"):
-        _c._exchange_call(cap, "managed", released)
+        _t.call(cap, "managed", released)
     a.release()
 
 
@@ -168,7 +182,7 @@ def test_consumer_orders_producer_stream(ctx, external):
     scratch = ctx.alloc("pinned", "float64", (NS,))
     try:
         for mine in (None, ctx.stream()):
-            _c._exchange_test_set(pstream.handle, 0)
+            _t.producer_set(pstream.handle, 0)
             x = rng.random(NS)
             g = gpuwrap.from_dlpack(x, ctx)
             old, v = x.copy(), float(rng.random())
@@ -193,7 +207,7 @@ def test_consumer_orders_producer_stream(ctx, external):
             if mine is not None:
                 mine.close()
     finally:
-        _c._exchange_test_set(None, 0)
+        _t.producer_set(None, 0)
         scratch.release()
         pstream.close()
 
@@ -256,26 +270,26 @@ def test_fallbacks(ctx):
     # BufferError (DLPack cannot describe it): raised, no fallback.
     P = make_producer()
     try:
-        _c._exchange_test_set(None, 1)
+        _t.producer_set(None, 1)
         gpuwrap.from_dlpack(P(x), ctx).release()
         assert P.python_calls == 1
-        _c._exchange_test_set(None, 2)
+        _t.producer_set(None, 2)
         with pytest.raises(BufferError, match="refused"):
             gpuwrap.from_dlpack(P(x), ctx)
         assert P.python_calls == 1
     finally:
-        _c._exchange_test_set(None, 0)
+        _t.producer_set(None, 0)
 
 
 def test_stream_query_failure_deletes_tensor(ctx):
     P = make_producer()
     c0, d0, _ = fresh_counts()
     try:
-        _c._exchange_test_set(None, 3)
+        _t.producer_set(None, 3)
         with pytest.raises(RuntimeError, match="no stream"):
             gpuwrap.from_dlpack(P(rng.random(10)), ctx)
     finally:
-        _c._exchange_test_set(None, 0)
+        _t.producer_set(None, 0)
     c1, d1, _ = fresh_counts()
     assert (c1 - c0, d1 - d0) == (1, 1), "the tensor taken was deleted once"
 
@@ -378,7 +392,7 @@ def _dynamic_classes(n, with_api):
                 "__dlpack__": lambda self, **kw: self.x.__dlpack__(),
                 "__dlpack_device__": lambda self: (1, 0)}
         if with_api:
-            body["__dlpack_c_exchange_api__"] = _c._exchange_test_api("dlpack_exchange_api", 1, -1)
+            body["__dlpack_c_exchange_api__"] = _t.producer_api("dlpack_exchange_api", 1, -1)
         made.append(type(f"Dyn{i}", (), body))
     return made
 
