@@ -871,6 +871,19 @@ static void read_handle(FILE *in, gw_ipc_handle *h) {
   from_hex(line + 7, h);
 }
 
+/* GPUWRAP_CPU_VISIBLE_DEVICES that lists a device twice is refused with the variable, the
+ * value and why (as every setting: never silently another numbering). */
+/* ctest-env: visible_devices_refused GPUWRAP_CPU_DEVICES=2 */
+/* ctest-env: visible_devices_refused GPUWRAP_CPU_VISIBLE_DEVICES=1,1 */
+/* ctest-backends: visible_devices_refused cpu */
+TEST_IMPL(visible_devices_refused) {
+  gw_context *ctx = NULL;
+  ASSERT_STATUS(gw_context_create(GW_BACKEND_CPU, 0, &ctx), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("GPUWRAP_CPU_VISIBLE_DEVICES='1,1': a device is listed twice");
+  ASSERT_NULL(ctx);
+  return 0;
+}
+
 /* Where the runtime gives no allocation id (HIP; the model with
  * GPUWRAP_CPU_IPC_NO_ALLOC_ID), a new allocation at the address of a released one, still
  * mapped here by an array, gets a mapping of its own with the new data: the import table
