@@ -539,8 +539,9 @@ GW_API int gw_array_pending(const gw_array *a);
  * A producer process exports device memory as a handle of plain bytes; a consumer on the
  * same node opens it as an array over the same memory (docs/IPC.md).
  *
- * The handle describes the whole array: backend, device, the allocation's runtime IPC
- * handle, who exported it (pid and process start time), the allocation's base and extent
+ * The handle describes the whole array: backend, device (by UUID, mapped to the opener's
+ * own ordinal), the allocation's runtime IPC handle, who exported it (pid and a random
+ * nonce of its address space), the allocation's base and extent
  * in the exporter, the array's byte offset into it, dtype, shape, strides and read-only,
  * under a magic, a version and a CRC-32. Send it any way (a pipe, MPI, a pickle).
  *
@@ -549,7 +550,9 @@ GW_API int gw_array_pending(const gw_array *a);
  * share that mapping, and it is closed exactly once, when the last array opened from it
  * is released. Thread-safe; after fork() a child never closes the parent's mappings.
  * In the exporting process itself an open returns an array over the original memory
- * without any runtime call (the runtime refuses that open: cudaErrorDeviceUninitialized).
+ * without a runtime open (the runtime refuses that open: cudaErrorDeviceUninitialized),
+ * once it has checked that the allocation is still there, live (an image the process
+ * exec'd is not the exporter).
  * The exporter must keep the memory valid while importers use it (as CUDA requires):
  * releasing an imported array never frees the producer's memory.
  */
@@ -562,7 +565,7 @@ typedef struct {
  * Export a's memory for another process. a must be device memory (GW_MEM_DEVICE) of the
  * CUDA or HIP backend or of the CPU model; a view exports its allocation plus its offset,
  * shape and strides; a read-only array exports read-only.
- * Dims: the shape and strides are stored compactly (varints, 123 bytes): any array of up
+ * Dims: the shape and strides are stored compactly (varints, 114 bytes): any array of up
  * to 6 dims fits, and up to GW_MAX_DIMS dims whenever the values are small (all extents
  * and strides below 2^20 fit 16 dims).
  * @param a   the array (borrowed; the handle holds no reference: keep the memory alive).
@@ -584,10 +587,13 @@ GW_API gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out);
  * @param h   the handle (borrowed; validated whole before any runtime call).
  * @param out receives the array (one reference); untouched on failure.
  * @return GW_OK; GW_EINVAL (NULL argument; damaged, truncated or foreign bytes: bad magic,
- *         bad check value, a field out of range; a handle of a newer version; a handle of
- *         another backend than ctx's); GW_ENODEV (the handle's device is not visible
- *         here); GW_ENOMEM; GW_EBACKEND (the runtime could not map it: the exporter or
- *         its memory is gone). Nothing stays mapped after a failure.
+ *         bad check value, a field out of range; a handle of a newer version or of version
+ *         1; a handle of another backend than ctx's); GW_ENODEV (no device with the
+ *         handle's device UUID is visible here: the message names it); GW_ENOMEM;
+ *         GW_EBACKEND (the runtime could not map it: the exporter or its memory is gone;
+ *         in the exporting process: the allocation was released, its address reused, or
+ *         the handle names memory that is not device memory). Nothing stays mapped after
+ *         a failure.
  */
 GW_API gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out);
 

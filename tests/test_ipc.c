@@ -14,7 +14,9 @@
 
 #include <pthread.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -53,6 +55,9 @@ static void from_hex(const char *s, gw_ipc_handle *h) {
 static int model_maps(void) { return tst_maps_naming("gw-cpu-dev-"); }
 static int open_fds(void) { return tst_open_fds(); }
 
+/* One more VAR=value for the next children's environment (NULL: none). */
+static const char *child_env_extra;
+
 /* Start this binary again (exec, not fork) as a child doing `job` on h (and h2). */
 static int spawn_child(const char *job, const gw_ipc_handle *h, const gw_ipc_handle *h2,
                        uint64_t seed, const char *extra) {
@@ -67,11 +72,12 @@ static int spawn_child(const char *job, const gw_ipc_handle *h, const gw_ipc_han
   snprintf(eextra, sizeof eextra, "GW_IPC_EXTRA=%s", extra ? extra : "");
   size_t n = 0;
   while (environ[n]) n++;
-  char **env = calloc(n + 6, sizeof *env);
+  char **env = calloc(n + 7, sizeof *env);
   ASSERT_NOT_NULL(env);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     if (strncmp(environ[i], "GW_IPC_", 7) != 0) env[k++] = environ[i];
+  if (child_env_extra) env[k++] = (char *)child_env_extra;
   env[k++] = ejob;
   env[k++] = ehandle;
   env[k++] = ehandle2;
@@ -161,6 +167,33 @@ static void *open_release_loop(void *p) {
     gw_release(a);
   }
   return NULL;
+}
+
+/* The fork test's other thread: open and release h until told to stop. */
+static atomic_int stop_opens;
+static void *open_release_until_stop(void *p) {
+  thread_job *j = p;
+  while (!atomic_load(&stop_opens)) {
+    gw_array *a = NULL;
+    if (gw_ipc_open(j->ctx, &j->h, &a) != GW_OK) {
+      j->bad++;
+      continue;
+    }
+    gw_release(a);
+  }
+  return NULL;
+}
+
+/* The reuse test's exporter talks through stdout and stdin. */
+static void print_handle(const gw_ipc_handle *h) {
+  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+  to_hex(h, hex);
+  printf("handle %s\n", hex); /* marked: the harness may print lines of its own */
+  fflush(stdout);
+}
+static void wait_line(void) {
+  char line[16];
+  ASSERT_NOT_NULL(fgets(line, sizeof line, stdin));
 }
 
 static int child_main(void) {
@@ -274,17 +307,143 @@ static int child_main(void) {
       ASSERT_EQ_INT(open_fds(), fds0);
     }
     ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed);
     gw_cpu_fail_op(GW_CPU_OP_IPC_CLOSE, 1, GW_EBACKEND);
     gw_release(a);
     ASSERT_EQ_INT(gw_cpu_failures_injected(), 3);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1); /* the runtime refused to close it */
+    ASSERT_ERROR_MENTIONS("injected failure: ipc_close"); /* reported */
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1);             /* the runtime refused to close it */
+    /* The table's entry went with the failed close (kept, it would pin the entry and its
+     * context for the life of the process): the next open asks the runtime again, which
+     * refuses it as a second open of what it kept. */
     long opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
-    ASSERT_OK(gw_ipc_open(ctx, &h, &a)); /* reuses it: a second runtime open would fail */
-    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens);
+    a = SENTINEL_ARRAY;
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+    ASSERT_ERROR_MENTIONS("already mapped in this process");
+    ASSERT_EQ_PTR(a, SENTINEL_ARRAY);
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens + 1);
+    /* The runtime's leftover mapping is the model's adopted device memory for good: the
+     * end's leak count does not apply. */
+    gw_context_destroy(ctx);
+    return 0;
+  } else if (strcmp(job, "exec_open") == 0) {
+    /* This image replaced (exec) the process that exported h: same pid, a fresh address
+     * space without the memory. It is not the exporter: the open goes to the runtime,
+     * which refuses it (the exporter's descriptor went with the exec), never an array
+     * over an address of the old image. */
+    ASSERT_TRUE(cpu);
+    uint32_t pid = 0;
+    for (int i = 0; i < 4; i++) pid |= (uint32_t)h.bytes[13 + i] << (8 * i);
+    ASSERT_EQ_INT((int)pid, (int)getpid());
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+    ASSERT_ERROR_MENTIONS("model cudaIpcOpenMemHandle");
+    ASSERT_EQ_PTR(a, SENTINEL_ARRAY);
+  } else if (strcmp(job, "fork_reopen") == 0) {
+    /* A forked child re-opens what its parent has open, before and after releasing what it
+     * inherited: each maps anew (the parent's mapping is not the child's to reuse). */
+    ASSERT_TRUE(cpu);
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
     check_seeded(a, seed);
+    fflush(NULL);
+    pid_t kid = fork();
+    ASSERT_TRUE(kid >= 0);
+    if (kid == 0) {
+      gw_array *b = NULL, *c = NULL;
+      ASSERT_OK(gw_ipc_open(ctx, &h, &b));
+      ASSERT_TRUE(gw_data(b) != gw_data(a)); /* a mapping of its own */
+      check_seeded(b, seed);
+      gw_release(b);
+      check_seeded(a, seed); /* the inherited array still reads the memory */
+      gw_release(a);
+      ASSERT_OK(gw_ipc_open(ctx, &h, &c));
+      check_seeded(c, seed);
+      write_seeded(c, seed + 3);
+      ASSERT_OK(gw_synchronize(ctx));
+      gw_release(c);
+      _exit(0);
+    }
+    int st = 0;
+    ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    check_seeded(a, seed + 3); /* what the grandchild wrote through its own mapping */
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1);
     gw_release(a);
     ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
-    ASSERT_EQ_INT(model_maps(), 0);
+  } else if (strcmp(job, "fork_during_open") == 0) {
+    /* Forks while another thread opens and closes h over and over (inside the import
+     * table's lock and the model's): no fork may hang, and each child opens h itself.
+     * alarm: a deadlock kills this process rather than hanging the test. */
+    ASSERT_TRUE(cpu);
+    alarm(120);
+    thread_job tj = {ctx, h, 1 << 30, 0};
+    stop_opens = 0;
+    pthread_t t;
+    ASSERT_EQ_INT(pthread_create(&t, NULL, open_release_until_stop, &tj), 0);
+    for (int i = 0; i < 200; i++) {
+      fflush(NULL);
+      pid_t kid = fork();
+      ASSERT_TRUE(kid >= 0);
+      if (kid == 0) {
+        alarm(60); /* not inherited: a hung child must not outlive the test */
+        /* Under ASan the child does not open: the sanitizer's allocator (GCC 12's) is not
+         * fork-safe, and a malloc here hangs on its lock when the other thread held it at
+         * the fork (seen in its stack); the fork handlers still run. */
+        if (TST_ASAN) _exit(0);
+        gw_array *b = NULL;
+        if (gw_ipc_open(ctx, &h, &b) != GW_OK) _exit(3);
+        gw_release(b);
+        _exit(0);
+      }
+      int st = 0;
+      ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+      ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&stop_opens, 1);
+    ASSERT_EQ_INT(pthread_join(t, NULL), 0);
+    ASSERT_EQ_INT(tj.bad, 0);
+    alarm(0);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+  } else if (strcmp(job, "uuid_open") == 0) {
+    /* GPUWRAP_CPU_VISIBLE_DEVICES=1: machine device 1 is this process's device 0. */
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(gw_device(a), 0);
+    check_seeded(a, seed);
+    write_seeded(a, seed + 1);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a);
+  } else if (strcmp(job, "uuid_missing") == 0) {
+    /* GPUWRAP_CPU_VISIBLE_DEVICES=0: the exporter's device is not seen here. */
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENODEV);
+    ASSERT_ERROR_MENTIONS("656c2d000100"); /* the UUID's tail: machine device 1 */
+    ASSERT_ERROR_MENTIONS("none of the 1 device");
+    ASSERT_EQ_PTR(a, SENTINEL_ARRAY);
+  } else if (strcmp(job, "exporter_reuse") == 0) {
+    /* The exporter of the reuse test: writes a handle to stdout (hex, a line), waits for a
+     * line on stdin, releases the allocation and makes one at the same address with new
+     * data, writes its handle, waits again. */
+    int64_t n = 3000;
+    gw_array *x = NULL, *keep[16];
+    int nkeep = 0;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_UINT32, 1, &n, &x));
+    write_seeded(x, seed);
+    gw_ipc_handle hx;
+    ASSERT_OK(gw_ipc_export(x, &hx));
+    print_handle(&hx);
+    wait_line();
+    void *was = gw_data(x);
+    gw_release(x);
+    for (;;) {
+      ASSERT_TRUE(nkeep < 16);
+      ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_UINT32, 1, &n, &x));
+      if (gw_data(x) == was) break;
+      keep[nkeep++] = x;
+    }
+    write_seeded(x, seed + 1);
+    ASSERT_OK(gw_ipc_export(x, &hx));
+    print_handle(&hx);
+    wait_line();
+    gw_release(x);
+    while (nkeep > 0) gw_release(keep[--nkeep]);
   } else if (strcmp(job, "event_wait") == 0) {
     /* The parent queued a (slow) copy of seeded data into h's memory and recorded its
      * event after it: this process's stream waits for that event on the device, then
@@ -483,9 +642,9 @@ TEST_IMPL(inject_export) {
   return 0;
 }
 
-/* Open in the exporting process: an array over the original memory, with no runtime call
- * at all (an armed failure of the runtime's open is never reached), for the whole array
- * and for a view. */
+/* Open in the exporting process: an array over the original memory, with no runtime open
+ * (an armed failure of it is never reached; the allocation is only looked up), for the
+ * whole array and for a view. */
 TEST_IMPL(open_in_exporting_process) {
   gw_context *ctx = tst_open(0);
   int64_t shape[2] = {20, 30};
@@ -497,13 +656,13 @@ TEST_IMPL(open_in_exporting_process) {
   gw_ipc_handle ha, hv;
   ASSERT_OK(gw_ipc_export(a, &ha));
   ASSERT_OK(gw_ipc_export(v, &hv));
-  long calls = tst_is_cpu() ? gw_cpu_op_calls(GW_CPU_OP_COUNT) : 0;
+  long calls = tst_is_cpu() ? gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN) : 0;
   if (tst_is_cpu()) gw_cpu_fail_op(GW_CPU_OP_IPC_OPEN, 1, GW_EBACKEND);
   gw_array *oa = NULL, *ov = NULL;
   ASSERT_OK(gw_ipc_open(ctx, &ha, &oa));
   ASSERT_OK(gw_ipc_open(ctx, &hv, &ov));
   if (tst_is_cpu()) {
-    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_COUNT), calls);
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), calls);
     ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
     gw_cpu_fail_reset();
   }
@@ -528,6 +687,286 @@ TEST_IMPL(open_in_exporting_process) {
   check_seeded(a, seed); /* releasing the opened arrays left the memory alone */
   gw_release(v);
   gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Open in the exporting process checks that the handle's allocation is there, live: after
+ * the allocation was released (an array over unmapped memory before), after a new
+ * allocation reused its address (an array over the new one's data before), and with the
+ * base rewritten to a host buffer (its check value recomputed: an array of host memory
+ * taken for device memory before) it is GW_EBACKEND naming why, *out untouched. */
+TEST_IMPL(open_in_exporter_checks_allocation) {
+  gw_context *ctx = tst_open(0);
+  int64_t n = 5000;
+  gw_array *a = device_array(ctx, GW_FLOAT64, 1, &n), *out = SENTINEL_ARRAY;
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  void *was = gw_data(a);
+  /* A host buffer as large as the allocation, named by a rewritten handle. */
+  uint64_t extent = 0;
+  for (int i = 0; i < 8; i++) extent |= (uint64_t)h.bytes[41 + i] << (8 * i);
+  void *host = NULL;
+  ASSERT_EQ_INT(posix_memalign(&host, 4096, (size_t)extent), 0);
+  gw_ipc_handle fake = h;
+  for (int i = 0; i < 8; i++) fake.bytes[33 + i] = (unsigned char)((uintptr_t)host >> (8 * i));
+  reseal(&fake);
+  ASSERT_STATUS(gw_ipc_open(ctx, &fake, &out), GW_EBACKEND);
+  ASSERT_ERROR_MENTIONS("not device memory");
+  ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+  free(host);
+
+  gw_release(a);
+  ASSERT_STATUS(gw_ipc_open(ctx, &h, &out), GW_EBACKEND);
+  ASSERT_ERROR_MENTIONS("exported by this process");
+  ASSERT_ERROR_MENTIONS("released");
+  ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+
+  /* A new allocation of the same size at the same address (the CPU model's memory is
+   * mmap'ed: the hole just freed is taken again; a GPU allocator may place it elsewhere). */
+  gw_array *keep[16], *b = NULL;
+  int nkeep = 0;
+  for (; nkeep < 16; nkeep++) {
+    b = device_array(ctx, GW_FLOAT64, 1, &n);
+    if (gw_data(b) == was) break;
+    keep[nkeep] = b;
+    b = NULL;
+  }
+  if (b) {
+    write_seeded(b, fresh_seed());
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &out), GW_EBACKEND);
+    ASSERT_ERROR_MENTIONS("reuses its address");
+    ASSERT_EQ_PTR(out, SENTINEL_ARRAY);
+    /* Its own handle opens. */
+    gw_ipc_handle hb;
+    uint64_t seed = fresh_seed();
+    write_seeded(b, seed);
+    ASSERT_OK(gw_ipc_export(b, &hb));
+    ASSERT_OK(gw_ipc_open(ctx, &hb, &out));
+    ASSERT_EQ_PTR(gw_data(out), was);
+    check_seeded(out, seed);
+    gw_release(out);
+    gw_release(b);
+  } else {
+    ASSERT_TRUE(!tst_is_cpu());
+  }
+  while (nkeep > 0) gw_release(keep[--nkeep]);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A process that exec'd itself after exporting (same pid, same start time, a fresh address
+ * space) is not the exporter: the open goes to the runtime and is refused, instead of an
+ * array over an address of the old image. The exporter is a forked child of the test,
+ * which execs the test binary in place (the handle in its environment). */
+/* ctest-backends: exec_is_not_the_exporter cpu */
+TEST_IMPL(exec_is_not_the_exporter) {
+  TEST_REQUIRE_CPU();
+  char exe[4096], name[] = "ipc_child";
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  fflush(NULL);
+  pid_t kid = fork();
+  ASSERT_TRUE(kid >= 0);
+  if (kid == 0) {
+    gw_context *ctx = tst_open(0);
+    int64_t n = 1000;
+    gw_array *a = device_array(ctx, GW_INT32, 1, &n);
+    write_seeded(a, 5);
+    gw_ipc_handle h;
+    if (gw_ipc_export(a, &h) != GW_OK) _exit(90);
+    static char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+    static char eh[600], eh2[600];
+    to_hex(&h, hex);
+    snprintf(eh, sizeof eh, "GW_IPC_HANDLE=%s", hex);
+    snprintf(eh2, sizeof eh2, "GW_IPC_HANDLE2=%s", hex);
+    if (setenv("GW_IPC_JOB", "exec_open", 1) || putenv(eh) || putenv(eh2) ||
+        setenv("GW_IPC_SEED", "5", 1) || setenv("GW_IPC_EXTRA", "", 1))
+      _exit(91);
+    char *argv[] = {exe, name, NULL};
+    execv(exe, argv); /* a is still alive: only the exec takes it away */
+    _exit(92);
+  }
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+  if (!WIFEXITED(st)) TST_FAIL("the exec'd image died of signal %d", WTERMSIG(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  return 0;
+}
+
+/* A forked child of an importer re-opens what it inherited, before and after releasing
+ * the inherited array, with a mapping of its own (the CPU model's list of mappings is
+ * forgotten in the child, as the core's table is); every element checked on both sides. */
+/* ctest-backends: fork_child_opens_anew cpu */
+TEST_IMPL(fork_child_opens_anew) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int64_t shape[2] = {37, 53};
+  gw_array *a = device_array(ctx, GW_INT16, 2, shape);
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_CHILD_OK("fork_reopen", &h, NULL, seed, NULL);
+  check_seeded(a, seed + 3); /* written by the importer's forked child */
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Forks while another thread opens and closes an allocation of another process: the
+ * model's IPC fork handler takes its lock after the core's table lock (explicit order),
+ * so no fork hangs (a 120 s alarm in the importer turns a hang into a failure). */
+/* ctest-backends: fork_during_open cpu */
+TEST_IMPL(fork_during_open) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int64_t n = 4096;
+  gw_array *a = device_array(ctx, GW_UINT8, 1, &n);
+  write_seeded(a, fresh_seed());
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_CHILD_OK("fork_during_open", &h, NULL, 1, NULL);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The handle names its device by UUID: memory of the exporter's device 1 opens in a
+ * process that sees only that device, as its device 0 (GPUWRAP_CPU_VISIBLE_DEVICES=1, as
+ * CUDA_VISIBLE_DEVICES renumbers), every element read and written back; a process that
+ * does not see it (GPUWRAP_CPU_VISIBLE_DEVICES=0) is told GW_ENODEV naming the UUID. */
+/* ctest-env: device_uuid_renumbered GPUWRAP_CPU_DEVICES=2 */
+/* ctest-backends: device_uuid_renumbered cpu */
+TEST_IMPL(device_uuid_renumbered) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(1);
+  int64_t n = 999;
+  gw_array *a = device_array(ctx, GW_FLOAT32, 1, &n);
+  ASSERT_EQ_INT(gw_device(a), 1);
+  uint64_t seed = fresh_seed();
+  write_seeded(a, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  child_env_extra = "GPUWRAP_CPU_VISIBLE_DEVICES=1";
+  int rc = spawn_child("uuid_open", &h, NULL, seed, NULL);
+  child_env_extra = "GPUWRAP_CPU_VISIBLE_DEVICES=0";
+  int rc2 = spawn_child("uuid_missing", &h, NULL, seed, NULL);
+  child_env_extra = NULL;
+  ASSERT_EQ_INT(rc, 0);
+  ASSERT_EQ_INT(rc2, 0);
+  check_seeded(a, seed + 1);
+  gw_release(a);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The next "handle <hex>" line of the exporter's stdout. */
+static void read_handle(FILE *in, gw_ipc_handle *h) {
+  char line[2 * GW_IPC_HANDLE_BYTES + 64];
+  do ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+  while (strncmp(line, "handle ", 7) != 0);
+  line[7 + 2 * GW_IPC_HANDLE_BYTES] = '\0';
+  from_hex(line + 7, h);
+}
+
+/* GPUWRAP_CPU_VISIBLE_DEVICES that lists a device twice is refused with the variable, the
+ * value and why (as every setting: never silently another numbering). */
+/* ctest-env: visible_devices_refused GPUWRAP_CPU_DEVICES=2 */
+/* ctest-env: visible_devices_refused GPUWRAP_CPU_VISIBLE_DEVICES=1,1 */
+/* ctest-backends: visible_devices_refused cpu */
+TEST_IMPL(visible_devices_refused) {
+  gw_context *ctx = NULL;
+  ASSERT_STATUS(gw_context_create(GW_BACKEND_CPU, 0, &ctx), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("GPUWRAP_CPU_VISIBLE_DEVICES='1,1': a device is listed twice");
+  ASSERT_NULL(ctx);
+  return 0;
+}
+
+/* Where the runtime gives no allocation id (HIP; the model with
+ * GPUWRAP_CPU_IPC_NO_ALLOC_ID), a new allocation at the address of a released one, still
+ * mapped here by an array, gets a mapping of its own with the new data: the import table
+ * compares the runtime's handle bytes too. The exporter is a child talking through pipes. */
+/* ctest-env: reused_address_without_alloc_id GPUWRAP_CPU_IPC_NO_ALLOC_ID=1 */
+/* ctest-backends: reused_address_without_alloc_id cpu */
+TEST_IMPL(reused_address_without_alloc_id) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  uint64_t seed = fresh_seed();
+  int to[2], from[2];
+  ASSERT_EQ_INT(pipe(to), 0);
+  ASSERT_EQ_INT(pipe(from), 0);
+  char exe[4096], name[] = "ipc_child", ejob[] = "GW_IPC_JOB=exporter_reuse", eseed[64];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  static char hex0[2 * GW_IPC_HANDLE_BYTES + 1];
+  gw_ipc_handle none;
+  memset(none.bytes, 0, sizeof none.bytes);
+  to_hex(&none, hex0);
+  static char eh[600], eh2[600];
+  snprintf(eh, sizeof eh, "GW_IPC_HANDLE=%s", hex0);
+  snprintf(eh2, sizeof eh2, "GW_IPC_HANDLE2=%s", hex0);
+  snprintf(eseed, sizeof eseed, "GW_IPC_SEED=%" PRIu64, seed);
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 5, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "GW_IPC_", 7) != 0) env[k++] = environ[i];
+  env[k++] = ejob;
+  env[k++] = eh;
+  env[k++] = eh2;
+  env[k++] = eseed;
+  posix_spawn_file_actions_t fa;
+  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to[1]);
+  posix_spawn_file_actions_addclose(&fa, from[0]);
+  char *argv[] = {exe, name, NULL};
+  pid_t pid;
+  ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(to[0]);
+  close(from[1]);
+  FILE *in = fdopen(from[0], "r");
+  ASSERT_NOT_NULL(in);
+  gw_ipc_handle h1, h2;
+  read_handle(in, &h1);
+  gw_array *a1 = NULL, *a2 = NULL;
+  ASSERT_OK(gw_ipc_open(ctx, &h1, &a1));
+  check_seeded(a1, seed);
+  ASSERT_EQ_INT((int)write(to[1], "go\n", 3), 3);
+  read_handle(in, &h2);
+  /* Same exporter, base and extent, no allocation id: only the runtime's handle differs. */
+  ASSERT_TRUE(memcmp(h1.bytes + 13, h2.bytes + 13, 36) == 0);
+  for (int i = 25; i < 33; i++) ASSERT_EQ_INT(h2.bytes[i], 0);
+  ASSERT_TRUE(memcmp(h1.bytes + 73, h2.bytes + 73, 64) != 0);
+  long opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
+  ASSERT_OK(gw_ipc_open(ctx, &h2, &a2));
+  ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens + 1);
+  ASSERT_TRUE(gw_data(a2) != gw_data(a1));
+  check_seeded(a2, seed + 1);
+  check_seeded(a1, seed); /* the released allocation's pages, still mapped by a1 */
+  ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 2);
+  gw_release(a1); /* closes the stale mapping, leaves the new one */
+  ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 1);
+  gw_array *again = NULL;
+  ASSERT_OK(gw_ipc_open(ctx, &h2, &again));
+  ASSERT_EQ_PTR(gw_data(again), gw_data(a2));
+  gw_release(again);
+  gw_release(a2);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_mappings(), 0);
+  ASSERT_EQ_INT((int)write(to[1], "go\n", 3), 3);
+  close(to[1]);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  fclose(in); /* after: the exporter's last lines must not meet a closed pipe */
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   gw_context_destroy(ctx);
   return 0;
 }
@@ -567,8 +1006,8 @@ TEST_IMPL(damaged_and_truncated_handles) {
   ASSERT_STATUS(gw_ipc_open(ctx, &g, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("ndim");
   g = h;
-  g.bytes[48] = 1; /* extent 1 byte: the elements reach outside it */
-  for (int i = 49; i < 56; i++) g.bytes[i] = 0;
+  g.bytes[41] = 1; /* extent 1 byte: the elements reach outside it */
+  for (int i = 42; i < 49; i++) g.bytes[i] = 0;
   reseal(&g);
   ASSERT_STATUS(gw_ipc_open(ctx, &g, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("outside");
@@ -593,17 +1032,31 @@ TEST_IMPL(foreign_newer_and_missing_device) {
   ASSERT_STATUS(gw_ipc_open(ctx, &f, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS(tst_is_cpu() ? "cuda backend" : "cpu backend");
   gw_ipc_handle v = h;
-  v.bytes[4] = 2;
+  v.bytes[4] = 3;
   reseal(&v);
   ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("handle version 2 is newer than this gpuwrap's 1");
+  ASSERT_ERROR_MENTIONS("handle version 3 is newer than this gpuwrap's 2");
   v.bytes[4] = 200; /* a newer layout may have another check value: version comes first */
   ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("version 200 is newer");
+  v.bytes[4] = 1; /* version 1 named the device by the exporter's ordinal only */
+  reseal(&v);
+  ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("handle version 1 is older");
+  ASSERT_ERROR_MENTIONS("export it again");
+  /* A device UUID this process does not see: GW_ENODEV naming it. */
+  gw_ipc_handle d = h;
+  for (int i = 57; i < 73; i++) d.bytes[i] = (unsigned char)(0xE0 + i % 16);
+  reseal(&d);
+  ASSERT_STATUS(gw_ipc_open(ctx, &d, &out), GW_ENODEV);
+  ASSERT_ERROR_MENTIONS("e9eaebec-edee-efe0-e1e2-e3e4e5e6e7e8");
+  ASSERT_ERROR_MENTIONS("none of the");
+  /* Without a UUID (a runtime that gives none) the exporter's ordinal is used. */
   int count = 0;
   ASSERT_OK(gw_backend_device_count(gw_context_backend(ctx), &count));
-  gw_ipc_handle d = h;
-  d.bytes[12] = (unsigned char)count;
+  d = h;
+  memset(d.bytes + 57, 0, 16);
+  d.bytes[9] = (unsigned char)count;
   reseal(&d);
   ASSERT_STATUS(gw_ipc_open(ctx, &d, &out), GW_ENODEV);
   ASSERT_ERROR_MENTIONS("device");

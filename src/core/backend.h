@@ -30,10 +30,11 @@
  * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
  * owns_native_stream (the core asks a backend instead of reaching into it). 7:
  * stream_capturing. 8: caps.device_uuid and caps.concurrent_processes (the halo's choice
- * of the IPC path); ipc_event_create and ipc_event_open. A plugin of another ABI is
+ * of the IPC path); ipc_event_create and ipc_event_open. 9: device_uuid (an IPC handle
+ * names its device by UUID, which the importer maps to its own ordinal). A plugin of another ABI is
  * refused at load (plugin.c), never called with the wrong argument list (nor with a table
  * shorter than this one). */
-#define GW__BACKEND_ABI 8
+#define GW__BACKEND_ABI 9
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -222,6 +223,12 @@ typedef struct gw__backend_ops {
    * its runtime calls run in the relaxed per-thread capture mode
    * (cudaThreadExchangeStreamCaptureMode), restored after. */
   gw_status (*stream_capturing)(void *state, void *stream, uint64_t *capture);
+
+  /* ABI 9. The UUID of device `device` of this process (what context_init puts in
+   * caps.device_uuid; all zero when the runtime does not say), without making a context
+   * on it: gw_ipc_open maps a handle's device UUID to this process's ordinal. NULL: the
+   * backend cannot tell (handles then go by the exporter's ordinal). */
+  gw_status (*device_uuid)(int device, unsigned char uuid[16]);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

@@ -9,26 +9,32 @@
  *     6   1  dtype
  *     7   1  ndim
  *     8   1  flags (FLAG_READONLY)
- *     9   3  zero
- *    12   4  device (int32)
- *    16   8  exporter's pid
- *    24   8  exporter's start time (clock ticks after boot, /proc/self/stat field 22):
- *            with the pid it tells a reused pid apart
- *    32   8  allocation id (the runtime's buffer id; 0 where it has none)
- *    40   8  allocation base in the exporter
- *    48   8  allocation extent (bytes)
- *    56   8  byte offset of element 0 from the base
- *    64  64  the runtime's IPC handle (GW__IPC_RT_BYTES)
- *   128   1  length L of the geometry (<= GEOM_BYTES)
- *   129 123  geometry: shape as unsigned LEB128, then strides as zigzag LEB128 (elements);
+ *     9   4  device: the exporter's ordinal (int32), used only where the UUID is unknown
+ *    13   4  exporter's pid
+ *    17   8  exporter's address-space nonce (random, drawn at its first use of IPC): with
+ *            the pid it tells the exporting process from a reused pid and from the same
+ *            process after an exec (same pid, same start time, another address space)
+ *    25   8  allocation id (the runtime's buffer id; 0 where it has none)
+ *    33   8  allocation base in the exporter
+ *    41   8  allocation extent (bytes)
+ *    49   8  byte offset of element 0 from the base
+ *    57  16  the device's UUID (caps.device_uuid; all zero when the runtime does not say):
+ *            the importer maps it to its own ordinal (CUDA_VISIBLE_DEVICES renumbers)
+ *    73  64  the runtime's IPC handle (GW__IPC_RT_BYTES)
+ *   137   1  length L of the geometry (<= GEOM_BYTES)
+ *   138 114  geometry: shape as unsigned LEB128, then strides as zigzag LEB128 (elements);
  *            the bytes after L are zero
  *   252   4  CRC-32 (ISO-HDLC, as zlib's crc32) of bytes 0..251
  * Sixteen dims of two int64 do not fit beside the rest; varints do for any array of up to
- * 6 dims and for up to 16 when the values are small. What does not fit is refused at
- * export (GW_ENOTSUP), never truncated.
+ * 6 dims (6 x (9 + 10) = 114 bytes) and for up to 16 when the values are small. What does
+ * not fit is refused at export (GW_ENOTSUP), never truncated. Version 1 (device by
+ * ordinal, identity by pid and start time) is refused with the reason: its ordinal is the
+ * exporter's numbering, which the importer cannot check.
  *
  * The import table holds one entry per allocation mapped from another process, keyed by
- * (backend, device, exporter pid and start time, allocation id, base, extent): the runtimes
+ * (backend, device, exporter pid and nonce, allocation id, base, extent, the runtime's
+ * handle bytes: where the runtime has no allocation id, as HIP, a new allocation at the
+ * same address differs there, as in UCX's cuda_ipc cache): the runtimes
  * refuse a second open of one allocation in a process, and a mapping must be closed
  * exactly once, so every open of any handle of the allocation shares the entry and takes a
  * reference, and the last opened array's release closes it. One mutex: opens and closes
@@ -42,16 +48,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IPC_MAGIC "GWIP"
-#define IPC_VERSION 1
+#define IPC_VERSION 2
 #define FLAG_READONLY 1u
-#define OFF_RT 64
-#define OFF_GEOM_LEN 128
-#define OFF_GEOM 129
-#define GEOM_BYTES 123
+#define OFF_DEVICE 9
+#define OFF_PID 13
+#define OFF_NONCE 17
+#define OFF_ALLOC_ID 25
+#define OFF_BASE 33
+#define OFF_EXTENT 41
+#define OFF_OFFSET 49
+#define OFF_UUID 57
+#define OFF_RT 73
+#define OFF_GEOM_LEN 137
+#define OFF_GEOM 138
+#define GEOM_BYTES 114
 #define OFF_CHECK 252
+_Static_assert(OFF_UUID + 16 == OFF_RT && OFF_RT + GW__IPC_RT_BYTES == OFF_GEOM_LEN &&
+                   OFF_GEOM + GEOM_BYTES == OFF_CHECK && OFF_CHECK + 4 == GW_IPC_HANDLE_BYTES,
+               "the handle's fields tile its 256 bytes");
 
 /* ---- CRC-32 (reflected, polynomial 0xEDB88320) ---- */
 /* Eight bytes a step through eight tables (slicing-by-8): a byte-at-a-time loop is one
@@ -140,37 +159,44 @@ static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 
 
 /* ---- who we are ---- */
 
-/* Clock ticks after boot at which this process started (field 22 of /proc/self/stat), or 0
- * when /proc cannot say. Cached per pid: a forked child is another process. */
-static _Atomic(uint64_t) self_pid, self_start;
+/* The exporting process is (pid, nonce): a 64-bit random number drawn at this address
+ * space's first use of IPC. The pid alone is reused by another process, and the pid with
+ * the start time (what version 1 used) is also the same process after an exec, whose
+ * fresh address space has none of the exporter's memory; static storage does not survive
+ * an exec, so a nonce kept in it does not either, and no marker on disk or in /proc has to
+ * be trusted. A forked child forgets both (gw__ipc_child) and draws its own. */
+static _Atomic(uint64_t) self_pid, self_nonce;
 
-static uint64_t read_start_time(void) {
-  FILE *f = fopen("/proc/self/stat", "re");
-  if (!f) return 0;
-  char buf[1024];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* The command name (field 2) may hold spaces and parentheses: count from its last ')'. */
-  char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  p++;
-  for (int field = 2; field < 22 && p; field++) p = strchr(p + 1, ' ');
-  return p ? strtoull(p + 1, NULL, 10) : 0;
+static uint64_t draw_nonce(void) {
+  uint64_t n = 0;
+  if (getrandom(&n, sizeof n, 0) != (ssize_t)sizeof n) {
+    /* No getrandom (an old kernel, a seccomp filter): the clock, the pid and this
+     * address space's layout (ASLR), mixed; still fresh after an exec. */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    n = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 30) ^ ((uint64_t)getpid() << 44) ^
+        (uint64_t)(uintptr_t)&n ^ ((uint64_t)(uintptr_t)&self_nonce << 17);
+    n *= 0x9E3779B97F4A7C15ull;
+  }
+  return n ? n : 1; /* 0 is "not drawn yet" */
 }
 
 /* This process's identity, read once: getpid is a system call (glibc no longer caches it),
  * a good part of an open of an already-mapped allocation. A forked child forgets it
- * (gw__ipc_child, from the fork handler) and reads its own at its first use. */
-static void identity(uint64_t *pid, uint64_t *start) {
+ * (gw__ipc_child, from the fork handler) and makes its own at its first use. Two threads
+ * making it at once may draw two nonces: the one stored last wins, so a handle exported
+ * with the other would not be recognised; the compare-exchange keeps the first. */
+static void identity(uint64_t *pid, uint64_t *nonce) {
   uint64_t me = atomic_load_explicit(&self_pid, memory_order_acquire);
   if (me == 0) {
+    uint64_t none = 0, mine = draw_nonce();
+    atomic_compare_exchange_strong_explicit(&self_nonce, &none, mine, memory_order_relaxed,
+                                            memory_order_relaxed);
     me = (uint64_t)getpid();
-    atomic_store_explicit(&self_start, read_start_time(), memory_order_relaxed);
     atomic_store_explicit(&self_pid, me, memory_order_release);
   }
   *pid = me;
-  *start = atomic_load_explicit(&self_start, memory_order_relaxed);
+  *nonce = atomic_load_explicit(&self_nonce, memory_order_relaxed);
 }
 
 /* ---- the decoded handle ---- */
@@ -180,8 +206,9 @@ typedef struct {
   gw_dtype dtype;
   int ndim;
   bool readonly;
-  int device;
-  uint64_t pid, start, alloc_id, base, extent, offset;
+  int device; /* the exporter's ordinal */
+  uint64_t pid, nonce, alloc_id, base, extent, offset;
+  unsigned char uuid[16];
   unsigned char rt[GW__IPC_RT_BYTES];
   int64_t shape[GW_MAX_DIMS], strides[GW_MAX_DIMS];
 } decoded;
@@ -207,6 +234,11 @@ static gw_status decode(const gw_ipc_handle *h, decoded *d) {
                "same gpuwrap version)",
                b[4], IPC_VERSION);
   if (b[4] == 0) return bad("handle version 0 does not exist (damaged handle)");
+  if (b[4] < IPC_VERSION)
+    return bad("handle version %d is older than this gpuwrap's %d and no longer opened: it "
+               "names the device by the exporter's ordinal, which this process may number "
+               "differently (CUDA_VISIBLE_DEVICES); export it again with this gpuwrap",
+               b[4], IPC_VERSION);
   uint32_t want = get_u32(b + OFF_CHECK), got = crc32_of(b, OFF_CHECK);
   if (want != got)
     return bad("check value %08x does not match the contents (%08x): damaged or truncated "
@@ -222,18 +254,19 @@ static gw_status decode(const gw_ipc_handle *h, decoded *d) {
   if (r.ndim > GW_MAX_DIMS) return bad("ndim %d exceeds %d", r.ndim, GW_MAX_DIMS);
   if (b[8] & ~FLAG_READONLY) return bad("unknown flags 0x%x", b[8]);
   r.readonly = b[8] & FLAG_READONLY;
-  if (b[9] | b[10] | b[11]) return bad("reserved bytes 9..11 are not zero");
-  r.device = (int32_t)get_u32(b + 12);
+  r.device = (int32_t)get_u32(b + OFF_DEVICE);
   if (r.device < 0) return bad("device %d is negative", r.device);
-  r.pid = get_u64(b + 16);
-  r.start = get_u64(b + 24);
-  r.alloc_id = get_u64(b + 32);
-  r.base = get_u64(b + 40);
-  r.extent = get_u64(b + 48);
-  r.offset = get_u64(b + 56);
+  r.pid = get_u32(b + OFF_PID);
+  r.nonce = get_u64(b + OFF_NONCE);
+  r.alloc_id = get_u64(b + OFF_ALLOC_ID);
+  r.base = get_u64(b + OFF_BASE);
+  r.extent = get_u64(b + OFF_EXTENT);
+  r.offset = get_u64(b + OFF_OFFSET);
+  memcpy(r.uuid, b + OFF_UUID, 16);
   memcpy(r.rt, b + OFF_RT, GW__IPC_RT_BYTES);
   if (r.pid == 0 || r.pid > INT32_MAX)
     return bad("exporter pid %llu is not a pid", (unsigned long long)r.pid);
+  if (r.nonce == 0) return bad("exporter nonce is zero (damaged handle)");
   if (r.base == 0 || r.extent == 0 || r.extent > PTRDIFF_MAX || r.base > UINTPTR_MAX - r.extent)
     return bad("allocation [%#llx, +%llu) is not a valid range", (unsigned long long)r.base,
                (unsigned long long)r.extent);
@@ -325,21 +358,29 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   uint64_t alloc_id = 0;
   s = ctx->ops->ipc_export(ctx->state, info.base, info.extent, info.device, b + OFF_RT, &alloc_id);
   if (s != GW_OK) return s;
-  uint64_t pid, start;
-  identity(&pid, &start);
+  /* The device's UUID: the context's where the memory is its device's, else the backend's
+   * (zero where neither can say; the importer then goes by the ordinal). */
+  unsigned char uuid[16] = {0};
+  if (info.device == ctx->device)
+    memcpy(uuid, ctx->caps.device_uuid, 16);
+  else if (ctx->ops->device_uuid && ctx->ops->device_uuid(info.device, uuid) != GW_OK)
+    memset(uuid, 0, 16);
+  uint64_t pid, nonce;
+  identity(&pid, &nonce);
   memcpy(b, IPC_MAGIC, 4);
   b[4] = IPC_VERSION;
   b[5] = (unsigned char)ctx->backend;
   b[6] = (unsigned char)a->dtype;
   b[7] = (unsigned char)a->ndim;
   b[8] = a->readonly ? FLAG_READONLY : 0;
-  put_u32(b + 12, (uint32_t)info.device);
-  put_u64(b + 16, pid);
-  put_u64(b + 24, start);
-  put_u64(b + 32, alloc_id);
-  put_u64(b + 40, (uint64_t)(uintptr_t)info.base);
-  put_u64(b + 48, info.extent);
-  put_u64(b + 56, offset);
+  put_u32(b + OFF_DEVICE, (uint32_t)info.device);
+  put_u32(b + OFF_PID, (uint32_t)pid);
+  put_u64(b + OFF_NONCE, nonce);
+  put_u64(b + OFF_ALLOC_ID, alloc_id);
+  put_u64(b + OFF_BASE, (uint64_t)(uintptr_t)info.base);
+  put_u64(b + OFF_EXTENT, info.extent);
+  put_u64(b + OFF_OFFSET, offset);
+  memcpy(b + OFF_UUID, uuid, 16);
   put_u32(b + OFF_CHECK, crc32_of(b, OFF_CHECK));
   memcpy(out->bytes, b, sizeof b);
   return GW_OK;
@@ -352,11 +393,13 @@ struct gw__ipc_map {
   const gw__backend_ops *ops;
   gw_context *ctx; /* the context that opened it (retained: close needs its state) */
   int ctx_ref;
-  int device;
-  uint64_t pid, start, alloc_id, base, extent;
-  char *local; /* the allocation's base in this process */
-  long refs;   /* opened arrays (roots) on it; lock */
-  bool listed; /* in the table; a forked child's inherited entries are not */
+  int device; /* this process's ordinal */
+  uint64_t pid, nonce, alloc_id, base, extent;
+  unsigned char rt[GW__IPC_RT_BYTES]; /* the runtime's handle it was opened with */
+  char *local;                        /* the allocation's base in this process */
+  long refs;                          /* opened arrays (roots) on it; lock */
+  bool listed;                        /* in the table (found by opens); lock */
+  bool forked; /* inherited by a forked child: the parent's runtime's, never closed here */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -366,19 +409,38 @@ void gw__ipc_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unloc
 
 /* A forked child: the mappings are the parent's runtime's (on CUDA the child cannot use
  * them, and closing them is not its business). Arrays the child inherited keep their
- * entries until released, but nothing is closed for them and new opens map anew. */
+ * entries until released, but nothing is closed for them and new opens map anew (the CPU
+ * model forgets its own list of them alike, cpu_ipc.c). The child is not the exporter of
+ * the parent's handles either: it draws its own identity. */
 void gw__ipc_child(void) {
-  atomic_store_explicit(&self_pid, 0, memory_order_release); /* identity() reads the child's */
-  for (struct gw__ipc_map *m = table; m; m = m->next) m->listed = false;
+  atomic_store_explicit(&self_pid, 0, memory_order_relaxed);
+  atomic_store_explicit(&self_nonce, 0, memory_order_release);
+  for (struct gw__ipc_map *m = table; m; m = m->next) {
+    m->listed = false;
+    m->forked = true;
+  }
   table = NULL;
   pthread_mutex_unlock(&lock);
 }
 
-static struct gw__ipc_map *find(const gw__backend_ops *ops, const decoded *d) {
-  for (struct gw__ipc_map *m = table; m; m = m->next)
-    if (m->ops == ops && m->device == d->device && m->pid == d->pid && m->start == d->start &&
-        m->alloc_id == d->alloc_id && m->base == d->base && m->extent == d->extent)
+/* The entry of the handle's allocation. One of the same exporter and base whose allocation
+ * id, extent or runtime handle differs is of a released allocation whose address a new one
+ * reuses (stale): it leaves the table (its arrays keep it until released, and its
+ * close), so the new allocation is mapped anew rather than served the old mapping. */
+static struct gw__ipc_map *find(const gw__backend_ops *ops, const decoded *d, int device) {
+  for (struct gw__ipc_map **p = &table; *p;) {
+    struct gw__ipc_map *m = *p;
+    if (m->ops != ops || m->device != device || m->pid != d->pid || m->nonce != d->nonce ||
+        m->base != d->base) {
+      p = &m->next;
+      continue;
+    }
+    if (m->alloc_id == d->alloc_id && m->extent == d->extent &&
+        memcmp(m->rt, d->rt, GW__IPC_RT_BYTES) == 0)
       return m;
+    *p = m->next; /* stale */
+    m->listed = false;
+  }
   return NULL;
 }
 
@@ -398,15 +460,13 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
   }
   /* Closed under the lock: an open of the same allocation racing with this close finds it
    * either mapped or gone, never half-closed (the runtime would refuse the re-open). */
-  if (m->listed) {
-    if (m->ops->ipc_close(m->ctx->state, m->device, m->local) != GW_OK) {
-      /* The runtime kept the mapping (and said why; a release cannot report it): the entry
-       * stays with it, so the next open of the allocation reuses it rather than being
-       * refused as a second open, and its last release tries the close again. */
-      pthread_mutex_unlock(&lock);
-      return;
-    }
-    unlink_entry(m);
+  if (m->listed) unlink_entry(m);
+  if (!m->forked) {
+    /* A close the runtime refuses is reported (the backend set gw_last_error; a release
+     * cannot return it) and the entry goes all the same: kept, it would pin its context
+     * for the life of the process. What the runtime kept is the runtime's; a later open
+     * of the allocation asks the runtime again. */
+    (void)m->ops->ipc_close(m->ctx->state, m->device, m->local);
   }
   gw__owned_drop(m->local);
   pthread_mutex_unlock(&lock);
@@ -415,15 +475,106 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
 }
 
 /* A root array over [p, ...) of the handle's device memory, borrowed. */
-static gw_status new_opened(gw_context *ctx, const decoded *d, char *first, gw_array **out) {
+static gw_status new_opened(gw_context *ctx, const decoded *d, int device, char *first,
+                            gw_array **out) {
   gw_array *a = gw__new_root(ctx, d->dtype, d->ndim, d->shape, d->strides);
   if (!a) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
   a->readonly = d->readonly;
   if (d->readonly) a->ro_why = GW__RO_ASKED;
   a->dev0 = first;
   a->kind = GW_MEM_DEVICE;
-  a->device = d->device;
+  a->device = device;
   *out = a;
+  return GW_OK;
+}
+
+static void uuid_text(const unsigned char u[16], char out[37]) {
+  static const int dash[4] = {4, 6, 8, 10};
+  char *at = out;
+  for (int i = 0, k = 0; i < 16; i++) {
+    if (k < 4 && i == dash[k]) {
+      *at++ = '-';
+      k++;
+    }
+    at += sprintf(at, "%02x", u[i]);
+  }
+}
+
+/* This process's ordinal of the handle's device: the one with the handle's UUID among the
+ * devices it sees (the context's first: the common case, no runtime call); by the
+ * exporter's ordinal where the UUID is unknown (all zero) on either side. */
+static gw_status local_device(gw_context *ctx, const decoded *d, int *out) {
+  int count = 0;
+  gw_status s = ctx->ops->device_count(&count);
+  if (s != GW_OK) return s;
+  static const unsigned char zero[16];
+  bool known = memcmp(d->uuid, zero, 16) != 0;
+  if (known && memcmp(d->uuid, ctx->caps.device_uuid, 16) == 0) {
+    *out = ctx->device;
+    return GW_OK;
+  }
+  if (known && ctx->ops->device_uuid) {
+    for (int i = 0; i < count; i++) {
+      unsigned char u[16];
+      s = ctx->ops->device_uuid(i, u);
+      if (s != GW_OK) return s; /* it said why */
+      if (memcmp(u, d->uuid, 16) == 0) {
+        *out = i;
+        return GW_OK;
+      }
+    }
+    char text[37];
+    uuid_text(d->uuid, text);
+    return gw__fail(GW_ENODEV,
+                    "h: exported from %s device %s (the exporter's device %d), which is none of "
+                    "the %d device%s this process sees (a launcher's CUDA_VISIBLE_DEVICES?)",
+                    ctx->ops->name, text, d->device, count, count == 1 ? "" : "s");
+  }
+  if (d->device >= count)
+    return gw__fail(GW_ENODEV, "h: exported from %s device %d; this process sees %d device%s",
+                    ctx->ops->name, d->device, count, count == 1 ? "" : "s");
+  *out = d->device;
+  return GW_OK;
+}
+
+/* An open in the exporting process: the memory must be a live device allocation with the
+ * handle's base, extent, device and (where the runtime has one) allocation id, as export
+ * found it; a released allocation, one that reuses its address, or a handle rewritten to
+ * name other memory is refused rather than opened over whatever is there now. */
+static gw_status check_own(gw_context *ctx, const decoded *d, int device) {
+  void *base = (void *)(uintptr_t)d->base;
+  gw_ptrinfo info;
+  gw_status s = ctx->ops->query(ctx->state, base, &info);
+  if (s != GW_OK) return s;
+  if (info.kind != GW_MEM_DEVICE)
+    return gw__fail(GW_EBACKEND,
+                    "h: exported by this process, but %p is %s memory now, not device memory "
+                    "(the allocation was released, or the handle names other memory)",
+                    base, gw_memkind_name(info.kind));
+  if ((uintptr_t)info.base != d->base || info.extent != d->extent || info.device != device)
+    return gw__fail(GW_EBACKEND,
+                    "h: exported by this process as the allocation [%p, +%llu) of device %d, but "
+                    "the device allocation there now is [%p, +%zu) of device %d (released, "
+                    "its address reused)",
+                    base, (unsigned long long)d->extent, device, info.base, info.extent,
+                    info.device);
+  if (d->alloc_id == 0) return GW_OK; /* the runtime has no id (HIP): base and extent it is */
+  unsigned char rt[GW__IPC_RT_BYTES];
+  uint64_t id = 0;
+  s = ctx->ops->ipc_export(ctx->state, base, (size_t)d->extent, device, rt, &id);
+  if (s != GW_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", gw_last_error());
+    return gw__fail(GW_EBACKEND,
+                    "h: exported by this process, but the allocation at %p cannot be "
+                    "identified now: %s",
+                    base, why);
+  }
+  if (id != d->alloc_id)
+    return gw__fail(GW_EBACKEND,
+                    "h: exported by this process as allocation %llu at %p, which was released: "
+                    "allocation %llu reuses its address",
+                    (unsigned long long)d->alloc_id, base, (unsigned long long)id);
   return GW_OK;
 }
 
@@ -440,20 +591,19 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
   if (!ctx->ops->ipc_open)
     return gw__fail(GW_ENOTSUP, "ctx: the %s backend cannot open memory of another process",
                     ctx->ops->name);
-  int count = 0;
-  s = ctx->ops->device_count(&count);
+  int device = -1;
+  s = local_device(ctx, &d, &device);
   if (s != GW_OK) return s;
-  if (d.device >= count)
-    return gw__fail(GW_ENODEV, "h: exported from %s device %d; this process sees %d device%s",
-                    ctx->ops->name, d.device, count, count == 1 ? "" : "s");
 
-  uint64_t pid, start;
-  identity(&pid, &start);
+  uint64_t pid, nonce;
+  identity(&pid, &nonce);
   gw_array *a;
-  if (d.pid == pid && d.start == start) {
+  if (d.pid == pid && d.nonce == nonce) {
     /* The exporting process: the memory is here already, and the runtimes refuse to open
      * their own handle (cudaErrorDeviceUninitialized, measured). */
-    s = new_opened(ctx, &d, (char *)(uintptr_t)(d.base + d.offset), &a);
+    s = check_own(ctx, &d, device);
+    if (s != GW_OK) return s;
+    s = new_opened(ctx, &d, device, (char *)(uintptr_t)(d.base + d.offset), &a);
     if (s != GW_OK) return s;
     a->ctx_ref = gw__context_retain(ctx);
     *out = a;
@@ -461,7 +611,7 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
   }
 
   pthread_mutex_lock(&lock);
-  struct gw__ipc_map *m = find(ctx->ops, &d);
+  struct gw__ipc_map *m = find(ctx->ops, &d, device);
   if (!m) {
     m = calloc(1, sizeof *m);
     if (!m) {
@@ -469,12 +619,12 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
       return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
     }
     void *local = NULL;
-    s = ctx->ops->ipc_open(ctx->state, d.rt, d.device, (size_t)d.extent, &local);
+    s = ctx->ops->ipc_open(ctx->state, d.rt, device, (size_t)d.extent, &local);
     if (s == GW_OK) {
       /* Owned by the table: an owning wrap of any of its bytes would free (cudaFree) a
        * mapping, which only a close may undo. */
       s = gw__owned_claim(local, (size_t)d.extent, false, false);
-      if (s != GW_OK) (void)ctx->ops->ipc_close(ctx->state, d.device, local);
+      if (s != GW_OK) (void)ctx->ops->ipc_close(ctx->state, device, local);
     }
     if (s != GW_OK) {
       pthread_mutex_unlock(&lock);
@@ -484,20 +634,21 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
     *m = (struct gw__ipc_map){.next = table,
                               .ops = ctx->ops,
                               .ctx = ctx,
-                              .device = d.device,
+                              .device = device,
                               .pid = d.pid,
-                              .start = d.start,
+                              .nonce = d.nonce,
                               .alloc_id = d.alloc_id,
                               .base = d.base,
                               .extent = d.extent,
                               .local = local,
                               .listed = true};
+    memcpy(m->rt, d.rt, GW__IPC_RT_BYTES);
     m->ctx_ref = gw__context_retain(ctx);
     table = m;
   }
   m->refs++;
   pthread_mutex_unlock(&lock);
-  s = new_opened(ctx, &d, m->local + d.offset, &a);
+  s = new_opened(ctx, &d, device, m->local + d.offset, &a);
   if (s != GW_OK) {
     gw__ipc_unref(m);
     return s;

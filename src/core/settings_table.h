@@ -39,6 +39,13 @@
   X(CPU_MPS, "GPUWRAP_CPU_MPS", BOOL, "0", 0, 1, "", "cpu",                                   \
     "the CPU model's devices run several processes' work concurrently, as CUDA devices "      \
     "under MPS do (the halo's AUTO then takes the IPC path between ranks sharing a device)")  \
+  X(CPU_VISIBLE_DEVICES, "GPUWRAP_CPU_VISIBLE_DEVICES", TEXT, "", 0, 0, "", "cpu",            \
+    "the CPU model's devices this process sees, as CUDA_VISIBLE_DEVICES: machine device "     \
+    "numbers (below GPUWRAP_CPU_DEVICES), comma-separated, in the order of its ordinals; "    \
+    "unset: all")                                                                             \
+  X(CPU_IPC_NO_ALLOC_ID, "GPUWRAP_CPU_IPC_NO_ALLOC_ID", BOOL, "0", 0, 1, "", "cpu",           \
+    "the CPU model's IPC export gives allocation id 0 (tests: models HIP, whose runtime "     \
+    "has none)")                                                                              \
   X(CPU_FAIL, "GPUWRAP_CPU_FAIL", TEXT, "", 0, 0, "", "cpu",                                  \
     "failure injection (tests): op:N[:status],... makes the N-th call of a CPU-model "        \
     "operation fail")                                                                         \

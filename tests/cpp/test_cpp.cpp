@@ -40,7 +40,7 @@ int main() {
   const std::size_t allocs0 = gw_cpu_live_allocations(), regs0 = gw_cpu_live_registrations();
 
   { // IPC: export_ipc / context::ipc_open (the exporting process: a view of the original
-    // memory, no runtime call); bytes of the wrong length, a damaged handle, host memory
+    // memory, no runtime open); bytes of the wrong length, a damaged handle, host memory
     gw::context ctx(GW_BACKEND_CPU);
     const std::int64_t n = 257;
     std::vector<std::int32_t> h(n), back(n, -1);
@@ -50,9 +50,9 @@ int main() {
     gw::array v = d.view({3}, {50}, {5});
     gw::ipc_handle hv = gw::export_ipc(v);
     EXPECT(hv.size() == 256 && std::memcmp(hv.data(), "GWIP", 4) == 0);
-    const long calls = gw_cpu_op_calls(GW_CPU_OP_COUNT);
+    const long calls = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
     gw::array o = ctx.ipc_open(gw::ipc_handle::from_bytes(hv.data(), hv.size()));
-    EXPECT(gw_cpu_op_calls(GW_CPU_OP_COUNT) == calls);
+    EXPECT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN) == calls);
     EXPECT(o.data() == v.data() && o.kind() == GW_MEM_DEVICE && !o.owns());
     EXPECT((o.shape() == gw::dims{50}) && (o.strides() == gw::dims{5}));
     gw::array b = gw::array::wrap(ctx, back.data(), {50});

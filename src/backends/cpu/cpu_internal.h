@@ -61,11 +61,19 @@ typedef struct {
   int readonly_register;       /* !GPUWRAP_CPU_NO_READONLY_REGISTER */
   long stream_delay_us;        /* GPUWRAP_CPU_STREAM_DELAY_US */
   int mps;                     /* GPUWRAP_CPU_MPS */
-  const char *error;           /* why the environment is unusable, or NULL */
+  int ipc_no_alloc_id;         /* GPUWRAP_CPU_IPC_NO_ALLOC_ID */
+  /* GPUWRAP_CPU_VISIBLE_DEVICES: the machine's model device behind each ordinal (its
+   * UUID); `devices` is how many this process sees. */
+  int physical[GW__CPU_MAX_DEVICES];
+  const char *error; /* why the environment is unusable, or NULL */
 } gw__cpu_config;
 
 /* Read once, thread-safe. */
 const gw__cpu_config *gw__cpu_config_get(void);
+
+/* The UUID of ordinal `device` (< devices): the machine's model device behind it, alike in
+ * every process whatever its ordinal there. */
+void gw__cpu_device_uuid(int device, unsigned char uuid[16]);
 
 /* A context's state is a per-device slot, so context_init never allocates. */
 void *gw__cpu_device_state(int device);

@@ -57,9 +57,27 @@ static size_t nmaps, cap_maps;
 static uint64_t next_serial = 1; /* lock */
 
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
-__attribute__((constructor)) static void install(void) {
-  pthread_atfork(fork_prepare, fork_release, fork_release);
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+/* The child forgets the mappings it inherited, as the core's import table does
+ * (gw__ipc_child): they stay mapped (and device memory of the model) for the arrays that
+ * hold them, which never close them, and a new open of the allocation maps it anew instead
+ * of being refused as a second open. */
+static void fork_child(void) {
+  nmaps = 0;
+  pthread_mutex_unlock(&lock);
+}
+
+/*
+ * Ordered explicitly, as cpu_streams.c's handlers are (never by link order): registered
+ * after the streams' (priority 200) and before fork.c's (default priority), so, prepare
+ * handlers running in the reverse order of registration, this lock is taken after the
+ * core's (the import table's: the core holds it while calling ipc_open and ipc_close,
+ * which take this one) and the model's, and before the streams'. Taken the other way, a
+ * fork while another thread is inside gw_ipc_open would wait for the table's lock that
+ * thread holds while it waits for this one.
+ */
+__attribute__((constructor(201))) static void install(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static size_t page_round(size_t bytes) {
@@ -228,7 +246,9 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
   rt_handle h = {.pid = (uint64_t)getpid(), .fd = a.fd, .serial = a.serial, .len = a.len};
   memcpy(h.magic, RT_MAGIC, 8);
   memcpy(rt, &h, sizeof h);
-  *alloc_id = a.serial;
+  /* GPUWRAP_CPU_IPC_NO_ALLOC_ID: as HIP, whose runtime gives none; the serial stays in the
+   * runtime's handle, which is what then tells a reused address apart. */
+  *alloc_id = gw__cpu_config_get()->ipc_no_alloc_id ? 0 : a.serial;
   return GW_OK;
 }
 

@@ -61,10 +61,20 @@ static gw_status cpu_context_init(int device, void **state, gw__caps *caps) {
       .concurrent_processes = c->mps,
   };
   /* The modelled device is the same device in every process of this machine: the
-   * processes of one node that pick device N share it (as ranks sharing a GPU do). */
-  memcpy(caps->device_uuid, "gw-cpu-model-", 13);
-  caps->device_uuid[14] = (unsigned char)device;
+   * processes of one node that see machine device N share it (as ranks sharing a GPU do),
+   * whatever ordinal GPUWRAP_CPU_VISIBLE_DEVICES gives it. */
+  gw__cpu_device_uuid(device, caps->device_uuid);
   *state = gw__cpu_device_state(device);
+  return GW_OK;
+}
+
+/* Not injected or counted: what context_init tells, read without a context. */
+static gw_status cpu_device_uuid(int device, unsigned char uuid[16]) {
+  gw_status st = config_error();
+  if (st) return st;
+  if (device < 0 || device >= gw__cpu_config_get()->devices)
+    return gw__fail(GW_ENODEV, "cpu backend: no device %d", device);
+  gw__cpu_device_uuid(device, uuid);
   return GW_OK;
 }
 
@@ -281,6 +291,7 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_close = cpu_ipc_close,
     .ipc_event_create = cpu_ipc_event_create,
     .ipc_event_open = cpu_ipc_event_open,
+    .device_uuid = cpu_device_uuid,
     .fork_lock = cpu_fork_lock,
     .owns_native_stream = gw__cpu_stream_is_native,
     .stream_capturing = cpu_stream_capturing,

@@ -303,6 +303,7 @@ static const gw__backend_ops gwg_ops = {
     .ipc_event_create = gwg_ipc_event_create,
     .ipc_event_open = gwg_ipc_event_open,
     .stream_capturing = gwg_stream_capturing,
+    .device_uuid = gwg_device_uuid,
 };
 
 /* The only exported symbol of the plugin (plugin.map hides the rest, the static vendor

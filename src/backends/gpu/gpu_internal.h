@@ -110,6 +110,7 @@ gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], in
 gw_status gwg_ipc_close(void *state, int device, void *base);
 gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
 gw_status gwg_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event);
+gw_status gwg_device_uuid(int device, unsigned char uuid[16]);
 
 /* gpu_staging.c: pipelined copies between pageable host memory and device/managed memory
  * through pinned bounce buffers. gwg_staging_copy returns 0 when the copy is not for it

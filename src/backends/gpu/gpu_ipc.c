@@ -77,6 +77,13 @@ gw_status gwg_ipc_close(void *state, int device, void *base) {
   return e == GWV_SUCCESS ? GW_OK : gwg_fail(e, GWV_CALL("IpcCloseMemHandle(%p)"), base);
 }
 
+/* The device's UUID without a context on it (cuDeviceGetUuid / hipDeviceGetUuid need
+ * none): gw_ipc_open maps a handle's device to this process's ordinal with it. */
+gw_status gwg_device_uuid(int device, unsigned char uuid[16]) {
+  gwv_device_uuid(device, uuid);
+  return GW_OK;
+}
+
 /* Interprocess events: made and opened on the context's device. The handle is the
  * runtime's (64 bytes). */
 gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]) {
