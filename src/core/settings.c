@@ -75,7 +75,9 @@ static int parse(const setting_row *r, const char *text, long long *out, char *w
   case T_BYTES: {
     char *end = NULL;
     errno = 0;
-    long long v = strtoll(text, &end, 0);
+    /* Base 10: a user writes GPUWRAP_CPU_DEVICES=010 meaning ten (base 0 read it as octal
+     * 8, and 08 as an error); hexadecimal is no one's way of writing a count. */
+    long long v = strtoll(text, &end, 10);
     int ok = end != text && errno == 0 && !isspace((unsigned char)text[0]);
     if (ok && r->type == T_BYTES && *end) {
       int shift = strchr("kK", *end) ? 10 : strchr("mM", *end) ? 20 : strchr("gG", *end) ? 30 : -1;
