@@ -441,7 +441,7 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
       }
 
   t_upd = time_updates(h, cart, iters);
-  gw_halo_info info;
+  gw_halo_info info = {.struct_size = sizeof info};
   CHECK(gw_halo_query(h, &info));
   /* the host and IPC paths' updates beside the plan's own, where it takes another path;
    * -1: not measured, -2: IPC cannot serve (why in ipc_why) */
@@ -596,7 +596,7 @@ int main(int argc, char **argv) {
   int periods[3] = {o.periodic, o.periodic, o.periodic};
   gw_grid *grid;
   CHECK(gw_grid_create_local(MPI_COMM_WORLD, 3, loc, periods, NULL, &grid));
-  gw_grid_info gi;
+  gw_grid_info gi = {.struct_size = sizeof gi};
   CHECK(gw_grid_query(grid, &gi));
   g_rank = gi.rank; /* rank in the grid's communicator: rank 0 reports and checks */
   MPI_Comm cart = gw_grid_comm(grid);
@@ -698,7 +698,7 @@ int main(int argc, char **argv) {
     CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
     CHECK(gw_halo_create_multi(&f2[1], 1, cart, o.path, &hv2));
   }
-  gw_halo_info info;
+  gw_halo_info info = {.struct_size = sizeof info};
   CHECK(gw_halo_query(hu, &info));
 
   if (o.halo_bench) {
