@@ -181,7 +181,8 @@ public:
   int device() const noexcept { return gw_context_device(p_); }
   void synchronize() const { check(gw_synchronize(p_)); }
   gw_ptrinfo query(const void *ptr) const {
-    gw_ptrinfo info;
+    gw_ptrinfo info{};
+    info.struct_size = sizeof info; // the layout this header has (gpuwrap.h, Conventions)
     check(gw_pointer_query(p_, ptr, &info));
     return info;
   }
@@ -451,7 +452,8 @@ public:
   void start_on(const stream &s) const { check_halo(gw_halo_start_on(p_, s.get())); }
   void finish_on(const stream &s) const { check_halo(gw_halo_finish_on(p_, s.get())); }
   gw_halo_info info() const {
-    gw_halo_info i;
+    gw_halo_info i{};
+    i.struct_size = sizeof i;
     check_halo(gw_halo_query(p_, &i));
     return i;
   }
@@ -515,7 +517,8 @@ public:
   /** The grid's Cartesian communicator (borrowed: valid while the grid lives). */
   MPI_Comm comm() const noexcept { return gw_grid_comm(p_); }
   gw_grid_info info() const {
-    gw_grid_info i;
+    gw_grid_info i{};
+    i.struct_size = sizeof i;
     check_halo(gw_grid_query(p_, &i));
     return i;
   }

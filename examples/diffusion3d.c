@@ -148,6 +148,8 @@ static void usage(FILE *f, const char *argv0) {
       "rank per halo update.\n"
       "Environment: GPUWRAP_BACKEND=cpu|cuda|hip; GPUWRAP_HALO_GPU_AWARE=0|1. Each rank uses\n"
       "device (node-local rank mod device count).\n"
+      "Exit status: 0 ok, 1 a failed call or --check mismatch, 2 bad usage (a bad option, or\n"
+      "an option this run cannot honour: --graph, --stencil gpu, --mem), from every rank.\n"
       "%s",
       argv0, HAVE_KERNEL ? "built" : "not built", weak_note);
 }
@@ -441,7 +443,7 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
       }
 
   t_upd = time_updates(h, cart, iters);
-  gw_halo_info info;
+  gw_halo_info info = {.struct_size = sizeof info};
   CHECK(gw_halo_query(h, &info));
   /* the host and IPC paths' updates beside the plan's own, where it takes another path;
    * -1: not measured, -2: IPC cannot serve (why in ipc_why) */
@@ -596,7 +598,7 @@ int main(int argc, char **argv) {
   int periods[3] = {o.periodic, o.periodic, o.periodic};
   gw_grid *grid;
   CHECK(gw_grid_create_local(MPI_COMM_WORLD, 3, loc, periods, NULL, &grid));
-  gw_grid_info gi;
+  gw_grid_info gi = {.struct_size = sizeof gi};
   CHECK(gw_grid_query(grid, &gi));
   g_rank = gi.rank; /* rank in the grid's communicator: rank 0 reports and checks */
   MPI_Comm cart = gw_grid_comm(grid);
@@ -610,10 +612,12 @@ int main(int argc, char **argv) {
 
   /* the stencil: the CUDA kernel when the backend is CUDA and this build has it */
   if (o.stencil == STENCIL_GPU && (!HAVE_KERNEL || backend != GW_BACKEND_CUDA)) {
-    if (g_rank == 0)
-      fprintf(stderr, "--stencil gpu: %s\n",
+    if (g_rank == 0) {
+      fprintf(stderr, "diffusion3d: --stencil gpu: %s\n",
               !HAVE_KERNEL ? "this build has no CUDA stencil (built without CUDA)"
                            : "needs the CUDA backend (GPUWRAP_BACKEND=cuda)");
+      fprintf(stderr, "Run '%s --help' for the usage.\n", argv[0]);
+    }
     gw_context_destroy(ctx);
     gw_grid_destroy(grid);
     MPI_Finalize();
@@ -650,20 +654,34 @@ int main(int argc, char **argv) {
   CHECK(gw_alloc(ctx, o.mem, GW_FLOAT64, 3, n, &u));
   CHECK(gw_alloc(ctx, o.mem, GW_FLOAT64, 3, n, &v));
   CHECK(gw_alloc(ctx, GW_MEM_HOST, GW_FLOAT64, 3, n, &img));
-  if (!no_stencil && gpu && (!gw_data(u) || !gw_data(v))) {
-    if (g_rank == 0)
-      fprintf(stderr,
-              "--mem %s: the GPU cannot reach this memory; use --mem device, managed or pinned\n",
-              gw_memkind_name(o.mem));
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  if (!no_stencil && !gpu && (!gw_host_data(u) || !gw_host_data(v))) {
-    if (g_rank == 0)
-      fprintf(stderr,
-              "--mem %s: the host cannot compute on this memory; use --stencil gpu (CUDA), "
-              "--mem managed, or --halo-only\n",
-              gw_memkind_name(o.mem));
-    MPI_Abort(MPI_COMM_WORLD, 2);
+  /* A --mem the stencil cannot use: a usage error, as the parser's are (one line from rank
+   * 0, the pointer at --help, exit status 2 from every rank through MPI_Finalize; never
+   * MPI_Abort, whose banner buries the line). Every rank decides alike; the allreduce
+   * makes sure none goes on alone. */
+  const char *mem_why = NULL;
+  if (!no_stencil && gpu && (!gw_data(u) || !gw_data(v)))
+    mem_why = "the GPU cannot reach this memory; use --mem device, managed or pinned";
+  else if (!no_stencil && !gpu && (!gw_host_data(u) || !gw_host_data(v)))
+    mem_why = "the host cannot compute on this memory; use --stencil gpu (CUDA), --mem "
+              "managed, or --halo-only";
+  int mem_bad = mem_why != NULL, any_bad = 0;
+  MPI_Allreduce(&mem_bad, &any_bad, 1, MPI_INT, MPI_MAX, cart);
+  if (any_bad) {
+    if (g_rank == 0) {
+      fprintf(stderr, "diffusion3d: --mem %s: %s\n", gw_memkind_name(o.mem),
+              mem_why ? mem_why : "another rank cannot use this memory");
+      fprintf(stderr, "Run '%s --help' for the usage.\n", argv[0]);
+    }
+#ifdef D3D_HAVE_CUDA
+    if (gpu) d3d_cuda_fini();
+#endif
+    gw_release(u);
+    gw_release(v);
+    gw_release(img);
+    gw_context_destroy(ctx);
+    gw_grid_destroy(grid);
+    MPI_Finalize();
+    return 2;
   }
   double *h0 = gw_host_data(img);
   memset(h0, 0, (size_t)cells * sizeof *h0); /* Dirichlet: boundary halo cells stay 0 */
@@ -698,7 +716,7 @@ int main(int argc, char **argv) {
     CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
     CHECK(gw_halo_create_multi(&f2[1], 1, cart, o.path, &hv2));
   }
-  gw_halo_info info;
+  gw_halo_info info = {.struct_size = sizeof info};
   CHECK(gw_halo_query(hu, &info));
 
   if (o.halo_bench) {

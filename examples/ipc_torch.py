@@ -16,8 +16,9 @@ Run with the installed package (README, "Python"), in the environment that has P
   python3 examples/ipc_torch.py
 or from the source tree:
   GPUWRAP_LIB=build/lib/libgpuwrap.so PYTHONPATH=python python3 examples/ipc_torch.py
-Exit status 0 when every value checked out, 1 on a mismatch; 0 with a SKIP line when there
-is no PyTorch, no CUDA device, or no gpuwrap CUDA backend (nothing to show on this machine).
+Exit status 0 when every value checked out, 1 on a mismatch; 77 (skipped, as every example
+and test: CTest's SKIP_RETURN_CODE) with a SKIP line when there is no PyTorch, no CUDA
+device, or no gpuwrap CUDA backend (nothing to show on this machine).
 """
 import multiprocessing
 import sys
@@ -26,8 +27,9 @@ import gpuwrap
 
 
 def skip(why):
-    print(f"SKIP: examples/ipc_torch.py: {why}")
-    sys.exit(0)
+    # Not a success: nothing was shown. 77 is the suite's "skipped" (CTest SKIP_RETURN_CODE).
+    print(f"SKIP: examples/ipc_torch.py: {why}", file=sys.stderr)
+    sys.exit(77)
 
 
 def consumer(handle, device, expected, out):

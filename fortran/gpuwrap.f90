@@ -33,7 +33,10 @@ module gpuwrap_core
   include 'gpuwrap_constants.inc'
 
   ! gw_ptrinfo, field by field as the C struct (unsigned flags as c_int: same size).
+  ! struct_size starts as this layout's size (gpuwrap.h, Conventions), so a declared
+  ! variable is ready for gw_pointer_query.
   type, bind(c) :: gw_ptrinfo
+    integer(c_size_t) :: struct_size = GW_PTRINFO_C_SIZE
     integer(c_int) :: kind = 0
     integer(c_int) :: device = -1
     type(c_ptr) :: base = c_null_ptr
@@ -113,7 +116,7 @@ module gpuwrap_core
     function gw_pointer_query(ctx, ptr, out) bind(c, name="gw_pointer_query") result(st)
       import :: c_int, c_ptr, gw_ptrinfo
       type(c_ptr), value :: ctx, ptr
-      type(gw_ptrinfo), intent(out) :: out
+      type(gw_ptrinfo), intent(inout) :: out ! inout: the library reads out%struct_size
       integer(c_int) :: st
     end function
     ! ---- arrays ----------------------------------------------------------------------

@@ -36,8 +36,10 @@ module gpuwrap_halo
 
   include 'gpuwrap_halo_constants.inc'
 
-  ! gw_halo_info, field by field as the C struct.
+  ! gw_halo_info, field by field as the C struct. struct_size starts as this layout's size
+  ! (gpuwrap.h, Conventions), so a declared variable is ready for gw_halo_query.
   type, bind(c) :: gw_halo_info
+    integer(c_size_t) :: struct_size = GW_HALO_INFO_C_SIZE
     integer(c_int) :: path = 0
     integer(c_int) :: gpu_aware = 0
     integer(c_int) :: neighbours = 0
@@ -55,6 +57,7 @@ module gpuwrap_halo
 
   ! gw_grid_info, field by field as the C struct (entries past ndims are 1 or 0).
   type, bind(c) :: gw_grid_info
+    integer(c_size_t) :: struct_size = GW_GRID_INFO_C_SIZE
     integer(c_int) :: ndims = 0
     integer(c_int) :: dims(3) = 1
     integer(c_int) :: periods(3) = 0
@@ -137,7 +140,7 @@ module gpuwrap_halo
     function gw_grid_query(g, out) bind(c, name="gw_grid_query") result(st)
       import :: c_int, c_ptr, gw_grid_info
       type(c_ptr), value :: g
-      type(gw_grid_info), intent(out) :: out
+      type(gw_grid_info), intent(inout) :: out ! inout: the library reads out%struct_size
       integer(c_int) :: st
     end function
     ! r: a rank of gw_grid_comm(g) (0-based, as MPI's); offset 0-based, as in C.
@@ -198,7 +201,7 @@ module gpuwrap_halo
     function gw_halo_query(h, out) bind(c, name="gw_halo_query") result(st)
       import :: c_int, c_ptr, gw_halo_info
       type(c_ptr), value :: h
-      type(gw_halo_info), intent(out) :: out
+      type(gw_halo_info), intent(inout) :: out ! inout: the library reads out%struct_size
       integer(c_int) :: st
     end function
     subroutine gw_halo_destroy(h) bind(c, name="gw_halo_destroy")

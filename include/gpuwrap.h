@@ -49,6 +49,17 @@
  * Shapes and strides are int64_t; strides count elements (as DLPack does); NULL strides
  * mean C-contiguous (row-major); column-major (Fortran, Julia) is a choice of strides.
  *
+ * Structs the library fills (gw_ptrinfo, gw_setting_info; gw_halo_info, gw_grid_info in
+ * gpuwrap/halo.h) begin with `size_t struct_size`: set it to the struct's size,
+ *     gw_ptrinfo info = {.struct_size = sizeof info};   (C++: info.struct_size = sizeof info)
+ * so that a later libgpuwrap, whose struct has grown at its end, writes only the bytes of
+ * the layout your program was compiled with (as libuv and UCX do). The library writes
+ * exactly the layout struct_size names, and sets struct_size to the size it wrote. A value
+ * it does not know as one of its layouts (0, never set, garbage) is read as the first
+ * layout, the one of the release that added the field: a caller that does not set it is
+ * never overrun, but a later library fills only the first layout's fields for it. Fields
+ * are only ever added at the end; no field is renamed or moved.
+ *
  * Thread safety: all calls may be made from any thread. An array may be shared between
  * threads for reading; gw_retain/gw_release are atomic.
  */
@@ -132,6 +143,7 @@ GW_API const char *gw_last_error(void);
  * expected: a bad value is never ignored. An empty variable counts as unset.
  */
 typedef struct {
+  size_t struct_size;        /* set to sizeof(gw_setting_info): see Conventions */
   const char *name;          /* "GPUWRAP_BACKEND" */
   const char *type;          /* "bool", "int", "bytes", "choice" or "text" */
   const char *default_value; /* as a user would write it ("" for none) */
@@ -147,6 +159,7 @@ typedef struct {
 GW_API int gw_setting_count(void);
 /**
  * Row i of the table (0 <= i < gw_setting_count()), with the environment's value now.
+ * Set out->struct_size first (Conventions).
  * @return GW_OK; GW_EINVAL (out NULL, i out of range).
  */
 GW_API gw_status gw_setting_describe(int i, gw_setting_info *out);
@@ -221,13 +234,14 @@ typedef enum {
 } gw_memkind;
 
 typedef struct {
-  gw_memkind kind;  /**< what the memory is */
-  int device;       /**< owning device, -1 for none (host memory) */
-  void *base;       /**< start of the allocation or registration holding ptr, NULL if unknown */
-  size_t extent;    /**< its size in bytes, 0 if unknown */
-  void *device_ptr; /**< the address a device uses for ptr, NULL if not device-accessible */
-  void *host_ptr;   /**< the address the host uses for ptr, NULL if not host-accessible */
-  unsigned flags;   /**< GW_PTR_* */
+  size_t struct_size; /**< set to sizeof(gw_ptrinfo): see Conventions */
+  gw_memkind kind;    /**< what the memory is */
+  int device;         /**< owning device, -1 for none (host memory) */
+  void *base;         /**< start of the allocation or registration holding ptr, NULL if unknown */
+  size_t extent;      /**< its size in bytes, 0 if unknown */
+  void *device_ptr;   /**< the address a device uses for ptr, NULL if not device-accessible */
+  void *host_ptr;     /**< the address the host uses for ptr, NULL if not host-accessible */
+  unsigned flags;     /**< GW_PTR_* */
 } gw_ptrinfo;
 
 /** The range is page-locked by a registration that gpuwrap made. */
@@ -242,6 +256,7 @@ GW_API const char *gw_memkind_name(gw_memkind k);
 /**
  * Classify any pointer. An interior pointer reports its allocation's base and extent.
  * Works whatever the current device is. Pageable memory reports GW_MEM_HOST, device -1.
+ * Set out->struct_size first (Conventions).
  * @return GW_OK; GW_EINVAL (ctx or out NULL); GW_EBACKEND.
  */
 GW_API gw_status gw_pointer_query(gw_context *ctx, const void *ptr, gw_ptrinfo *out);

@@ -39,6 +39,14 @@ configure_build() { # dir, cmake args... (BUILD_TARGETS="a b": build only those)
     { grep -E 'error|Error' "$ROOT/$dir.build.log" | head -20; return 1; }
 }
 
+# How many of a ctest run's tests were skipped, and why (ctest counts a skip as a pass):
+# into the summary.
+skips() { # dir, label
+  local f="$ROOT/$1/ctest-junit.xml" line
+  [ -f "$f" ] || return 0
+  while IFS= read -r line; do SUMMARY+=("      $line"); done < <(python3 "$ROOT/scripts/ctest-skips.py" "$f" "$2")
+}
+
 # Figures printed by the reliability tests, from ctest's log.
 figures() { # dir
   grep -ahE '^(FAILURES INJECTED|STRESS|RACE|FORK|scenario )' "$ROOT/$1/Testing/Temporary/LastTest.log" 2>/dev/null |
@@ -48,11 +56,12 @@ figures() { # dir
 run_ctest() { # dir, label, extra ctest args...
   local dir=$1 what=$2; shift 2
   local t0=$SECONDS
-  (cd "$ROOT/$dir" && ctest -j"$JOBS" --output-on-failure --timeout 900 "$@") >"$ROOT/$dir.ctest.log" 2>&1
+  (cd "$ROOT/$dir" && ctest -j"$JOBS" --output-on-failure --timeout 900 --output-junit "$ROOT/$dir/ctest-junit.xml" "$@") >"$ROOT/$dir.ctest.log" 2>&1
   local rc=$?
   grep -E 'tests passed|tests failed|The following tests FAILED|^\s+[0-9]+ - ' "$ROOT/$dir.ctest.log" | tail -25
   figures "$dir"
   result "$what" $rc "($((SECONDS - t0)) s; log $dir.ctest.log)"
+  skips "$dir" "$what"
 }
 
 step_asan() {
@@ -79,12 +88,13 @@ step_tsan() {
   if [ ${#wrap[@]} -gt 0 ]; then
     # setarch is inherited by the children ctest starts
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "${wrap[@]}" \
-      bash -c "cd '$ROOT/build/rel-tsan' && ctest -j$JOBS --output-on-failure --timeout 900" \
+      bash -c "cd '$ROOT/build/rel-tsan' && ctest -j$JOBS --output-on-failure --timeout 900 --output-junit '$ROOT/build/rel-tsan/ctest-junit.xml'" \
       >"$ROOT/build/rel-tsan.ctest.log" 2>&1
     local rc=$?
     grep -E 'tests passed|tests failed|^\s+[0-9]+ - ' "$ROOT/build/rel-tsan.ctest.log" | tail -25
     figures build/rel-tsan
     result tsan $rc "(setarch -R; $((SECONDS - t0)) s; log build/rel-tsan.ctest.log)"
+    skips build/rel-tsan tsan
   else
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build/rel-tsan tsan
   fi
@@ -138,7 +148,9 @@ step_fuzz() {
 }
 
 T0=$SECONDS
+TIMES=()
 for s in "${STEPS[@]}"; do
+  s0=$SECONDS
   case $s in
     asan) step_asan ;;
     tsan) step_tsan ;;
@@ -146,7 +158,9 @@ for s in "${STEPS[@]}"; do
     fuzz) step_fuzz ;;
     *) echo "unknown step $s (asan tsan valgrind fuzz)"; exit 2 ;;
   esac
+  TIMES+=("$s $((SECONDS - s0)) s")
 done
-log "summary ($((SECONDS - T0)) s, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
+# The time of these steps only (builds included): a caller (scripts/run-tests) has its own.
+log "reliability summary: ${STEPS[*]} in $((SECONDS - T0)) s ($(IFS=,; echo "${TIMES[*]}" | sed 's/,/, /g'); $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
 printf '  %s\n' "${SUMMARY[@]}"
 exit $FAILED

@@ -3,6 +3,8 @@
  * GW_EINVAL instead of being ignored. */
 #include "test.h"
 
+#include "../src/core/settings.h"
+
 #include <stdlib.h>
 
 /* Row of the table named `name`; fails the test if absent. */
@@ -99,6 +101,62 @@ TEST_IMPL(parse_policy) {
   ASSERT_NULL(s.value);
   ASSERT_TRUE(s.valid);
   unsetenv("GPUWRAP_CPU_DEVICES");
+  return 0;
+}
+
+/* Numbers are decimal in every numeric kind: a leading 0 is not octal (010 is ten, 08 and
+ * 09 are eight and nine) and 0x is not hexadecimal. The value read, not only "valid". */
+static long long read_as(gw__setting_id id, const char *name, const char *value) {
+  ASSERT_EQ_INT(setenv(name, value, 1), 0);
+  long long v = -1;
+  gw_status st = gw__setting_int(id, &v);
+  if (st != GW_OK) TST_FAIL("%s=%s: %s", name, value, gw_last_error());
+  unsetenv(name);
+  return v;
+}
+
+TEST_IMPL(decimal_everywhere) {
+  /* INT */
+  ASSERT_EQ_INT(read_as(GW__SET_CPU_DEVICES, "GPUWRAP_CPU_DEVICES", "010"), 10);
+  ASSERT_EQ_INT(read_as(GW__SET_CPU_DEVICES, "GPUWRAP_CPU_DEVICES", "08"), 8);
+  ASSERT_EQ_INT(read_as(GW__SET_CPU_DEVICES, "GPUWRAP_CPU_DEVICES", "09"), 9);
+  ASSERT_EQ_INT(read_as(GW__SET_CPU_DEVICES, "GPUWRAP_CPU_DEVICES", "+012"), 12);
+  check_value("GPUWRAP_CPU_DEVICES", "08", 1);
+  check_value("GPUWRAP_CPU_DEVICES", "0x10", 0);
+  /* BYTES, bare and with a suffix */
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_CHUNK, "GPUWRAP_HALO_CHUNK", "010"), 10);
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_CHUNK, "GPUWRAP_HALO_CHUNK", "08"), 8);
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_CHUNK, "GPUWRAP_HALO_CHUNK", "010k"), 10 << 10);
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_CHUNK, "GPUWRAP_HALO_CHUNK", "08M"), 8 << 20);
+  check_value("GPUWRAP_HALO_CHUNK", "0x10", 0);
+  /* BOOL: 0 and 1 only, not a number with leading zeros */
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_SHM, "GPUWRAP_HALO_SHM", "1"), 1);
+  check_value("GPUWRAP_HALO_SHM", "01", 0);
+  check_value("GPUWRAP_HALO_SHM", "010", 0);
+  /* CHOICE: a word of the list, compared as text ("01" is not "1") */
+  ASSERT_EQ_INT(read_as(GW__SET_HALO_GPU_AWARE, "GPUWRAP_HALO_GPU_AWARE", "1"), 2);
+  check_value("GPUWRAP_HALO_GPU_AWARE", "01", 0);
+  /* TEXT: kept as written */
+  ASSERT_EQ_INT(setenv("GPUWRAP_NCCL_LIB", "010", 1), 0);
+  ASSERT_TRUE(strcmp(gw__setting_text(GW__SET_NCCL_LIB), "010") == 0);
+  unsetenv("GPUWRAP_NCCL_LIB");
+  return 0;
+}
+
+/* Where it takes effect: the CPU model reads its device count once per process. */
+static int cpu_devices(void) {
+  int n = 0;
+  ASSERT_OK(gw_backend_device_count(GW_BACKEND_CPU, &n));
+  return n;
+}
+/* ctest-env: cpu_devices_010 GPUWRAP_CPU_DEVICES=010 */
+TEST_IMPL(cpu_devices_010) {
+  ASSERT_EQ_INT(cpu_devices(), 10);
+  return 0;
+}
+/* ctest-env: cpu_devices_08 GPUWRAP_CPU_DEVICES=08 */
+TEST_IMPL(cpu_devices_08) {
+  ASSERT_EQ_INT(cpu_devices(), 8);
   return 0;
 }
 

@@ -95,10 +95,13 @@ void gw_bench_error(gw_bench *b, const char *fmt, ...) __attribute__((format(pri
 /* Progress lines on stderr, numbered within a section: gw_bench_progress_plan names the
  * section and how many items it has (counted as its loops will run them), then each
  * gw_bench_progress is "[bench SECTION N/M] ...". An item skipped (memory not available)
- * leaves its number unused, so N can end below M. */
+ * leaves its number unused, so N can end below M; N never goes past M: a section that runs
+ * more steps than it planned is reported by gw_bench_progress_done (an error of the run,
+ * gw_bench_progress_miscounts) instead of M growing as the count goes. */
 void gw_bench_progress_plan(const char *section, int total);
 void gw_bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gw_bench_progress_done(void);
+int gw_bench_progress_miscounts(void);
 /* ratio: gw time / raw time for latencies, gw bandwidth / raw bandwidth for bandwidths
  * (medians); < 0 if either side is missing. */
 double gw_result_ratio(const gw_result *r);

@@ -160,6 +160,7 @@ void gw_bench_ipc(gw_bench *b) {
   }
   ipc_args a = {.ctx = b->ctx, .h = &h};
   int reps = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
+  gw_bench_progress_plan("ipc", 2); /* open of a mapped allocation, first open */
   gw_bench_progress("ipc: open+release, mapped");
   gw_array *hold = NULL;
   if (gw_ipc_open(b->ctx, &h, &hold) != GW_OK) {

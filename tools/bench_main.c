@@ -26,6 +26,9 @@ static void bench_usage(FILE *f) {
       "  copy      every pair of host, pinned, device, managed from 4 KiB to --max-size\n"
       "  face      halo faces (x, y, z) of an N^3 float64 device array to/from pinned memory\n"
       "  fill      gw_fill of wrapped pinned memory (zero-copy kernel), device, managed\n"
+      "  ipc       gw_ipc_open + gw_release of another process's device memory: the first\n"
+      "            open (maps it) vs the raw runtime's open + close, and an open of an\n"
+      "            allocation mapped already\n"
       "Raw side: CPU backend - the modelled runtime (gw_cpu_runtime_*) and memcpy, host clock;\n"
       "CUDA - the driver API through dlopen(\"libcuda.so.1\"), CUDA events. HIP has no raw side\n"
       "here. Each measurement: warm-up, many repetitions, median with min/max; inputs rotate\n"
@@ -162,6 +165,7 @@ int gw_tool_bench(int argc, char **argv) {
   for (int i = 0; i < NSECTIONS; i++)
     if (in_list(only, sections[i].name)) sections[i].run(&b);
   gw_bench_progress_done();
+  b.errors += gw_bench_progress_miscounts();
 
   gw_bench_print_table(&b, stdout);
   int missed = gw_bench_print_targets(&b, stdout);

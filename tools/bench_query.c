@@ -12,7 +12,7 @@ typedef struct {
 
 static int query_gw(void *arg, int thread, int n, char *err, size_t errn) {
   const qargs *q = arg;
-  gw_ptrinfo pi;
+  gw_ptrinfo pi = {.struct_size = sizeof pi};
   (void)thread;
   for (int k = 0; k < n; k++) {
     if (gw_pointer_query(q->b->ctx, q->ptrs[k % NPTR], &pi) != GW_OK) {

@@ -59,13 +59,15 @@ gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size
 
 static int progress_open;
 static const char *progress_section = "";
-static int progress_n, progress_total;
+static int progress_n, progress_total, progress_miscounts;
 
 void gw_bench_progress_plan(const char *section, int total) {
   progress_section = section;
   progress_n = 0;
   progress_total = total;
 }
+
+int gw_bench_progress_miscounts(void) { return progress_miscounts; }
 
 void gw_bench_error(gw_bench *b, const char *fmt, ...) {
   va_list ap;
@@ -85,8 +87,9 @@ void gw_bench_progress(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   progress_n++;
-  /* a miscounted plan still numbers every line, and never shows N above M */
-  if (progress_n > progress_total) progress_total = progress_n;
+  /* The total is the section's plan, counted before its first step: a line past it is a
+   * plan that does not match the section's steps (reported by gw_bench_progress_done),
+   * shown as it is rather than by raising the total as the count goes. */
   fprintf(stderr, "%s[bench %s %d/%d] ", tty ? "\r\033[K" : "", progress_section, progress_n,
           progress_total);
   vfprintf(stderr, fmt, ap);
@@ -99,6 +102,12 @@ void gw_bench_progress(const char *fmt, ...) {
 void gw_bench_progress_done(void) {
   if (progress_open) fprintf(stderr, "\r\033[K");
   progress_open = 0;
+  if (progress_n > progress_total) {
+    fprintf(stderr, "gpuwrap bench: error: section %s ran %d steps, its plan said %d\n",
+            progress_section, progress_n, progress_total);
+    progress_miscounts++;
+  }
+  progress_n = progress_total = 0;
 }
 
 double gw_result_ratio(const gw_result *r) {

@@ -156,8 +156,9 @@ void gw_bench_wrap(gw_bench *b) {
   size_t bytes = 1 << 20;
   int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
+  /* each kind, pageable cold and warm, and with threads the two "(threads)" rows */
   gw_bench_progress_plan("wrap",
-                         (int)(sizeof kinds / sizeof kinds[0]) + 3); /* + threads, cold, warm */
+                         (int)(sizeof kinds / sizeof kinds[0]) + 2 + (b->threads > 1 ? 2 : 0));
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     void *p = NULL;
     if (b->raw.alloc(kinds[i], bytes, &p) != 0) {

@@ -37,7 +37,7 @@ static void step(const char *title) { printf("\n== %s\n", title); }
 
 /* Query and print; returns the info (kind UNKNOWN if the query failed). */
 static gw_ptrinfo query(demo *d, const char *label, const void *p) {
-  gw_ptrinfo pi;
+  gw_ptrinfo pi = {.struct_size = sizeof pi};
   memset(&pi, 0, sizeof pi);
   gw_status s = gw_pointer_query(d->ctx, p, &pi);
   if (s != GW_OK) {

@@ -126,7 +126,7 @@ void gw_tool_context_error(const char *cmd, gw_backend requested, int device, gw
   char whybuf[512];
   snprintf(whybuf, sizeof whybuf, "%s", why);
   const char *env = NULL; /* the GPUWRAP_BACKEND now, through the library's settings table */
-  gw_setting_info si;
+  gw_setting_info si = {.struct_size = sizeof si};
   for (int i = 0; i < gw_setting_count(); i++)
     if (gw_setting_describe(i, &si) == GW_OK && strcmp(si.name, "GPUWRAP_BACKEND") == 0)
       env = si.value;

@@ -307,6 +307,7 @@ GW_API gw_status gw_halo_update_on(gw_halo *h, gw_stream *s);
 
 /** What a plan does per update (for reports and transfer-bound estimates). */
 typedef struct {
+  size_t struct_size;  /**< set to sizeof(gw_halo_info): see gpuwrap.h, Conventions */
   gw_halo_path path;   /**< the path chosen (never AUTO) */
   int gpu_aware;       /**< 1 if MPI was found (or declared) GPU-aware */
   int neighbours;      /**< remote messages sent per update (= received): one per neighbour
@@ -323,7 +324,8 @@ typedef struct {
                             carries every face (GPUWRAP_HALO_SHM=0 forces it) */
 } gw_halo_info;
 
-/** Fill *out. GW_EINVAL for NULL arguments. */
+/** Fill *out (set out->struct_size first: gpuwrap.h, Conventions). GW_EINVAL for NULL
+ *  arguments. */
 GW_API gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out);
 
 /**
@@ -392,6 +394,7 @@ GW_API MPI_Comm gw_grid_comm(const gw_grid *g);
 
 /** This rank's view of a grid. Entries past ndims are 1 (counts, dims) or 0. */
 typedef struct {
+  size_t struct_size; /**< set to sizeof(gw_grid_info): see gpuwrap.h, Conventions */
   int ndims;
   int dims[3]; /**< ranks per dim */
   int periods[3];
@@ -404,7 +407,8 @@ typedef struct {
   int64_t offset[3]; /**< global index of this rank's first cell per dim */
 } gw_grid_info;
 
-/** Fill *out. GW_EINVAL for NULL arguments. */
+/** Fill *out (set out->struct_size first: gpuwrap.h, Conventions). GW_EINVAL for NULL
+ *  arguments. */
 GW_API gw_status gw_grid_query(const gw_grid *g, gw_grid_info *out);
 /** This rank's cells and offset along every dim of rank `r` of gw_grid_comm() (for
  *  assembling or checking a global array). GW_EINVAL for a rank out of range. */

@@ -16,7 +16,8 @@
 The per-array calls (Context.wrap, Array and its properties, release, __dlpack__,
 __cuda_array_interface__, __array_interface__, the DLPack deleter) are a C extension,
 gpuwrap._gpuwrap, linked against libgpuwrap. Which libgpuwrap:
-  - GPUWRAP_LIB (a path), when set, is loaded first and used (it must be the same ABI);
+  - GPUWRAP_LIB (a path), when set, is loaded first and used (it must be the same ABI;
+    a file that is not libgpuwrap, or one the extension does not use, fails the import);
   - an installed package uses the copy bundled at install time (gpuwrap/lib/, with the
     backend plugins under gpuwrap/lib/gpuwrap/) or the prefix recorded at install time
     (GPUWRAP_PREFIX): see python/setup.py;

@@ -3,7 +3,9 @@
 Order, and why:
   1. GPUWRAP_LIB (a path) is loaded first when set: the extension's dependency on
      libgpuwrap.so.N is then satisfied by that already-loaded library (the dynamic loader
-     matches its soname), so it overrides the bundled or recorded one at run time.
+     matches its soname), so it overrides the bundled or recorded one at run time. A
+     GPUWRAP_LIB that is not libgpuwrap, or that the extension does not end up using (a
+     libgpuwrap of another soname), fails the import saying so: it is never passed over.
   2. An installed package imports its compiled extension, which finds the library through
      its rpath: $ORIGIN/lib (the copy bundled at install time, plugins in lib/gpuwrap/,
      where the library's own dladdr lookup finds them) or the recorded GPUWRAP_PREFIX.
@@ -34,21 +36,78 @@ def _preload():
     path = os.environ.get("GPUWRAP_LIB")
     if path and _preloaded is None:
         try:
-            _preloaded = ctypes.CDLL(path)
+            lib = ctypes.CDLL(path)
         except OSError as e:
             raise ImportError(f"gpuwrap: GPUWRAP_LIB={path} cannot be loaded: {e}") from None
+        # The symbol must be the file's own: dlsym through a handle also finds it in the
+        # file's dependencies (libgpuwrap_halo.so has it from libgpuwrap.so).
+        owner = _defining_file(lib, "gw__private_abi")
+        if owner is None or not _same_file(owner, path):
+            raise ImportError(f"gpuwrap: GPUWRAP_LIB={path} is not libgpuwrap (" +
+                              (f"it only depends on {owner}" if owner else "it has no gw__private_abi") +
+                              "): point it at libgpuwrap.so of the build to use, or unset it")
+        _preloaded = lib
     return path
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _dladdr(addr):
+    """The file holding addr (dladdr), None if unknown."""
+    for name in (None, "libc.so.6", "libdl.so.2"):  # glibc < 2.34 has dladdr in libdl
+        try:
+            fn = ctypes.CDLL(name).dladdr
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if fn(addr, ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+        return None
+    return None
+
+
+def _defining_file(lib, symbol):
+    try:
+        return _dladdr(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+    except AttributeError:
+        return None
+
+
+def _same_file(owner, path):
+    """owner (a path from dladdr) is the file GPUWRAP_LIB names: by path, or by name where
+    GPUWRAP_LIB is a bare name the loader found through its search path."""
+    if os.sep not in path:
+        return os.path.basename(owner) == path
+    return os.path.realpath(owner) == os.path.realpath(path)
+
+
+def _check_env_lib(mod, env_lib):
+    """The extension uses the GPUWRAP_LIB that was asked for, else the import fails."""
+    if not env_lib:
+        return mod
+    used = mod.library_path()
+    if used and _same_file(used, env_lib):
+        return mod
+    sys.modules.pop("gpuwrap._gpuwrap", None)
+    raise ImportError(f"gpuwrap: GPUWRAP_LIB={env_lib} was loaded, but the extension uses "
+                      f"{used} (a libgpuwrap of another soname, or another file under the same "
+                      "soname loaded first): point GPUWRAP_LIB at the library the extension "
+                      "was built for, or unset it")
 
 
 def load_extension():
     env_lib = _preload()
     try:
         from . import _gpuwrap  # installed (or built in place)
-        return _gpuwrap
     except ImportError as e:
         if os.path.exists(os.path.join(_HERE, "_build_info.py")):
             raise ImportError(f"gpuwrap: the installed extension does not load: {e}") from e
-    return _compile_and_load(env_lib)
+        return _check_env_lib(_compile_and_load(env_lib), env_lib)
+    return _check_env_lib(_gpuwrap, env_lib)
 
 
 def sources(pkg_dir=_HERE):

@@ -30,11 +30,13 @@
  * and ipc_close (memory from another process, src/core/ipc.c); fork_lock and
  * owns_native_stream (the core asks a backend instead of reaching into it). 7:
  * stream_capturing. 8: caps.device_uuid and caps.concurrent_processes (the halo's choice
- * of the IPC path); ipc_event_create and ipc_event_open. 9: device_uuid (an IPC handle
- * names its device by UUID, which the importer maps to its own ordinal). A plugin of another ABI is
- * refused at load (plugin.c), never called with the wrong argument list (nor with a table
- * shorter than this one). */
-#define GW__BACKEND_ABI 9
+ * of the IPC path). 9: ipc_event_create and ipc_event_open (added after 8 was set), and
+ * gw_ptrinfo's struct_size. 10: device_uuid (an IPC handle names its device by UUID, which
+ * the importer maps to its own ordinal). A plugin of another ABI is refused at load
+ * (plugin.c), never called with the wrong argument list (nor with a table shorter than this
+ * one). CTest abi.backend checks the number against the hash of what it covers
+ * (src/core/abi.lock). */
+#define GW__BACKEND_ABI 10
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */

@@ -48,7 +48,7 @@ static void try_alloc(gw_context *ctx, gw_memkind kind, char *buf, size_t n) {
     snprintf(buf, n, "no (%s: %s)", gw_err_name(s), gw_last_error());
     return;
   }
-  gw_ptrinfo pi;
+  gw_ptrinfo pi = {.struct_size = sizeof pi};
   void *probe = gw_host_data(a) ? gw_host_data(a) : gw_data(a);
   if (gw_pointer_query(ctx, probe, &pi) == GW_OK)
     snprintf(buf, n, "yes (query: %s, device %d)", gw_memkind_name(pi.kind), pi.device);
@@ -75,7 +75,7 @@ static void probe_pageable(gw_context *ctx, device_report *r) {
     free(p);
     return;
   }
-  gw_ptrinfo pi;
+  gw_ptrinfo pi = {.struct_size = sizeof pi};
   memset(&pi, 0, sizeof pi);
   gw_pointer_query(ctx, p, &pi);
   if (pi.flags & GW_PTR_GPUWRAP_REGISTERED)
@@ -176,7 +176,7 @@ static void print_text(FILE *f, const report *r, int all_settings) {
           all_settings ? "" : " that are set (gpuwrap info --settings lists them all)");
   int shown = 0;
   for (int i = 0; i < gw_setting_count(); i++) {
-    gw_setting_info s;
+    gw_setting_info s = {.struct_size = sizeof s};
     if (gw_setting_describe(i, &s) != GW_OK || (!all_settings && !s.value)) continue;
     shown++;
     if (!all_settings) {
@@ -268,7 +268,7 @@ static void print_json(FILE *f, const report *r, int all_settings) {
   fprintf(f, ", \"settings\": [");
   int first = 1;
   for (int i = 0; i < gw_setting_count(); i++) {
-    gw_setting_info s;
+    gw_setting_info s = {.struct_size = sizeof s};
     if (gw_setting_describe(i, &s) != GW_OK || (!all_settings && !s.value)) continue;
     fprintf(f, "%s{\"name\": ", first ? "" : ", ");
     first = 0;

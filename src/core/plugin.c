@@ -9,7 +9,9 @@
  * when its prefix is moved, and must never reach back into the build tree); every place is
  * found at run time, in this order:
  *   1. $GPUWRAP_PLUGIN_DIR, when set and non-empty: an explicit override wins, so it is
- *      looked at first;
+ *      looked at first; one that is not a directory (a typo, a path of another machine)
+ *      makes the GPU backends unavailable with that reason, rather than be passed over
+ *      for whatever plugin the other places have;
  *   2. <dir>/gpuwrap, where <dir> is the directory of the object holding this code
  *      (dladdr): the installed layout, <libdir>/libgpuwrap.so beside <libdir>/gpuwrap/libgpuwrap-cuda.so;
  *   3. <dir> itself: the build tree, where the library and the plugins share build/lib;
@@ -24,12 +26,14 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -101,11 +105,23 @@ static void add_dir(search_list *l, const char *dir, const char *sub) {
   l->n++;
 }
 
-static void search_dirs(search_list *l) {
+/* The candidate directories in order; 0, or -1 with s->why set when GPUWRAP_PLUGIN_DIR
+ * names no directory. */
+static int search_dirs(plugin_slot *s, search_list *l) {
   l->n = 0;
   const char *env = gw__setting_text(GW__SET_PLUGIN_DIR);
-  if (env) add_dir(l, env, NULL);
-  if (!own_path(l->self, sizeof l->self)) return;
+  if (env) {
+    struct stat st;
+    int bad = stat(env, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (bad) {
+      set_why(s,
+              "GPUWRAP_PLUGIN_DIR='%.200s': %s; set it to the directory that holds %s, or unset it",
+              env, strerror(bad), s->file);
+      return -1;
+    }
+    add_dir(l, env, NULL);
+  }
+  if (!own_path(l->self, sizeof l->self)) return 0;
   if (dir_of(l->self, l->dir, sizeof l->dir)) {
     /* The directory as the loader reached it ("bin/../lib" from an $ORIGIN rpath), tidied
      * for the messages; the file's own symlinks are kept for step 4. */
@@ -117,6 +133,7 @@ static void search_dirs(search_list *l) {
     add_dir(l, l->dir, "gpuwrap");
     add_dir(l, l->dir, NULL);
   }
+  return 0;
 }
 
 /* The first candidate directory that has the plugin file: its dlopen handle (NULL with
@@ -153,8 +170,7 @@ static void load(plugin_slot *s) {
     set_why(s, "%s: out of memory looking for it", s->file);
     return;
   }
-  search_dirs(l);
-  void *h = open_plugin(s, l);
+  void *h = search_dirs(s, l) == 0 ? open_plugin(s, l) : NULL;
   if (!h) {
     free(l);
     return;

@@ -3,7 +3,10 @@
  * exports these (default visibility) for libgpuwrap-halo and the Python extension, which
  * are built from the same tree; no other file declares a gw__ symbol of another library.
  * Not installed, not for applications. GW__PRIVATE_ABI changes whenever a declaration here
- * does; a caller checks gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
+ * does (CTest abi.private checks it against the hash recorded in src/core/abi.lock and says
+ * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
+ * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID); a caller checks
+ * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
  * message instead of a wrong call. GPU plugins get what they need through gw__host_api
  * (backend.h), versioned by GW__BACKEND_ABI.
@@ -14,7 +17,7 @@
 #include "gpuwrap.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 3
+#define GW__PRIVATE_ABI 5
 
 GW_API int gw__private_abi(void);
 

@@ -8,6 +8,7 @@
 #include "settings.h"
 
 #include "internal.h"
+#include "out_struct.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -75,7 +76,9 @@ static int parse(const setting_row *r, const char *text, long long *out, char *w
   case T_BYTES: {
     char *end = NULL;
     errno = 0;
-    long long v = strtoll(text, &end, 0);
+    /* Base 10: a user writes GPUWRAP_CPU_DEVICES=010 meaning ten (base 0 read it as octal
+     * 8, and 08 as an error); hexadecimal is no one's way of writing a count. */
+    long long v = strtoll(text, &end, 10);
     int ok = end != text && errno == 0 && !isspace((unsigned char)text[0]);
     if (ok && r->type == T_BYTES && *end) {
       int shift = strchr("kK", *end) ? 10 : strchr("mM", *end) ? 20 : strchr("gG", *end) ? 30 : -1;
@@ -124,11 +127,10 @@ const char *gw__setting_text(gw__setting_id id) {
 
 int gw_setting_count(void) { return GW__SETTING_COUNT; }
 
-gw_status gw_setting_describe(int i, gw_setting_info *out) {
-  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  if (i < 0 || i >= GW__SETTING_COUNT)
-    return gw__fail(GW_EINVAL, "i: %d is not in [0, %d)", i, GW__SETTING_COUNT);
-  const setting_row *r = &rows[i];
+static const size_t layouts[] = GW__SETTING_INFO_LAYOUTS;
+GW__LAYOUTS_CHECK(gw_setting_info, GW__SETTING_INFO_LAST);
+
+static void describe(const setting_row *r, gw_setting_info *out) {
   memset(out, 0, sizeof *out);
   out->name = r->name;
   out->type = type_names[r->type];
@@ -146,6 +148,15 @@ gw_status gw_setting_describe(int i, gw_setting_info *out) {
   long long v;
   if (out->value && parse(r, out->value, &v, out->problem, sizeof out->problem) != 0)
     out->valid = 0;
+}
+
+gw_status gw_setting_describe(int i, gw_setting_info *out) {
+  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+  if (i < 0 || i >= GW__SETTING_COUNT)
+    return gw__fail(GW_EINVAL, "i: %d is not in [0, %d)", i, GW__SETTING_COUNT);
+  gw_setting_info full;
+  describe(&rows[i], &full);
+  gw__out_copy(out, &full, layouts, sizeof layouts / sizeof layouts[0]);
   return GW_OK;
 }
 

@@ -3,8 +3,9 @@
  *
  *   X(ID, NAME, TYPE, DEFAULT, MIN, MAX, CHOICES, WHO, DOC)
  *
- * TYPE is BOOL (0/1, yes/no, on/off, true/false), INT (an integer in [MIN, MAX]), BYTES (an
- * integer in [MIN, MAX] with an optional k/K, m/M or g/G suffix for KiB, MiB, GiB), CHOICE
+ * TYPE is BOOL (0/1, yes/no, on/off, true/false), INT (a decimal integer in [MIN, MAX]; a
+ * leading 0 is not octal), BYTES (a decimal integer in [MIN, MAX] with an optional k/K, m/M
+ * or g/G suffix for KiB, MiB, GiB), CHOICE
  * (one of the '|'-separated CHOICES; read as its index) or TEXT (any string; its reader
  * checks what the string means). DEFAULT is the value as a user would write it. WHO is the
  * part of gpuwrap that reads it. An empty variable counts as unset. settings.c is the one

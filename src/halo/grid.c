@@ -4,6 +4,7 @@
  * gather!), so a stencil code does not rebuild them by hand around its halo plans.
  */
 #include "halo_internal.h"
+#include "../core/out_struct.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -154,9 +155,12 @@ void gw_grid_destroy(gw_grid *g) {
 
 MPI_Comm gw_grid_comm(const gw_grid *g) { return g ? g->comm : MPI_COMM_NULL; }
 
+static const size_t grid_layouts[] = GW__GRID_INFO_LAYOUTS;
+GW__LAYOUTS_CHECK(gw_grid_info, GW__GRID_INFO_LAST);
+
 gw_status gw_grid_query(const gw_grid *g, gw_grid_info *out) {
   if (!g || !out) return gw__halo_fail(GW_EINVAL, "gw_grid_query: %s is NULL", !g ? "grid" : "out");
-  *out = g->info;
+  gw__out_copy(out, &g->info, grid_layouts, sizeof grid_layouts / sizeof grid_layouts[0]);
   return GW_OK;
 }
 

@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 
 #include "halo_internal.h"
+#include "../core/out_struct.h"
 #include "nccl_api.h"
 
 #include <limits.h>
@@ -752,8 +753,11 @@ gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank, gw_h
   return GW_OK;
 }
 
+static const size_t info_layouts[] = GW__HALO_INFO_LAYOUTS;
+GW__LAYOUTS_CHECK(gw_halo_info, GW__HALO_INFO_LAST);
+
 gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out) {
   if (!h || !out) return gw__halo_fail(GW_EINVAL, "gw_halo_query: %s is NULL", !h ? "plan" : "out");
-  *out = h->info;
+  gw__out_copy(out, &h->info, info_layouts, sizeof info_layouts / sizeof info_layouts[0]);
   return GW_OK;
 }

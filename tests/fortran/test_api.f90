@@ -96,6 +96,7 @@ program test_api
   call random_number(x)
   call want(gw_wrap_array(ctx, x, a), GW_OK, 'wrap x')
   call want(gw_pointer_query(ctx, c_loc(x(2, 1)), pi), GW_OK, 'query')
+  if (pi%struct_size /= GW_PTRINFO_C_SIZE) call fail('gw_ptrinfo struct_size: the default is the C layout')
   if (pi%kind /= GW_MEM_PINNED .or. iand(pi%flags, GW_PTR_GPUWRAP_REGISTERED) == 0 .or. &
       .not. c_associated(pi%base, c_loc(x)) .or. pi%extent /= 160) then
     write (error_unit, *) 'query:', pi%kind, pi%device, pi%extent, pi%flags, c_associated(pi%base, c_loc(x))

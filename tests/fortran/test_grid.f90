@@ -34,6 +34,7 @@ program test_grid
 
   call want(gw_grid_create(MPI_COMM_WORLD, 3, gn, [1, 1, 1], [0, 0, 0], g), GW_OK, 'grid_create')
   call want(gw_grid_query(g, info), GW_OK, 'grid_query')
+  if (info%struct_size /= GW_GRID_INFO_C_SIZE) call fail('gw_grid_info struct_size')
   if (info%ndims /= 3 .or. product(info%dims) /= nprocs .or. info%size /= nprocs) call fail('grid dims')
   if (any(info%global /= gn) .or. any(info%periods /= 1)) call fail('grid global/periods')
   if (info%node_rank < 0 .or. info%node_rank >= info%node_size) call fail('grid node rank')

@@ -238,6 +238,20 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
                      gw_halo_path path, int quick) {
   gw_grid_info gi;
   ASSERT_OK(gw_grid_query(grid, &gi));
+  /* struct_size (gpuwrap.h, Conventions): set, or left as garbage, the library writes the
+   * first layout exactly: the guard bytes after it stay poisoned. */
+  union {
+    gw_grid_info info;
+    unsigned char b[sizeof(gw_grid_info) + 32];
+  } u;
+  for (int k = 0; k < 2; k++) {
+    memset(&u, 0xA5, sizeof u);
+    if (k == 0) u.info.struct_size = sizeof u.info;
+    ASSERT_OK(gw_grid_query(grid, &u.info));
+    ASSERT_EQ_LONG((long)u.info.struct_size, (long)sizeof u.info);
+    ASSERT_EQ_LONG(memcmp(&u.info.ndims, &gi.ndims, sizeof gi - offsetof(gw_grid_info, ndims)), 0);
+    for (size_t i = sizeof u.info; i < sizeof u; i++) ASSERT_EQ_LONG(u.b[i], 0xA5);
+  }
   fld F[NF];
   gw_halo_field hf[NF];
   memset(F, 0, sizeof F);

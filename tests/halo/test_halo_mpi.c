@@ -174,6 +174,21 @@ static void run_case(gw_context *ctx, MPI_Comm cart, const geometry *geo, gw_dty
   gw_halo_info info;
   ASSERT_OK(gw_halo_query(h, &info));
   ASSERT_EQ_LONG(info.path, l == LAYOUT_DEVICE_MPI ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST);
+  /* struct_size (gpuwrap.h, Conventions): set, or left as garbage, the library writes the
+   * first layout exactly: the guard bytes after it stay poisoned. */
+  union {
+    gw_halo_info info;
+    unsigned char b[sizeof(gw_halo_info) + 32];
+  } u;
+  for (int k = 0; k < 2; k++) {
+    memset(&u, 0xA5, sizeof u);
+    if (k == 0) u.info.struct_size = sizeof u.info;
+    ASSERT_OK(gw_halo_query(h, &u.info));
+    ASSERT_EQ_LONG((long)u.info.struct_size, (long)sizeof u.info);
+    ASSERT_EQ_LONG(u.info.path, info.path);
+    ASSERT_EQ_LONG((long)u.info.buffer_bytes, (long)info.buffer_bytes);
+    for (size_t i = sizeof u.info; i < sizeof u; i++) ASSERT_EQ_LONG(u.b[i], 0xA5);
+  }
 
   char what[96];
   for (int split = 0; split < 2; split++) {

@@ -129,7 +129,7 @@ int main() {
     const int N = 200000;
     int dev;
     CUcontext cur;
-    gw_ptrinfo info;
+    gw_ptrinfo info = {sizeof info};
     const char *what[] = {"cudaGetDevice",
                           "cuCtxGetCurrent",
                           "cudaStreamSynchronize(legacy), idle",

@@ -215,7 +215,7 @@ static void erase(table *t, range *r) {
 
 void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out) {
   uintptr_t p = (uintptr_t)ptr;
-  gw_ptrinfo info = {GW_MEM_HOST, -1, NULL, 0, NULL, (void *)ptr, 0};
+  gw_ptrinfo info = {.kind = GW_MEM_HOST, .device = -1, .host_ptr = (void *)ptr};
   if (atomic_load_explicit(&live_ranges, memory_order_relaxed) != 0) {
     pthread_mutex_lock(&model_lock);
     /* Allocations first: a live allocation can land on a stale registration's bytes
