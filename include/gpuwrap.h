@@ -468,6 +468,17 @@ GW_API size_t gw_registry_ranges(void);
  * launch stream before releasing them). The event gpuwrap records for captured work is a
  * node of the graph; gpuwrap never queries it, and a gw_array_wait on another stream of
  * the same capture waits for it.
+ * A capture begun while a call runs: each asynchronous call checks its stream once, then
+ * queues, and no runtime can make the two one step (there is no conditional enqueue). So a
+ * capture another thread begins on the SAME stream (or makes it join) while a gpuwrap call
+ * on it runs is a race of the program, as it is for the runtime's own calls: the call's
+ * work lands before the capture or in it, and work a capture cannot hold (a pageable copy,
+ * an interprocess event) then breaks it as the runtime's own call would. gpuwrap's records
+ * follow where the work landed: what landed in the capture is the capture's (not pending,
+ * never waited for outside it), and the stream's earlier queued work on those arrays is
+ * then no longer followed (synchronize it before releasing them). Order the begin with
+ * the calls on that stream. A capture of ANOTHER stream, begun at any moment, is never
+ * broken by a gpuwrap call (the relaxed mode below).
  * Good neighbours: gpuwrap's own runtime calls (queries, registration, synchronous copies,
  * events) run in the runtime's relaxed per-thread capture mode, restored after
  * (cudaThreadExchangeStreamCaptureMode), so they never invalidate another thread's capture,
