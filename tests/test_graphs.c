@@ -761,6 +761,21 @@ TEST_IMPL(capture_begins_after_check) {
   ASSERT_OK(gw_copy(out, a));
   ASSERT_ELEMS_EQ(h32(out), pg, N, sizeof(int32_t));
 
+  /* 3. An interprocess event recorded on the stream as its capture begins: the model's
+   * runtime takes no interprocess event into a graph and refuses the record at the
+   * enqueue (GW_ENOTSUP), the capture going on. */
+  gw__ipc_event *ev = NULL;
+  gw__ipc_event_handle eh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  ba = (begin_arg){nat, GW_EINVAL};
+  gw_cpu_after_capture_query(begin_in_another_thread, &ba);
+  ASSERT_STATUS(gw__ipc_event_record(ev, s), GW_ENOTSUP);
+  ASSERT_OK(ba.st);
+  ASSERT_OK(drv_end(nat, &g));
+  ASSERT_EQ_INT(gw_cpu_graph_items(g), 0);
+  drv_graph_destroy(g);
+  gw__ipc_event_destroy(ev);
+
   gw_release(pw);
   free(pg);
   gw_release(a);
