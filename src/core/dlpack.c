@@ -444,7 +444,8 @@ static gw_status import_wrap(gw_context *ctx, const DLTensor *t, const import_ar
   if (s != GW_OK) return s;
   *taken = true;
   int dt = (int)t->device.device_type;
-  if (dt == kDLExtDev && gw_kind(a) != GW_MEM_DEVICE) {
+  if (dt == kDLExtDev && gw_kind(a) != GW_MEM_DEVICE &&
+      gw_numel(a) > 0) { /* empty: never classified */
     gw_memkind kind = gw_kind(a);
     gw_release(a); /* runs the tensor's deleter */
     return gw__fail(GW_EDEVICE,

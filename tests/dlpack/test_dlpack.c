@@ -1088,6 +1088,16 @@ TEST_IMPL(extdev_import) {
   ASSERT_ERROR_MENTIONS("kDLExtDev");
   ASSERT_EQ_INT(p.calls, 1);
   ASSERT_EQ_PTR(out, SENTINEL);
+  /* An empty device array round-trips (a wrap of no elements is never classified). */
+  int64_t none[1] = {0};
+  gw_array *e = NULL;
+  ASSERT_OK(gw_alloc(ctx1, GW_MEM_DEVICE, GW_FLOAT32, 1, none, &e));
+  ASSERT_OK(gw_to_dlpack(e, &t));
+  ASSERT_EQ_INT(t->dl_tensor.device.device_type, kDLExtDev);
+  ASSERT_OK(gw_from_dlpack(ctx1, t, &back));
+  ASSERT_EQ_INT(gw_numel(back), 0);
+  gw_release(back);
+  gw_release(e);
   gw_release(a);
   gw_release(b);
   ASSERT_NO_LEAK(before);
