@@ -44,7 +44,10 @@
  * through out-parameters, which are left untouched on failure. gw_last_error() gives the
  * detail of this thread's most recent failure (which argument, and why); read it only
  * after a call failed: successful calls do not clear it. A failed call leaves
- * nothing behind: no registration, no reference, no allocation. The library never prints
+ * nothing behind: no registration, no reference, no allocation, no event. The one
+ * exception is work already queued on a stream, which no runtime can take back: an
+ * asynchronous call that the runtime fails part-way may have queued some of its pieces
+ * (gw_copy_async: what a failed asynchronous call leaves). The library never prints
  * and never aborts. Pointers passed in are borrowed unless a call says it takes them.
  * Shapes and strides are int64_t; strides count elements (as DLPack does); NULL strides
  * mean C-contiguous (row-major); column-major (Fortran, Julia) is a choice of strides.
@@ -481,6 +484,17 @@ GW_API size_t gw_registry_ranges(void);
  * launch stream before releasing them). The event gpuwrap records for captured work is a
  * node of the graph; gpuwrap never queries it, and a gw_array_wait on another stream of
  * the same capture waits for it.
+ * A capture begun while a call runs: each asynchronous call checks its stream once, then
+ * queues, and no runtime can make the two one step (there is no conditional enqueue). So a
+ * capture another thread begins on the SAME stream (or makes it join) while a gpuwrap call
+ * on it runs is a race of the program, as it is for the runtime's own calls: the call's
+ * work lands before the capture or in it, and work a capture cannot hold (a pageable copy,
+ * an interprocess event) then breaks it as the runtime's own call would. gpuwrap's records
+ * follow where the work landed: what landed in the capture is the capture's (not pending,
+ * never waited for outside it), and the stream's earlier queued work on those arrays is
+ * then no longer followed (synchronize it before releasing them). Order the begin with
+ * the calls on that stream. A capture of ANOTHER stream, begun at any moment, is never
+ * broken by a gpuwrap call (the relaxed mode below).
  * Good neighbours: gpuwrap's own runtime calls (queries, registration, synchronous copies,
  * events) run in the runtime's relaxed per-thread capture mode, restored after
  * (cudaThreadExchangeStreamCaptureMode), so they never invalidate another thread's capture,
@@ -525,7 +539,15 @@ GW_API gw_status gw_stream_synchronize(gw_stream *s);
  *  records s's pending-work event on both arrays (gw_array_wait): a release waits for the
  *  work of every stream that still needs the memory, two streams reading at once
  *  included. On a stream being captured into a graph the work is recorded, or refused
- *  with GW_ENOTSUP before anything is queued ("Graphs" above). */
+ *  with GW_ENOTSUP before anything is queued ("Graphs" above).
+ *  What a failed asynchronous call leaves: every argument check (and the capture check)
+ *  comes before anything is queued, so those failures queue nothing. A failure of the
+ *  runtime part-way (GW_EBACKEND, GW_ENOMEM) may leave pieces of the call queued on s
+ *  (one half of a staged copy, the first pairs of a batch, some of gw_array_wait's waits):
+ *  the contents of the destination are then unspecified, everything the call took
+ *  (events, temporaries) is given back, each queued piece is tracked as pending work like
+ *  any other (a release waits for it), and s stays valid and in order: work queued on it
+ *  next runs after those pieces. Repeat the call, or write the destination again. */
 GW_API gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s);
 GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
 /**
@@ -539,7 +561,8 @@ GW_API gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s);
  * @return GW_OK; GW_EINVAL (NULL argument); GW_EDEVICE (work of another backend than s's
  *         is pending: nothing is waited for then; a stream of another device of the same
  *         backend does wait, as cudaStreamWaitEvent allows); GW_ENOTSUP (see above);
- *         GW_EBACKEND.
+ *         GW_EBACKEND (the runtime refused a wait: s may already wait for some of the
+ *         streams, which only orders it more; it stays valid; wait again before using a).
  */
 GW_API gw_status gw_array_wait(const gw_array *a, gw_stream *s);
 /** 1 when asynchronous gpuwrap work on a's memory, on any stream, may not have completed

@@ -1,6 +1,7 @@
 /* Failure injection into each backend operation of the CPU model: the call returns the
  * injected status, gw_last_error() says something, out-parameters stay untouched and
  * nothing is left registered, allocated or referenced. CPU backend only. */
+#include "private.h"
 #include "test.h"
 
 /* ctest-env: env_fail_register GPUWRAP_CPU_FAIL=register:1 */
@@ -363,6 +364,197 @@ TEST_IMPL(env_fail_register) {
   gw_release(a);
   ASSERT_NO_LEAK(before);
   free(buf);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- a runtime failure at each step of an asynchronous call ----
+ *
+ * Work already queued on a stream cannot be taken back (a GPU runtime has no such call), so
+ * an asynchronous call that fails part-way may have queued some of its pieces (gpuwrap.h,
+ * "Streams": what a failed asynchronous call leaves). What must hold at every failure point:
+ * the call returns the injected status with a message, everything it took (events,
+ * temporaries, slots) is given back, and the stream stays usable and in order: the next
+ * call on it gives the right data. Each step is the n-th backend call of the operation. */
+
+/* ctest-env: fail_async_each_step GPUWRAP_CPU_STREAM_DELAY_US=3000 */
+
+enum {
+  STEP_WAIT,
+  STEP_COPY,
+  STEP_FILL,
+  STEP_OVERLAP,
+  STEP_PAGEABLE,
+  STEP_MANY,
+  STEP_ORDER,
+  STEP_KINDS
+};
+static const char *const step_names[STEP_KINDS] = {
+    "gw_array_wait (3 streams pending)",
+    "gw_copy_async device -> pinned",
+    "gw_fill_async",
+    "gw_copy_async of overlapping views (staged)",
+    "gw_copy_async pageable -> device",
+    "gw__copy_many (3 pairs and an overlapping one: one by one)",
+    "gw__stream_order (a writer's stream before s)"};
+
+/* One run of operation `op` with its nth call of backend operation fop failing (nth 0:
+ * none). Returns the number of failures injected into it (0: it made fewer such calls). */
+static long async_step(gw_context *ctx, int op, gw_cpu_op fop, long nth) {
+  enum { N = 3000 };
+  int64_t shape[1] = {N}, third[1] = {N / 3}, one[1] = {1};
+  gw_array *a = NULL, *b = NULL, *h = NULL, *chk = NULL, *part[3] = {NULL, NULL, NULL};
+  gw_array *many_d[4] = {NULL, NULL, NULL, NULL}, *many_s[4] = {NULL, NULL, NULL, NULL};
+  gw_stream *s = NULL, *w[3] = {NULL, NULL, NULL};
+  int32_t *pageable = malloc(N * sizeof *pageable), *want = malloc(N * sizeof *want);
+  ASSERT_NOT_NULL(pageable);
+  ASSERT_NOT_NULL(want);
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &a));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &b));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_INT32, 1, shape, &h));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, shape, &chk));
+  /* a: three thirds written by three delayed streams, so that their work is pending */
+  for (int k = 0; k < 3; k++) {
+    int64_t start[1] = {k * (N / 3)};
+    int32_t v = 100 + k;
+    ASSERT_OK(gw_stream_create(ctx, &w[k]));
+    ASSERT_OK(gw_view(a, start, third, one, &part[k]));
+    ASSERT_OK(gw_fill_async(part[k], &v, w[k]));
+    for (int i = 0; i < N / 3; i++) want[k * (N / 3) + i] = v;
+  }
+  for (int i = 0; i < N; i++) pageable[i] = (int32_t)(i * 7 + 1);
+  gw_array *pw = NULL;
+  ASSERT_OK(gw_wrap(ctx, pageable, GW_INT32, 1, shape, NULL, GW_WRAP_NO_REGISTER, &pw));
+  gw_array *lo = NULL, *hi = NULL;
+  int64_t lo_start[1] = {0}, hi_start[1] = {1}, shorter[1] = {N - 1};
+  ASSERT_OK(gw_view(b, lo_start, shorter, one, &lo));
+  ASSERT_OK(gw_view(b, hi_start, shorter, one, &hi));
+  for (int k = 0; k < 3; k++) {
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_INT32, 1, third, &many_d[k]));
+    many_s[k] = gw_retain(part[k]);
+  }
+  many_d[3] = gw_retain(hi); /* overlaps its src: the batch runs pair by pair */
+  many_s[3] = gw_retain(lo);
+  if (op == STEP_OVERLAP || op == STEP_MANY) { /* b: a known ramp, complete */
+    ASSERT_OK(gw_copy(b, pw));
+  }
+  if (op != STEP_WAIT && op != STEP_ORDER)
+    ASSERT_OK(gw_array_wait(a, s)); /* the operation reads or writes a */
+
+  long inj = gw_cpu_failures_injected();
+  if (nth > 0) gw_cpu_fail_op(fop, nth, GW_EBACKEND);
+  int32_t fv = -5;
+  gw_status st = GW_OK;
+  switch (op) {
+  case STEP_WAIT: st = gw_array_wait(a, s); break;
+  case STEP_COPY: st = gw_copy_async(h, a, s); break;
+  case STEP_FILL: st = gw_fill_async(a, &fv, s); break;
+  case STEP_OVERLAP: st = gw_copy_async(hi, lo, s); break;
+  case STEP_PAGEABLE: st = gw_copy_async(b, pw, s); break;
+  case STEP_MANY: st = gw__copy_many(many_d, (const gw_array *const *)many_s, 4, s); break;
+  case STEP_ORDER:
+    st = gw__stream_order(w[0], s);
+    if (st == GW_OK) st = gw__stream_order(w[1], s);
+    if (st == GW_OK) st = gw__stream_order(w[2], s);
+    break;
+  }
+  gw_cpu_fail_reset();
+  long got = gw_cpu_failures_injected() - inj;
+  TEST_CONTEXT("%s, %s call #%ld failing", step_names[op], gw_cpu_op_name(fop), nth);
+  if (st != GW_OK) {
+    ASSERT_EQ_INT(got, 1);
+    if (st != GW_EBACKEND)
+      TST_FAIL("returned %s, injected GW_EBACKEND (%s)", gw_err_name(st), gw_last_error());
+    ASSERT_ERROR_MENTIONS("injected");
+  }
+  /* The stream is usable and in order: wait for a's writers, copy a through s, and read
+   * it back; each third must hold its value (a read before them gives zeros). */
+  ASSERT_OK(gw_array_wait(a, s));
+  if (op == STEP_FILL && st == GW_OK)
+    for (int i = 0; i < N; i++) want[i] = fv;
+  ASSERT_OK(gw_copy_async(chk, a, s));
+  ASSERT_OK(gw_copy_async(h, chk, s));
+  ASSERT_OK(gw_stream_synchronize(s));
+  if (op != STEP_FILL || st == GW_OK) ASSERT_ELEMS_EQ(gw_host_data(h), want, N, 4);
+  /* A call that succeeded (its failed call absorbed, e.g. an event) did its work. */
+  if (st == GW_OK && (op == STEP_OVERLAP || op == STEP_PAGEABLE || op == STEP_MANY)) {
+    ASSERT_OK(gw_copy(h, b));
+    const int32_t *hb = gw_host_data(h);
+    for (int i = 0; i < N; i++) {
+      int32_t e = op == STEP_PAGEABLE ? pageable[i] : i == 0 ? pageable[0] : pageable[i - 1];
+      if (hb[i] != e) TST_FAIL("b[%d] = %d, want %d", i, hb[i], e);
+    }
+  }
+  if (st == GW_OK && op == STEP_MANY) {
+    for (int k = 0; k < 3; k++) {
+      ASSERT_OK(gw_array_wait(many_d[k], s));
+      gw_array *hk = NULL;
+      ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_INT32, 1, third, &hk));
+      ASSERT_OK(gw_copy_async(hk, many_d[k], s));
+      ASSERT_OK(gw_stream_synchronize(s));
+      ASSERT_ELEMS_EQ(gw_host_data(hk), want + k * (N / 3), N / 3, 4);
+      gw_release(hk);
+    }
+  }
+  /* Nothing dangles: once every stream ran, nothing is pending. */
+  for (int k = 0; k < 3; k++) ASSERT_OK(gw_stream_synchronize(w[k]));
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_EQ_INT(gw_array_pending(a), 0);
+  ASSERT_EQ_INT(gw_array_pending(b), 0);
+  ASSERT_EQ_INT(gw_array_pending(h), 0);
+  for (int k = 0; k < 4; k++) {
+    gw_release(many_d[k]);
+    gw_release(many_s[k]);
+  }
+  for (int k = 0; k < 3; k++) {
+    gw_release(part[k]);
+    gw_stream_destroy(w[k]);
+  }
+  gw_release(lo);
+  gw_release(hi);
+  gw_release(pw);
+  gw_release(a);
+  gw_release(b);
+  gw_release(h);
+  gw_release(chk);
+  gw_stream_destroy(s);
+  free(pageable);
+  free(want);
+  tst_context[0] = '\0';
+  return got;
+}
+
+/* Every operation a failed call can take back or live with; a failed free or unregister
+ * leaves the memory the runtime's (fail_free), which no caller can take back either. */
+static const gw_cpu_op async_fail_ops[] = {GW_CPU_OP_QUERY,
+                                           GW_CPU_OP_ALLOC,
+                                           GW_CPU_OP_REGISTER,
+                                           GW_CPU_OP_COPY,
+                                           GW_CPU_OP_FILL,
+                                           GW_CPU_OP_SYNCHRONIZE,
+                                           GW_CPU_OP_STREAM_SYNCHRONIZE,
+                                           GW_CPU_OP_EVENT_CREATE,
+                                           GW_CPU_OP_EVENT_RECORD,
+                                           GW_CPU_OP_STREAM_WAIT_EVENT,
+                                           GW_CPU_OP_DEVICE_ADDRESS};
+
+TEST_IMPL(fail_async_each_step) {
+  gw_context *ctx = open_cpu();
+  tst_leaks before = tst_leak_snapshot();
+  for (int op = 0; op < STEP_KINDS; op++) {
+    long steps = 0;
+    for (size_t f = 0; f < sizeof async_fail_ops / sizeof async_fail_ops[0]; f++)
+      for (long nth = 1; nth < 64 && async_step(ctx, op, async_fail_ops[f], nth) > 0; nth++) {
+        steps++;
+        TEST_CONTEXT("%s, %s call #%ld failing", step_names[op], gw_cpu_op_name(async_fail_ops[f]),
+                     nth);
+        ASSERT_NO_LEAK(before);
+      }
+    if (steps == 0) TST_FAIL("%s: no failure point", step_names[op]);
+    (void)async_step(ctx, op, GW_CPU_OP_COPY, 0);
+    ASSERT_NO_LEAK(before);
+  }
   gw_context_destroy(ctx);
   return 0;
 }

@@ -664,3 +664,129 @@ TEST_IMPL(captured_event_fails) {
   return 0;
 }
 #endif
+
+/* ---- a capture another thread begins between gpuwrap's check and its enqueue ---------------- */
+
+#ifndef GWT_GRAPH_CUDA
+typedef struct {
+  void *nat;
+  gw_status st;
+} begin_arg;
+static void *begin_thread(void *p) {
+  begin_arg *b = p;
+  b->st = gw_cpu_stream_capture_begin(b->nat, GW_CPU_CAPTURE_GLOBAL);
+  return NULL;
+}
+/* The hook (gw_cpu_after_capture_query): another thread begins a global capture, done
+ * before gpuwrap acts on the answer it just had. */
+static void begin_in_another_thread(void *p) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, begin_thread, p) != 0) TST_FAIL("pthread_create");
+  pthread_join(t, NULL);
+}
+
+/*
+ * gpuwrap checks a stream's capture once per call and then queues; no runtime can make the
+ * two one step (there is no conditional enqueue), and a capture another thread begins on
+ * the SAME stream meanwhile is the program's own race, as for the runtime's own calls
+ * (gpuwrap.h, "Graphs"): the work then lands in the capture. What gpuwrap owes is that its
+ * records stay right: the work is the capture's, not pending, never waited for outside it
+ * (before: its event, recorded in the capture but filed as queued work, left the array
+ * "pending" for good and made a wait on another stream fail on a node of an ended
+ * capture). And a capture begun at that moment on ANOTHER stream is never invalidated by
+ * the call (the relaxed capture mode), even when the call runs host work.
+ */
+/* ctest-backends: capture_begins_after_check cpu */
+/* ctest-env: capture_begins_after_check GPUWRAP_CPU_STREAM_DELAY_US=20000 */
+TEST_IMPL(capture_begins_after_check) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = open_ctx();
+  tst_leaks before = tst_leak_snapshot();
+  void *nat = drv_stream(1), *other = drv_stream(1);
+  gw_stream *s = NULL, *s2 = NULL;
+  ASSERT_OK(gw_stream_wrap(ctx, nat, &s));
+  ASSERT_OK(gw_stream_create(ctx, &s2));
+  gw_array *a = alloc1(ctx, GW_MEM_DEVICE), *b = alloc1(ctx, GW_MEM_DEVICE);
+  gw_array *out = alloc1(ctx, GW_MEM_PINNED);
+  int32_t v = fresh_value(), w = fresh_value();
+  ASSERT_OK(gw_fill(b, &v));
+  ASSERT_OK(gw_fill(a, &POISON));
+
+  /* 1. On the call's own stream. */
+  begin_arg ba = {nat, GW_EINVAL};
+  gw_cpu_after_capture_query(begin_in_another_thread, &ba);
+  ASSERT_OK(gw_copy_async(a, b, s));
+  ASSERT_OK(ba.st);
+  ASSERT_TRUE(drv_items(nat) >= 1); /* the copy was recorded, not run */
+  drv_graph *g = NULL;
+  ASSERT_OK(drv_end(nat, &g));
+  ASSERT_EQ_INT(gw_array_pending(a), 0);
+  ASSERT_EQ_INT(gw_array_pending(b), 0);
+  ASSERT_OK(gw_array_wait(a, s2));
+  ASSERT_OK(gw_array_wait(b, s2));
+  ASSERT_OK(gw_copy_async(out, a, s2));
+  ASSERT_OK(gw_stream_synchronize(s2));
+  ASSERT_ALL_EQ(h32(out), &POISON, N, sizeof(int32_t)); /* only captured: nothing ran */
+  for (int k = 0; k < LAUNCHES; k++) {
+    ASSERT_OK(gw_fill(a, &POISON));
+    poison_host(out);
+    ASSERT_OK(drv_launch(g, nat));
+    ASSERT_OK(gw_stream_synchronize(s));
+    ASSERT_OK(gw_copy(out, a));
+    ASSERT_ALL_EQ(h32(out), &v, N, sizeof(int32_t));
+  }
+  drv_graph_destroy(g);
+  /* The stream's eager work after the capture is followed as before. */
+  ASSERT_OK(gw_fill_async(a, &w, s));
+  ASSERT_EQ_INT(gw_array_pending(a), 1); /* delayed by the model: still queued */
+  ASSERT_OK(gw_array_wait(a, s2));
+  ASSERT_OK(gw_copy_async(out, a, s2));
+  ASSERT_OK(gw_stream_synchronize(s2));
+  ASSERT_ALL_EQ(h32(out), &w, N, sizeof(int32_t));
+  ASSERT_EQ_INT(gw_array_pending(a), 0);
+
+  /* 2. Another stream's global capture, begun between the check and a host-run copy. */
+  int32_t *pg = malloc(N * sizeof *pg);
+  ASSERT_NOT_NULL(pg);
+  for (int i = 0; i < N; i++) pg[i] = fresh_value();
+  int64_t n = N;
+  gw_array *pw = NULL;
+  ASSERT_OK(gw_wrap(ctx, pg, GW_INT32, 1, &n, NULL, GW_WRAP_NO_REGISTER, &pw));
+  ba = (begin_arg){other, GW_EINVAL};
+  gw_cpu_after_capture_query(begin_in_another_thread, &ba);
+  ASSERT_OK(gw_copy_async(a, pw, s)); /* pageable: the host runs it */
+  ASSERT_OK(ba.st);
+  ASSERT_OK(drv_end(other, &g)); /* still valid */
+  drv_graph_destroy(g);
+  ASSERT_OK(gw_copy(out, a));
+  ASSERT_ELEMS_EQ(h32(out), pg, N, sizeof(int32_t));
+
+  /* 3. An interprocess event recorded on the stream as its capture begins: the model's
+   * runtime takes no interprocess event into a graph and refuses the record at the
+   * enqueue (GW_ENOTSUP), the capture going on. */
+  gw__ipc_event *ev = NULL;
+  gw__ipc_event_handle eh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  ba = (begin_arg){nat, GW_EINVAL};
+  gw_cpu_after_capture_query(begin_in_another_thread, &ba);
+  ASSERT_STATUS(gw__ipc_event_record(ev, s), GW_ENOTSUP);
+  ASSERT_OK(ba.st);
+  ASSERT_OK(drv_end(nat, &g));
+  ASSERT_EQ_INT(gw_cpu_graph_items(g), 0);
+  drv_graph_destroy(g);
+  gw__ipc_event_destroy(ev);
+
+  gw_release(pw);
+  free(pg);
+  gw_release(a);
+  gw_release(b);
+  gw_release(out);
+  gw_stream_destroy(s2);
+  gw_stream_destroy(s);
+  drv_stream_destroy(other);
+  drv_stream_destroy(nat);
+  gw_context_destroy(ctx);
+  ASSERT_NO_LEAK(before);
+  return 0;
+}
+#endif

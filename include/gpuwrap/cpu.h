@@ -169,7 +169,8 @@ GW_API size_t gw_cpu_ipc_mappings(void);
  *     under GW_CPU_CAPTURE_THREAD_LOCAL from the thread that began the capture. gpuwrap's
  *     own backend calls run in the relaxed mode (as the GPU backend's); the raw
  *     gw_cpu_runtime_* calls, a user's own runtime calls, do not.
- * Querying an event last recorded in a capture fails (cudaErrorCapturedEvent). A stream
+ * Querying an event last recorded in a capture fails with GW_ENOTSUP
+ * (cudaErrorCapturedEvent). A stream
  * that waits on an event recorded in a capture joins that capture (as on CUDA: work queued
  * on it is recorded too); a wait on an event of another capture, or of one that has
  * ended, invalidates the waiting stream's capture (cudaErrorStreamCaptureIsolation). A
@@ -206,6 +207,12 @@ GW_API gw_status gw_cpu_stream_wait_stream(void *waiter, void *waited);
 /** The calling thread's per-thread capture mode now (GLOBAL unless changed): gpuwrap's
  *  calls restore it after running relaxed. */
 GW_API gw_cpu_capture_mode gw_cpu_thread_capture_mode(void);
+/** Test hook: the next capture query gpuwrap makes (the one check of each asynchronous
+ *  call, cudaStreamGetCaptureInfo on a GPU) calls fn(arg) on the querying thread after it
+ *  has its answer and before the call acts on it: the moment at which another thread's
+ *  cudaStreamBeginCapture can fall between gpuwrap's check and its enqueue. Runs once;
+ *  fn NULL clears it. fn may begin captures (from any thread) and wait for threads. */
+GW_API void gw_cpu_after_capture_query(void (*fn)(void *arg), void *arg);
 
 #ifdef __cplusplus
 }

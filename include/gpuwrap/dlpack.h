@@ -27,8 +27,16 @@
  *   managed  (CUDA)             kDLCUDAManaged     0           the address
  *   managed  (HIP)              kDLROCM            its device  the address
  *   pageable host (any)         kDLCPU             0           host address
- *   anything of the CPU backend kDLCPU             0           host address (device memory
- *                                                              of the CPU model: its address)
+ *   device   (CPU model)        kDLExtDev          its device  its address
+ *   anything else of the CPU    kDLCPU             0           host address
+ *   backend (pinned, managed)
+ *
+ * The CPU model's device memory is kDLExtDev (DLPack's reserved extension type), never
+ * kDLCPU: a host consumer (NumPy's from_dlpack) refuses it as it refuses kDLCUDA, so code
+ * that reads device memory on the host fails on the model as it would on a GPU, not only
+ * there. gw_to_dlpack_as refuses kDLCPU for it (GW_ENOTSUP) as for GPU device memory. To
+ * read it on the host, copy it (gw_copy into host or pinned memory; Python:
+ * Array.copy_from, or np.asarray of a host array filled so).
  *
  * Consumers do not all import every type (measured with PyTorch 2.11 and CuPy 14.2: neither
  * imports kDLCUDAHost, only CuPy imports kDLCUDAManaged, only PyTorch imports kDLCPU), so
@@ -49,6 +57,8 @@
  *   any               kDLCPU
  *   CUDA              kDLCUDA, kDLCUDAHost, kDLCUDAManaged
  *   HIP               kDLROCM, kDLROCMHost
+ *   CPU (the model)   kDLExtDev: the model's device memory, of the device it names
+ *                     (GW_EDEVICE for other memory or another device)
  *
  * NULL strides (allowed in legacy tensors and in versioned ones before DLPack 1.2) mean
  * C-contiguous. A versioned tensor with the
@@ -311,7 +321,8 @@ GW_API gw_status gw_to_dlpack(gw_array *a, DLManagedTensorVersioned **out);
  * `dl_device`). Zero-copy always; what is possible:
  *   - the natural device of `a` (gw_dlpack_device()): always;
  *   - kDLCPU: memory the host can address (pageable, pinned, managed: its host address);
- *     every array of the CPU backend;
+ *     every array of the CPU backend but its device memory (refused as on a GPU);
+ *   - kDLExtDev (CPU backend): the model's device memory, device_id its device;
  *   - kDLCUDA (CUDA backend) / kDLROCM (HIP backend): memory a device can address (device,
  *     pinned, managed: its device address). device_id must be the memory's device for
  *     device memory, the array context's device for pinned and managed memory;

@@ -124,7 +124,8 @@ static int consumer_wait(gw_array *h, const stream_arg_t *st, int type) {
     if (!pending) return 0;
     if (!is_cuda_type(type) && !is_rocm_type(type)) {
       /* A kDLCPU consumer reads on the host (NumPy): no consumer stream to wait on the
-       * device, so the export waits here for the pending work. */
+       * device, so the export waits here for the pending work. So does the CPU model's
+       * kDLExtDev (its device memory) without a stream: done on return, for any stream. */
       return aux_wait(h, 1, NULL) == (uintptr_t)-1 ? -1 : 0;
     }
     native = NULL; /* the array API: None means the legacy default stream on CUDA / ROCm */

@@ -158,27 +158,53 @@ static gw_context *context_of(PyObject *o) {
 
 static int has_streams(int t) {
   return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged || t == kDLROCM ||
-         t == kDLROCMHost;
+         t == kDLROCMHost || t == kDLExtDev;
 }
 
+/* The backend whose memory a device type is (-1: host memory, any backend). */
+static int type_backend(int t) {
+  if (t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged) return GW_BACKEND_CUDA;
+  if (t == kDLROCM || t == kDLROCMHost) return GW_BACKEND_HIP;
+  if (t == kDLExtDev) return GW_BACKEND_CPU; /* the CPU model's device memory */
+  return -1;
+}
+
+static PyObject *context_for(DLDevice d);
+
 /* Order the producer's current work stream on the tensor's device before the stream the
- * caller uses (native; NULL: the legacy default stream). 0, or -1 with an exception. */
+ * caller uses (native, of ch's device; NULL: the legacy default stream). 0, or -1 with an
+ * exception. */
 static int order_producer(const DLPackExchangeAPI *api, gw_context *ch, DLDevice dev,
                           void *native) {
-  /* The CPU model's device memory is kDLCPU: there, as on a GPU, the producer's work may be
-   * queued on a stream. A GPU context's kDLCPU tensors are host memory: no stream. */
+  /* The CPU model's pinned and managed memory is kDLCPU: there, as on a GPU, the producer's
+   * work may be queued on a stream. A GPU context's kDLCPU tensors are host memory: no
+   * stream. */
   if (!has_streams(dev.device_type) && gw_context_backend(ch) != GW_BACKEND_CPU) return 0;
+  /* Memory of another backend: gw_from_dlpack refuses it, naming both. */
+  int tb = type_backend(dev.device_type);
+  if (tb >= 0 && tb != (int)gw_context_backend(ch)) return 0;
+  /* The producer's stream is one of the tensor's device, which need not be ch's: wrapped in
+   * ch it would be another device's handle (CUDA: invalid resource handle). It is wrapped
+   * in a context of its own device, whose event the caller's stream then waits for across
+   * devices (cudaStreamWaitEvent allows it). */
+  gw_context *pc = ch;
+  int named = dev.device_type == kDLCUDA || dev.device_type == kDLROCM ||
+              dev.device_type == kDLExtDev; /* the types that carry a device id */
+  if (named && dev.device_id != gw_context_device(ch)) {
+    PyObject *c = context_for(dev);
+    if (!c || !(pc = context_of(c))) return -1;
+  }
   void *ps = NULL;
   if (api->current_work_stream(dev.device_type, dev.device_id, &ps) != 0) {
     if (!PyErr_Occurred())
       PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the producer's current_work_stream failed");
     return -1;
   }
-  if (ps == native) return 0;                         /* one stream: in order */
+  if (ps == native && pc == ch) return 0;             /* one stream: in order */
   if (!ps && !has_streams(dev.device_type)) return 0; /* no stream on the host */
   gw_stream *first = NULL, *then = NULL;
   const char *call = "gw_stream_wrap (the producer's current work stream)";
-  gw_status s = gw_stream_wrap(ch, ps, &first);
+  gw_status s = gw_stream_wrap(pc, ps, &first);
   if (s == GW_OK) {
     call = "gw_stream_wrap (stream)";
     s = gw_stream_wrap(ch, native, &then);
@@ -354,6 +380,8 @@ static PyObject *context_for(DLDevice d) {
     backend = "cuda";
   else if (d.device_type == kDLROCM || d.device_type == kDLROCMHost)
     backend = "hip";
+  else if (d.device_type == kDLExtDev)
+    backend = "cpu"; /* the CPU model's device memory, of its device */
   if (!backend) {
     if (!DefaultCtx) {
       PyObject *pkg = PyImport_ImportModule("gpuwrap");

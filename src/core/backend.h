@@ -166,7 +166,9 @@ typedef struct gw__backend_ops {
 
   /* Events, for the pending work of arrays (gw_array_wait). event_record captures the
    * stream's work queued so far; stream_wait_event makes a stream wait for it on the
-   * device (never on the host); event_query: GW_OK when complete, GW_EBUSY while pending.
+   * device (never on the host); event_query: GW_OK when complete, GW_EBUSY while pending,
+   * GW_ENOTSUP when the event was last recorded in a graph capture (cudaErrorCapturedEvent:
+   * a node of a graph, not queued work; the core's pending work re-tags it, stream.c).
    * stream is a backend stream object (never NULL here). */
   gw_status (*event_create)(void *state, void **event);
   gw_status (*event_destroy)(void *state, void *event);

@@ -82,6 +82,7 @@ static int device_type_backend(int t) {
   case kDLCUDAManaged: return GW_BACKEND_CUDA;
   case kDLROCM:
   case kDLROCMHost: return GW_BACKEND_HIP;
+  case kDLExtDev: return GW_BACKEND_CPU; /* the CPU model's device memory (natural_placement) */
   default: return -1;
   }
 }
@@ -110,6 +111,15 @@ static DLDeviceType backend_device_type(gw_backend b) {
   return b == GW_BACKEND_HIP ? kDLROCM : kDLCUDA;
 }
 
+/*
+ * The CPU model's device memory is kDLExtDev (DLPack's "reserved extension device type")
+ * with the model's device number, not kDLCPU: on a GPU device memory is kDLCUDA / kDLROCM,
+ * which a host consumer (NumPy) refuses, and a program that passes its tests on the model
+ * must not read device memory on the host there and then fail on the GPU. NumPy refuses
+ * kDLExtDev the same way; gpuwrap's own import takes it back (CPU contexts only), and
+ * gw_to_dlpack_as refuses kDLCPU for it as for GPU device memory. The named ways to read
+ * it on the host are a copy (gw_copy into host memory) and gw_host_data (NULL, as on a GPU).
+ */
 static gw_status natural_placement(const gw_array *a, placement *p) {
   gw_backend b = array_backend(a);
   gw_memkind kind = gw_kind(a);
@@ -117,6 +127,10 @@ static gw_status natural_placement(const gw_array *a, placement *p) {
   int dev = gw_device(a) >= 0 ? gw_device(a) : context_device(a);
   bool gpu = b == GW_BACKEND_CUDA || b == GW_BACKEND_HIP;
 
+  if (b == GW_BACKEND_CPU && kind == GW_MEM_DEVICE) {
+    *p = (placement){{kDLExtDev, dev}, dev0};
+    return GW_OK;
+  }
   if (!gpu || kind == GW_MEM_HOST) {
     *p = (placement){{kDLCPU, 0}, host0 ? host0 : dev0};
     return GW_OK;
@@ -176,12 +190,22 @@ static gw_status chosen_placement(const gw_array *a, DLDevice want, placement *p
 
   switch ((int)want.device_type) {
   case kDLCPU:
-    if (b == GW_BACKEND_CPU || host0 || empty) {
+    if ((kind != GW_MEM_DEVICE && (b == GW_BACKEND_CPU || host0)) || empty) {
       *p = (placement){{kDLCPU, 0}, host0 ? host0 : dev0};
       return GW_OK;
     }
-    return gw__fail(GW_ENOTSUP, "want: kDLCPU, but %s memory is not host-accessible",
-                    gw_memkind_name(kind));
+    return gw__fail(GW_ENOTSUP, "want: kDLCPU, but %s memory is not host-accessible%s",
+                    gw_memkind_name(kind),
+                    b == GW_BACKEND_CPU ? " (the CPU model refuses a host consumer of its device "
+                                          "memory as a GPU does; copy it to host memory)"
+                                        : "");
+  case kDLExtDev:
+    if (kind == GW_MEM_DEVICE && gw_device(a) != want.device_id)
+      return gw__fail(GW_ENOTSUP,
+                      "want.device_id: %" PRId32 ", but the device memory belongs to device %d "
+                      "(no copy is ever made)",
+                      want.device_id, gw_device(a));
+    break; /* only the CPU model's device memory is kDLExtDev: natural_placement's */
   case kDLCUDA:
   case kDLROCM: {
     if (!dev0 && !empty)
@@ -420,7 +444,16 @@ static gw_status import_wrap(gw_context *ctx, const DLTensor *t, const import_ar
   if (s != GW_OK) return s;
   *taken = true;
   int dt = (int)t->device.device_type;
-  if ((dt == kDLCUDA || dt == kDLROCM) && gw_kind(a) == GW_MEM_DEVICE &&
+  if (dt == kDLExtDev && gw_kind(a) != GW_MEM_DEVICE &&
+      gw_numel(a) > 0) { /* empty: never classified */
+    gw_memkind kind = gw_kind(a);
+    gw_release(a); /* runs the tensor's deleter */
+    return gw__fail(GW_EDEVICE,
+                    "dl_tensor.device.device_type: kDLExtDev is the CPU model's device memory, "
+                    "but the data is %s memory",
+                    gw_memkind_name(kind));
+  }
+  if ((dt == kDLCUDA || dt == kDLROCM || dt == kDLExtDev) && gw_kind(a) == GW_MEM_DEVICE &&
       gw_device(a) != t->device.device_id) {
     int dev = gw_device(a);
     gw_release(a); /* runs the tensor's deleter */

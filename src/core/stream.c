@@ -65,10 +65,23 @@ static void drop_event(gw__pend *p) {
   *p = (gw__pend){0};
 }
 
+/* The capture of a slot whose event turned out to be a node of a capture gpuwrap did not
+ * see begin (busy, below): never 0, never a capture's id (ids count up from 1). */
+#define CAPTURE_UNSEEN UINT64_MAX
+
 /* Whether p's work may still run; a failed query counts as running (it cannot be waited
- * on, but neither can it be forgotten). */
-static bool busy(const gw__pend *p) {
-  return p->event && !p->capture && p->ctx->ops->event_query(p->ctx->state, p->event) != GW_OK;
+ * on, but neither can it be forgotten). GW_ENOTSUP says the event was last recorded in a
+ * graph capture (backend.h, event_query): another thread began capturing st between the
+ * call's capture check and its record, so the record, and the work queued before it on
+ * st since that begin, are that capture's (gpuwrap.h, "Graphs": a capture begun while a
+ * call runs). The slot is re-tagged as captured, of a capture it never joins: not pending,
+ * never waited for (what a wait would need is the capture's own id), and its stream's
+ * next eager work takes a slot of its own. Callers hold the root's lock or own the root. */
+static bool busy(gw__pend *p) {
+  if (!p->event || p->capture) return false;
+  gw_status s = p->ctx->ops->event_query(p->ctx->state, p->event);
+  if (s == GW_ENOTSUP) p->capture = CAPTURE_UNSEEN;
+  return s != GW_OK && s != GW_ENOTSUP;
 }
 
 /* Slot i of the root: 0 inline, then pend_more. */

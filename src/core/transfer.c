@@ -458,6 +458,12 @@ static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src
  * A wrap (a registration) during a capture happens then, not at the graph's launches, and
  * breaks no capture: the backends run their own runtime calls in the relaxed per-thread
  * capture mode, so that none invalidates this or another thread's capture.
+ * The check and the enqueue are two runtime calls, and no runtime offers one that queues
+ * only if the stream is not capturing; a capture another thread begins on the same stream
+ * between them is the program's race (gpuwrap.h, "Graphs"): the work then lands in it.
+ * The pending-work records cope: an event filed as queued work that turns out to be a node
+ * of a capture (event_query: GW_ENOTSUP) is re-filed as captured (stream.c, busy).
+ * Captures of other streams cannot be touched by the window: relaxed mode, above.
  */
 #define CAP_ASK UINT64_MAX /* the caller has not asked gw__capturing yet (no capture's id) */
 

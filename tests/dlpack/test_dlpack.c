@@ -213,7 +213,12 @@ static void check_kind(gw_memkind kind) {
   DLDeviceType want = kDLCPU;
   int want_id = 0;
   void *want_data = gw_host_data(a) ? gw_host_data(a) : gw_data(a);
-  if (b != GW_BACKEND_CPU) {
+  if (b == GW_BACKEND_CPU && k == GW_MEM_DEVICE) {
+    /* the CPU model's device memory: a device type a host consumer refuses (gpuwrap/dlpack.h) */
+    want = kDLExtDev;
+    want_id = gw_device(a);
+    want_data = gw_data(a);
+  } else if (b != GW_BACKEND_CPU) {
     switch (k) {
     case GW_MEM_DEVICE:
       want = gpu_type();
@@ -289,8 +294,31 @@ TEST_IMPL(export_as) {
     ASSERT_OK(s);
     DLManagedTensorVersioned *t = NULL;
     DLManagedTensor *l = NULL;
+    if (b == GW_BACKEND_CPU && kinds[i] == GW_MEM_DEVICE) {
+      /* The model's device memory is kDLExtDev, never kDLCPU: a host consumer is refused
+       * as on a GPU, naming the way to read it (a copy). */
+      ASSERT_STATUS(gw_to_dlpack_as(a, (DLDevice){kDLCPU, 0}, &t), GW_ENOTSUP);
+      ASSERT_ERROR_MENTIONS("not host-accessible");
+      ASSERT_ERROR_MENTIONS("copy it to host memory");
+      ASSERT_STATUS(gw_to_dlpack_legacy_as(a, (DLDevice){kDLCPU, 0}, &l), GW_ENOTSUP);
+      ASSERT_OK(gw_to_dlpack_as(a, (DLDevice){kDLExtDev, dev0}, &t));
+      ASSERT_EQ_INT(t->dl_tensor.device.device_type, kDLExtDev);
+      ASSERT_EQ_INT(t->dl_tensor.device.device_id, dev0);
+      ASSERT_EQ_PTR(t->dl_tensor.data, gw_data(a));
+      t->deleter(t);
+      t = NULL;
+      ASSERT_STATUS(gw_to_dlpack_as(a, (DLDevice){kDLExtDev, dev0 + 1}, &t), GW_ENOTSUP);
+      ASSERT_ERROR_MENTIONS("want.device_id");
+      ASSERT_STATUS(gw_to_dlpack_as(a, (DLDevice){kDLCUDA, 0}, &t), GW_ENOTSUP);
+      ASSERT_NULL(t);
+      ASSERT_NULL(l);
+      gw_release(a);
+      continue;
+    }
     if (b == GW_BACKEND_CPU) {
-      /* Everything of the CPU backend is kDLCPU; GPU types are another backend's. */
+      /* The CPU backend's host-addressable kinds are kDLCPU; GPU types are another
+       * backend's. */
+      ASSERT_STATUS(gw_to_dlpack_as(a, (DLDevice){kDLExtDev, 0}, &t), GW_ENOTSUP);
       ASSERT_OK(gw_to_dlpack_as(a, (DLDevice){kDLCPU, 0}, &t));
       ASSERT_EQ_INT(t->dl_tensor.device.device_type, kDLCPU);
       ASSERT_EQ_PTR(t->dl_tensor.data, gw_host_data(a) ? gw_host_data(a) : gw_data(a));
@@ -1008,6 +1036,72 @@ TEST_IMPL(capsule_destructor) {
   ASSERT_STATUS(gw_dlpack_capsule_layout(16, 16), GW_EINVAL);
   ASSERT_STATUS(gw_dlpack_capsule_layout(16, 4096), GW_EINVAL);
   ASSERT_OK(gw_dlpack_capsule_layout(2 * sizeof(void *), 3 * sizeof(void *)));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The CPU model's device memory is kDLExtDev (gpuwrap/dlpack.h): a program that reads
+ * device memory on the host through DLPack fails on the model as it fails on a GPU (NumPy
+ * refuses kDLCUDA and kDLExtDev alike). gpuwrap's import takes kDLExtDev back for the
+ * model's device memory, on its own device, and refuses it for anything else. */
+/* ctest-backends: extdev_import cpu */
+/* ctest-env: extdev_import GPUWRAP_CPU_DEVICES=2 */
+TEST_IMPL(extdev_import) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0), *ctx1 = tst_open(1);
+  tst_leaks before = tst_leak_snapshot();
+  int64_t shape[1] = {256};
+  gw_array *a = NULL, *b = NULL, *back = NULL;
+  ASSERT_OK(gw_alloc(ctx1, GW_MEM_DEVICE, GW_FLOAT32, 1, shape, &a));
+  ASSERT_NULL(gw_host_data(a)); /* as on a GPU: no host address to read */
+  float v = 2.25f, got[256];
+  ASSERT_OK(gw_fill(a, &v));
+  DLManagedTensorVersioned *t = NULL;
+  ASSERT_OK(gw_to_dlpack(a, &t));
+  ASSERT_EQ_INT(t->dl_tensor.device.device_type, kDLExtDev);
+  ASSERT_EQ_INT(t->dl_tensor.device.device_id, 1);
+  /* Back through a context of device 0: the memory stays device 1's, as a peer's would. */
+  ASSERT_OK(gw_from_dlpack(ctx, t, &back));
+  ASSERT_EQ_INT(gw_kind(back), GW_MEM_DEVICE);
+  ASSERT_EQ_INT(gw_device(back), 1);
+  ASSERT_EQ_PTR(gw_data(back), gw_data(a));
+  /* Read on the host the named way: a copy. */
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT32, 1, shape, &b));
+  ASSERT_OK(gw_copy(b, back));
+  memcpy(got, gw_host_data(b), sizeof got);
+  ASSERT_ALL_EQ(got, &v, 256, sizeof v);
+  gw_release(back);
+
+  /* A kDLExtDev tensor that names another device than its memory's. */
+  producer p;
+  producer_init(&p, gw_data(a), 256);
+  p.mt.dl_tensor.device = (DLDevice){kDLExtDev, 0};
+  gw_array *out = SENTINEL;
+  ASSERT_STATUS(gw_from_dlpack(ctx, &p.mt, &out), GW_EDEVICE);
+  ASSERT_ERROR_MENTIONS("belongs to device 1");
+  ASSERT_EQ_INT(p.calls, 1);
+  ASSERT_EQ_PTR(out, SENTINEL);
+  /* A kDLExtDev tensor over host memory is not the model's device memory. */
+  producer_init(&p, gw_host_data(b), 256);
+  p.mt.dl_tensor.device = (DLDevice){kDLExtDev, 0};
+  ASSERT_STATUS(gw_from_dlpack(ctx, &p.mt, &out), GW_EDEVICE);
+  ASSERT_ERROR_MENTIONS("kDLExtDev");
+  ASSERT_EQ_INT(p.calls, 1);
+  ASSERT_EQ_PTR(out, SENTINEL);
+  /* An empty device array round-trips (a wrap of no elements is never classified). */
+  int64_t none[1] = {0};
+  gw_array *e = NULL;
+  ASSERT_OK(gw_alloc(ctx1, GW_MEM_DEVICE, GW_FLOAT32, 1, none, &e));
+  ASSERT_OK(gw_to_dlpack(e, &t));
+  ASSERT_EQ_INT(t->dl_tensor.device.device_type, kDLExtDev);
+  ASSERT_OK(gw_from_dlpack(ctx1, t, &back));
+  ASSERT_EQ_INT(gw_numel(back), 0);
+  gw_release(back);
+  gw_release(e);
+  gw_release(a);
+  gw_release(b);
+  ASSERT_NO_LEAK(before);
+  gw_context_destroy(ctx1);
   gw_context_destroy(ctx);
   return 0;
 }

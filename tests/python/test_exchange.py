@@ -441,3 +441,74 @@ def test_exchange_cache_keeps_no_type_alive(ctx, with_api):
     del P, p, b
     gc.collect()
     assert r() is None
+_TWO_DEVICES = r'''
+import ctypes, importlib.util, os, sys
+import numpy as np
+import gpuwrap
+
+spec = importlib.util.spec_from_file_location("_exchange_testmod", os.environ["GW_EXCHANGE_TESTMOD"])
+_t = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(_t)
+lib = gpuwrap.load_library()
+lib.gw_cpu_stream_create_external.restype = ctypes.c_int
+lib.gw_cpu_stream_create_external.argtypes = [ctypes.c_int, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_void_p)]
+lib.gw_cpu_stream_destroy_external.argtypes = [ctypes.c_void_p]
+NS = 4096
+ctx0, ctx1 = gpuwrap.Context("cpu", 0), gpuwrap.Context("cpu", 1)
+mem = ctx1.alloc("device", "float64", (NS,))  # device 1's memory: kDLExtDev, id 1
+assert mem.__dlpack_device__() == (12, 1)
+
+
+class Producer:
+    """Another library's tensor on device 1, its work queued on its own stream there."""
+    __dlpack_c_exchange_api__ = _t.producer_api("dlpack_exchange_api", 1, -1)
+
+    def __init__(self):
+        self._spec = (mem.data_ptr, (2, 64), (NS,), (1,), 0, False, (12, 1))
+
+    def __dlpack_device__(self):
+        return (12, 1)
+
+
+h = ctypes.c_void_p()
+assert lib.gw_cpu_stream_create_external(1, 1, ctypes.byref(h)) == 0
+pstream = gpuwrap.ExternalStream(h.value, ctx1)
+host = ctx0.alloc("pinned", "float64", (NS,))
+for mine in (None, ctx0.stream()):
+    v = float(np.random.default_rng().random()) + 1.0
+    _t.producer_set(pstream.handle, 0)
+    mem.fill(v, stream=pstream)  # delayed: pending on device 1's stream
+    a = gpuwrap.from_dlpack(Producer(), ctx0, stream=mine)
+    assert a.device == 1 and a.kind == "device"
+    host.fill(0.0)
+    if mine is None:
+        host.copy_from(a)
+    else:
+        host.copy_from(a, stream=mine)
+        mine.synchronize()
+    got = np.asarray(host)
+    assert (got == v).all(), f"{int((got != v).sum())} of {NS} stale ({mine})"
+    pstream.synchronize()
+    a.release()
+    if mine is not None:
+        mine.close()
+_t.producer_set(None, 0)
+pstream.close()
+assert lib.gw_cpu_stream_destroy_external(h.value) == 0
+print("ok")
+'''
+
+
+def test_consumer_orders_producer_on_its_own_device():
+    # Issue 43 item 10: a tensor of device 1 imported into a context of device 0. The
+    # producer's stream is device 1's: wrapped in the device-0 context it was another
+    # device's handle (GW_EDEVICE on the model, "invalid resource handle" on CUDA). It is
+    # ordered on its own device, and the caller's stream waits for it across devices.
+    import subprocess
+    import sys
+    env = dict(os.environ, GPUWRAP_CPU_DEVICES="2", GPUWRAP_BACKEND="cpu",
+               GW_EXCHANGE_TESTMOD=_t.__file__)
+    r = subprocess.run([sys.executable, "-c", _TWO_DEVICES], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=env, cwd="/")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout

@@ -76,7 +76,24 @@ def test_device_memory_refused_by_numpy(ctx):
     assert not hasattr(d, "__array_interface__")
     with pytest.raises(TypeError, match="not host-accessible"):
         np.asarray(d)
-    d.release()
+    # Issue 43 item 13: DLPack too, as on a GPU (kDLCUDA there, kDLExtDev on the model:
+    # NumPy refuses both), so code that passes here does not break on a GPU.
+    assert d.__dlpack_device__() == (12, 0)
+    with pytest.raises((RuntimeError, BufferError, TypeError, ValueError)):
+        np.from_dlpack(d)
+    with pytest.raises(BufferError, match="not host-accessible") as e:
+        d.__dlpack__(max_version=(1, 0), dl_device=(gpuwrap.kDLCPU, 0))
+    assert e.value.name == "GW_ENOTSUP"
+    # The named way to read it on the host: a copy.
+    d.fill(2.5)
+    h = ctx.alloc("pinned", "float32", (4,))
+    h.copy_from(d)
+    assert (np.asarray(h) == 2.5).all() and (np.from_dlpack(h) == 2.5).all()
+    # gpuwrap takes its own export back.
+    back = gpuwrap.from_dlpack(d, ctx)
+    assert back.kind == "device" and back.data_ptr == d.data_ptr
+    for x in (back, h, d):
+        x.release()
 
 
 @pytest.mark.parametrize("name", NUMPY_DTYPES)

@@ -316,11 +316,28 @@ GW_API void gw_cpu_graph_destroy(gw_cpu_graph *g) {
   free(g);
 }
 
+/* The test hook gw_cpu_after_capture_query (lock): run once, by the next query. */
+static void (*query_hook)(void *arg);
+static void *query_hook_arg;
+
+GW_API void gw_cpu_after_capture_query(void (*fn)(void *arg), void *arg) {
+  pthread_mutex_lock(&gw__cpu_streams_mutex);
+  query_hook = fn;
+  query_hook_arg = arg;
+  pthread_mutex_unlock(&gw__cpu_streams_mutex);
+}
+
 gw_status gw__cpu_stream_capturing(void *stream, uint64_t *id) {
   pthread_mutex_lock(&gw__cpu_streams_mutex);
   queue *q = queue_of(stream);
   gw_status st = legacy_conflict_query(q);
   *id = q->cap ? q->cap->id : 0;
+  void (*hook)(void *) = query_hook;
+  void *arg = query_hook_arg;
+  query_hook = NULL;
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
+  /* After the answer, before the caller acts on it: where another thread's capture could
+   * begin on a GPU (gw_cpu_after_capture_query). Outside the lock: the hook may capture. */
+  if (hook) hook(arg);
   return st;
 }

@@ -692,9 +692,9 @@ gw_status gw__cpu_event_query(void *ev) {
   const event *e = ev;
   pthread_mutex_lock(&gw__cpu_streams_mutex);
   gw_status st = gw__cpu_capture_guard_held("an event query");
-  if (st == GW_OK && e->cap_id)
-    st = gw__fail(GW_EBACKEND, "cpu backend: event query: the event was last recorded in a "
-                               "capturing stream (cudaErrorCapturedEvent)");
+  if (st == GW_OK && e->cap_id) /* GW_ENOTSUP: backend.h, event_query */
+    st = gw__fail(GW_ENOTSUP, "cpu backend: event query: the event was last recorded in a "
+                              "capturing stream (cudaErrorCapturedEvent)");
   if (st != GW_OK) {
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
     return st;

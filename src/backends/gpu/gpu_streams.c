@@ -269,5 +269,7 @@ gw_status gwg_event_query(void *state, void *event) {
     (void)gwv_GetLastError();
     return GW_EBUSY;
   }
+  if (GWV_IS_CAPTURED_EVENT(e)) /* backend.h: the core re-tags the slot (stream.c, busy) */
+    return gwg_fail_as(GW_ENOTSUP, e, GWV_CALL("EventQuery") " of an event recorded in a capture");
   return gwg_fail(e, GWV_CALL("EventQuery"));
 }

@@ -230,6 +230,8 @@ static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
 #define GWV_IS_NO_DEVICE(e) ((e) == cudaErrorNoDevice)
 /* cudaEventQuery / cudaStreamQuery: work still pending, not an error. */
 #define GWV_IS_NOT_READY(e) ((e) == cudaErrorNotReady)
+/* cudaEventQuery of an event last recorded in a graph capture: a node, not queued work. */
+#define GWV_IS_CAPTURED_EVENT(e) ((e) == cudaErrorCapturedEvent)
 /* What the runtime says of a handle that is not a live stream (when it can tell). */
 #define GWV_IS_INVALID_HANDLE(e)                                                  \
   ((e) == cudaErrorInvalidResourceHandle || (e) == cudaErrorContextIsDestroyed || \

@@ -223,6 +223,7 @@ static inline gwv_err gwv_stream_capturing(gwv_stream s, uint64_t *capture) {
   ((e) == hipErrorInvalidDevice || (e) == hipErrorNoDevice || (e) == hipErrorInsufficientDriver)
 #define GWV_IS_NO_DEVICE(e) ((e) == hipErrorNoDevice)
 #define GWV_IS_NOT_READY(e) ((e) == hipErrorNotReady)
+#define GWV_IS_CAPTURED_EVENT(e) ((e) == hipErrorCapturedEvent)
 /* hip::isValid() failing is reported as "context is destroyed" (ROCm 5.5+). */
 #define GWV_IS_INVALID_HANDLE(e)                                        \
   ((e) == hipErrorInvalidHandle || (e) == hipErrorContextIsDestroyed || \
