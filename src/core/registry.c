@@ -10,8 +10,8 @@
  *
  * Ranges are byte ranges, not whole pages. CUDA tracks registrations by byte (two disjoint
  * byte ranges of one page register fine, measured on the H200), and a page-aligned
- * registration reaches into the neighbours of the wrapped buffer: measured on the H200
- * (2026-11-30), a plain cudaMemcpy of a malloc'd neighbour whose first page had been
+ * registration reaches into the neighbours of the wrapped buffer: on the H200 (README.md,
+ * "Registrations are byte ranges"), a plain cudaMemcpy of a malloc'd neighbour whose first page had been
  * registered that way failed with "invalid argument", as did DMA copies of a buffer whose
  * span a neighbour's registration partly covered. Registering exactly the wrapped bytes
  * leaves other memory as it was. Memory someone else pinned is

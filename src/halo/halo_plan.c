@@ -419,10 +419,9 @@ static gw_status make_dims(gw_halo *h) {
     if (!any || (hd->peer[0] == MPI_PROC_NULL && hd->peer[1] == MPI_PROC_NULL))
       continue; /* LINK_NONE */
     /* A rank's own periodic neighbour goes through NCCL (a send/receive to
-     * itself) only with GPUWRAP_HALO_NCCL_SELF=1: measured on one H200 (256^3
-     * float64, periodic, one rank), the pack + NCCL self-copy + unpack took
-     * 0.115-0.150 ms per update against 0.046 ms for the direct face copies, so
-     * by default those dims are copied directly, as on the other paths, and
+     * itself) only with GPUWRAP_HALO_NCCL_SELF=1: the pack + NCCL self-copy +
+     * unpack costs a few times the direct face copies (docs/BENCHMARKS.md, 'Measurements behind the code's choices'),
+     * so by default those dims are copied directly, as on the other paths, and
      * NCCL carries only the faces of other ranks. */
     hd->link = dims[d] == 1 && !(h->nccl && h->set.nccl_self) ? LINK_SELF : LINK_MPI;
     for (int s = 0; s < 2 && hd->link == LINK_MPI; s++) {

@@ -9,9 +9,9 @@
 /* ---- the shared-memory transport of the host path
  * ------------------------------------- */
 /*
- * Two ranks of one node need not copy a face through MPI: measured on one H200
- * (two ranks, Open MPI 4.1.6 shared memory), MPI_Sendrecv of a 512 KiB face
- * took 93-98 us, against ~24 us for the GPU to copy it out and ~25 us back in.
+ * Two ranks of one node need not copy a face through MPI: MPI_Sendrecv of a
+ * face through MPI's shared memory takes about twice the GPU's copies out and
+ * back in (docs/BENCHMARKS.md, 'Measurements behind the code's choices').
  * So the plan's ranks on one node share a window (each neighbour on the node
  * goes through it, message by message; the others through MPI): the buffer
  * block is this rank's segment of an MPI shared-memory window
