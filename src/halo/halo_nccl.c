@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void halo_nccl_close(gw_halo *h) {
+void gw__halo_nccl_close(gw_halo *h) {
   if (!h->nccl_comm) return;
   /* on the communicator's device (NCCL frees its device resources there) */
   const char *why;
-  int pushed = gw__nccl_push_device(h->nccl_device, &why);
+  int pushed = gw__halo_nccl_push_device(h->nccl_device, &why);
   (void)h->nccl->CommDestroy(h->nccl_comm);
-  if (pushed) gw__nccl_pop_device(h->nccl_device);
+  if (pushed) gw__halo_nccl_pop_device(h->nccl_device);
   h->nccl_comm = NULL;
 }
 
@@ -34,11 +34,11 @@ static int by_uuid(const void *a, const void *b) {
  * first, so that where it is absent the loader's message is the one reported;
  * AUTO loads it only when the fields could use it (no dlopen per plan on
  * machines without CUDA). */
-static int nccl_local(gw_halo *h, int forced, const gw_nccl_fns **fns, unsigned char uuid[16],
+static int nccl_local(gw_halo *h, int forced, const gw__halo_nccl_fns **fns, unsigned char uuid[16],
                       char *why, size_t n) {
   const char *w = NULL;
   gw_backend b = gw_context_backend(h->ctx);
-  if (forced && !(*fns = gw__nccl_load(&w))) {
+  if (forced && !(*fns = gw__halo_nccl_load(&w))) {
     snprintf(why, n, "%s", w);
     return 0;
   }
@@ -53,11 +53,11 @@ static int nccl_local(gw_halo *h, int forced, const gw_nccl_fns **fns, unsigned 
                gw_memkind_name(gw_kind(h->field[f])));
       return 0;
     }
-  if (!forced && !(*fns = gw__nccl_load(&w))) {
+  if (!forced && !(*fns = gw__halo_nccl_load(&w))) {
     snprintf(why, n, "%s", w);
     return 0;
   }
-  if (!gw__nccl_device_uuid(gw_context_device(h->ctx), uuid, &w)) {
+  if (!gw__halo_nccl_device_uuid(gw_context_device(h->ctx), uuid, &w)) {
     snprintf(why, n, "%s", w);
     return 0;
   }
@@ -72,9 +72,9 @@ static int nccl_local(gw_halo *h, int forced, const gw_nccl_fns **fns, unsigned 
  * leaves *use = 0 and GW_OK (the plan takes the MPI paths). */
 /* Every rank calls it (`want`: this rank's path may be NCCL, AUTO or NCCL;
  * create() has made sure that `forced` is every rank's or none's). */
-gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use) {
+gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use) {
   char why[600] = "";
-  const gw_nccl_fns *fns = NULL;
+  const gw__halo_nccl_fns *fns = NULL;
   unsigned char uuid[16] = {0};
   int rank = 0, size = 1;
   gw_status st = gw__halo_mpi(MPI_Comm_rank(h->comm, &rank), "MPI_Comm_rank", -1);
@@ -146,17 +146,17 @@ gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int 
   if (boot.rc != gw_ncclSuccess) {
     if (!forced) return GW_OK;
     return gw__halo_fail(GW_EBACKEND, "%s: ncclGetUniqueId (rank 0): %s", fn,
-                         gw__nccl_text((gw_ncclResult_t)boot.rc, NULL, text, sizeof text));
+                         gw__halo_nccl_text((gw_ncclResult_t)boot.rc, NULL, text, sizeof text));
   }
   const char *w = NULL;
   int dev = gw_context_device(h->ctx), rc = -1;
   gw_ncclComm_t comm = NULL;
-  if (gw__nccl_push_device(dev, &w)) {
+  if (gw__halo_nccl_push_device(dev, &w)) {
     rc = (int)fns->CommInitRank(&comm, size, boot.id, rank);
-    gw__nccl_pop_device(dev);
+    gw__halo_nccl_pop_device(dev);
     if (rc != gw_ncclSuccess) {
       snprintf(why, sizeof why, "ncclCommInitRank (rank %d of %d, device %d): %s", rank, size, dev,
-               gw__nccl_text((gw_ncclResult_t)rc, NULL, text, sizeof text));
+               gw__halo_nccl_text((gw_ncclResult_t)rc, NULL, text, sizeof text));
       comm = NULL;
     }
   } else {
@@ -171,9 +171,9 @@ gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int 
   if (st != GW_OK) return st;
   if (!all.ok) {
     if (comm) {
-      (void)gw__nccl_push_device(dev, &w);
+      (void)gw__halo_nccl_push_device(dev, &w);
       (void)fns->CommDestroy(comm);
-      gw__nccl_pop_device(dev);
+      gw__halo_nccl_pop_device(dev);
     }
     h->nccl = NULL;
     h->nccl_comm = NULL;
@@ -188,7 +188,7 @@ gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int 
 
 int gw_halo_nccl_available(const char **why) {
   const char *w = "";
-  int ok = gw__nccl_load(&w) != NULL;
+  int ok = gw__halo_nccl_load(&w) != NULL;
   if (why) *why = ok ? "" : w;
   return ok;
 }
@@ -200,22 +200,22 @@ static gw_status nccl_exchange(gw_halo *h, int d);
  * at create time (of zeroed buffers, nothing unpacked; collective like create)
  * keeps that out of the first update, so timed loops measure the exchange
  * itself. */
-gw_status halo_nccl_connect(gw_halo *h) {
+gw_status gw__halo_nccl_connect(gw_halo *h) {
   static const uint8_t zero = 0;
   h->q = h->stream; /* the queue of the exchanges below (begin() sets it for
                        updates) */
   gw_status st = h->dev_block ? gw_fill_async(h->dev_block, &zero, h->stream) : GW_OK;
-  if (st != GW_OK) return halo_call_failed(st, "gw_fill_async of the NCCL buffers", -1);
+  if (st != GW_OK) return gw__halo_call_failed(st, "gw_fill_async of the NCCL buffers", -1);
   for (int d = 0; d < h->ndim && st == GW_OK; d++)
     if (h->dim[d].link == LINK_MPI) st = nccl_exchange(h, d);
-  if (st == GW_OK) st = halo_sync_stream(h, "connecting NCCL to the neighbours");
-  if (st == GW_OK) st = halo_nccl_async(h);
+  if (st == GW_OK) st = gw__halo_sync_stream(h, "connecting NCCL to the neighbours");
+  if (st == GW_OK) st = gw__halo_nccl_async(h);
   return st;
 }
 
 static gw_status nccl_failed(gw_halo *h, gw_ncclResult_t r, const char *call, int d, int peer) {
   char text[400];
-  gw__nccl_text(r, h->nccl_comm, text, sizeof text);
+  gw__halo_nccl_text(r, h->nccl_comm, text, sizeof text);
   if (peer >= 0) return gw__halo_fail(GW_EBACKEND, "%s (dim %d, rank %d): %s", call, d, peer, text);
   if (d >= 0) return gw__halo_fail(GW_EBACKEND, "%s (dim %d): %s", call, d, text);
   return gw__halo_fail(GW_EBACKEND, "%s: %s", call, text);
@@ -225,20 +225,20 @@ static gw_status nccl_failed(gw_halo *h, gw_ncclResult_t r, const char *call, in
  * the messages of the opposite sides, receives in reverse side order (see
  * nccl_dim). */
 static gw_status nccl_group(gw_halo *h, int d, int m0, int m1, int r0, int r1) {
-  halo_dim *hd = &h->dim[d];
-  const gw_nccl_fns *f = h->nccl;
+  gw__halo_dim *hd = &h->dim[d];
+  const gw__halo_nccl_fns *f = h->nccl;
   gw_cudaStream_t cs = gw_stream_native(h->q);
   gw_ncclResult_t r = f->GroupStart();
   if (r != gw_ncclSuccess) return nccl_failed(h, r, "ncclGroupStart", d, -1);
   gw_status st = GW_OK;
   for (int m = m0; m < m1 && st == GW_OK; m++) {
-    const halo_msg *g = &hd->msg[m];
+    const gw__halo_msg *g = &hd->msg[m];
     r = f->Send(h->msg_base + g->off_send, (size_t)g->bytes, gw_ncclUint8, hd->peer[g->side],
                 h->nccl_comm, cs);
     if (r != gw_ncclSuccess) st = nccl_failed(h, r, "ncclSend", d, hd->peer[g->side]);
   }
   for (int m = r1 - 1; m >= r0 && st == GW_OK; m--) {
-    const halo_msg *g = &hd->msg[m];
+    const gw__halo_msg *g = &hd->msg[m];
     r = f->Recv(h->msg_base + g->off_recv, (size_t)g->bytes, gw_ncclUint8, hd->peer[g->side],
                 h->nccl_comm, cs);
     if (r != gw_ncclSuccess) st = nccl_failed(h, r, "ncclRecv", d, hd->peer[g->side]);
@@ -251,7 +251,7 @@ static gw_status nccl_group(gw_halo *h, int d, int m0, int m1, int r0, int r1) {
 
 /* The sends and receives of dim d (see nccl_dim for the order). */
 static gw_status nccl_exchange(gw_halo *h, int d) {
-  halo_dim *hd = &h->dim[d];
+  gw__halo_dim *hd = &h->dim[d];
   if (hd->nmsg == 2 && hd->peer[0] == hd->peer[1]) {
     /* msg 0 is side 0 (toward low; the peer gets it in its high halo = our msg
      * 1's recv) */
@@ -269,22 +269,23 @@ static gw_status nccl_exchange(gw_halo *h, int d) {
  * is both neighbours (a periodic dim of one or two ranks) the two exchanges go
  * in two groups, one per direction, so that each group holds one send and one
  * receive per peer and the pairing is unambiguous. */
-gw_status halo_nccl_dim(gw_halo *h, int d) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_nccl_dim(gw_halo *h, int d) {
+  gw__halo_dim *hd = &h->dim[d];
   gw_status st;
   for (int k = 0; k < hd->nseg; k++) {
-    st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face", d);
+    st = gw__halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
+                             d);
     if (st != GW_OK) return st;
   }
   st = nccl_exchange(h, d);
   for (int k = 0; st == GW_OK && k < hd->nseg; k++)
-    st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg, "gw_copy unpacking a face",
-                         d);
+    st = gw__halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
+                             "gw_copy unpacking a face", d);
   return st;
 }
 
 /* NCCL reports some failures only asynchronously, on the communicator. */
-gw_status halo_nccl_async(gw_halo *h) {
+gw_status gw__halo_nccl_async(gw_halo *h) {
   if (!h->nccl) return GW_OK;
   gw_ncclResult_t a = gw_ncclSuccess;
   gw_ncclResult_t r = h->nccl->CommGetAsyncError(h->nccl_comm, &a);

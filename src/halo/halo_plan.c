@@ -12,8 +12,8 @@
 
 static void plan_free(gw_halo *h) {
   gw_stream_destroy(h->stream); /* waits for its work: nothing reads the buffers after this */
-  halo_shm_close(h);            /* tokens in flight, the neighbours' segments pinned here */
-  halo_nccl_close(h);
+  gw__halo_shm_close(h);        /* tokens in flight, the neighbours' segments pinned here */
+  gw__halo_nccl_close(h);
   if (h->face)
     for (int i = 0; i < 3 * h->nfields; i++)
       for (int s = 0; s < 2; s++) {
@@ -21,7 +21,7 @@ static void plan_free(gw_halo *h) {
         gw_release(h->face[i].recv_view[s]);
       }
   for (int d = 0; d < 3; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     for (int k = 0; hd->seg && k < hd->nseg; k++) {
       gw_release(hd->seg[k].send_view);
       gw_release(hd->seg[k].recv_view);
@@ -35,7 +35,7 @@ static void plan_free(gw_halo *h) {
     free(hd->free_req);
     free(hd->tok_req);
   }
-  halo_ipc_close(h); /* after the segments, which wrap the neighbours' mapped buffers */
+  gw__halo_ipc_close(h); /* after the segments, which wrap the neighbours' mapped buffers */
   gw_release(h->tok_in);
   gw_release(h->tok_out);
   gw_release(h->dev_block);
@@ -57,7 +57,7 @@ static void plan_free(gw_halo *h) {
 
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
  * no dim. */
-gw_status halo_call_failed(gw_status st, const char *what, int d) {
+gw_status gw__halo_call_failed(gw_status st, const char *what, int d) {
   if (d < 0) return gw__halo_fail(st, "%s: %s: %s", what, gw_err_name(st), gw_last_error());
   return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st), gw_last_error());
 }
@@ -81,7 +81,7 @@ static gw_status make_face(gw_halo *h, int f, int d, int64_t at, gw_array **out)
     shape[e] = e == d ? w[e] : n[e];
   }
   gw_status st = gw_view(h->field[f], start, shape, NULL, out);
-  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_view of a face", d);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, "gw_view of a face", d);
 }
 
 /* gw__halo_agree, once per failure: after a failed agreement every rank knows,
@@ -97,8 +97,8 @@ static gw_status agree_once(MPI_Comm comm, gw_status st, const char *fn, int *fa
 /* The segment of field f's face along d, side s: the whole face (axis < 0) or
  * rows [r0, r1) of it along `axis`; its buffers at send_at / recv_at. */
 static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis, int64_t r0,
-                          int64_t r1, size_t send_at, size_t recv_at, halo_seg *sg) {
-  halo_face *fc = &h->face[f * 3 + d];
+                          int64_t r1, size_t send_at, size_t recv_at, gw__halo_seg *sg) {
+  gw__halo_face *fc = &h->face[f * 3 + d];
   gw_status st = GW_OK;
   if (axis < 0) {
     sg->send_view = gw_retain(fc->send_view[s]);
@@ -110,7 +110,7 @@ static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
     shape[axis] = r1 - r0;
     st = gw_view(fc->send_view[s], start, shape, NULL, &sg->send_view);
     if (st == GW_OK) st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
-    if (st != GW_OK) return halo_call_failed(st, "gw_view of a face piece", d);
+    if (st != GW_OK) return gw__halo_call_failed(st, "gw_view of a face piece", d);
   }
   gw_dtype t = gw_array_dtype(h->field[f]);
   const int64_t *shape = gw_shape(sg->send_view);
@@ -118,7 +118,7 @@ static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
   st = gw_wrap(h->ctx, base + send_at + h->dim[d].shm_delta[s], t, h->ndim, shape, NULL, 0,
                &sg->send_seg);
   if (st == GW_OK) st = gw_wrap(h->ctx, base + recv_at, t, h->ndim, shape, NULL, 0, &sg->recv_seg);
-  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_wrap of a halo buffer", d);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, "gw_wrap of a halo buffer", d);
 }
 
 static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
@@ -137,7 +137,7 @@ static size_t face_bytes(const gw_halo *h, int f, int d, int s) {
  * before it have extent 1, so a piece is a contiguous run of the C-order
  * segment). */
 static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
-  halo_dim *hd = &h->dim[d];
+  gw__halo_dim *hd = &h->dim[d];
   int nm = 0, ns = 0;
   for (int s = 0; s < 2; s++) {
     if (hd->peer[s] == MPI_PROC_NULL) continue;
@@ -149,7 +149,7 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
       size_t send_at = *o, recv_at = *o + halo_round_up((size_t)hd->bytes, 256), seg = 0;
       if (fill)
         hd->msg[nm] =
-            (halo_msg){s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s] || ipc, ipc};
+            (gw__halo_msg){s, hd->bytes, send_at, recv_at, ns, 0, hd->shm_side[s] || ipc, ipc};
       for (int f = 0; f < h->nfields; f++) {
         if (!h->face[f * 3 + d].send_view[s]) continue;
         seg = halo_round_up(seg, 256);
@@ -182,7 +182,7 @@ static gw_status layout_dim(gw_halo *h, int d, size_t off[2], int fill) {
         int64_t r1 = r0 + rows < sh[axis] ? r0 + rows : sh[axis];
         size_t bytes = (size_t)(r1 - r0) * row;
         size_t send_at = off[0], recv_at = off[0] + halo_round_up(bytes, 256);
-        if (fill) hd->msg[nm] = (halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0, 0};
+        if (fill) hd->msg[nm] = (gw__halo_msg){s, (int)bytes, send_at, recv_at, ns, 1, 0, 0};
         if (fill == 2) {
           gw_status st =
               make_seg(h, h->msg_base, d, f, s, axis, r0, r1, send_at, recv_at, &hd->seg[ns]);
@@ -210,7 +210,7 @@ static gw_status main_block(gw_halo *h, int device_path, size_t total) {
   if (device_path) {
     int64_t n = (int64_t)total;
     gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->dev_block);
-    if (st != GW_OK) return halo_call_failed(st, "gw_alloc of the device buffers", -1);
+    if (st != GW_OK) return gw__halo_call_failed(st, "gw_alloc of the device buffers", -1);
     h->msg_base = gw_data(h->dev_block);
     return GW_OK;
   }
@@ -222,7 +222,7 @@ static gw_status main_block(gw_halo *h, int device_path, size_t total) {
   gw_status st = gw_pin(h->ctx, base, bytes);
   if (st != GW_OK) {
     free(base);
-    return halo_call_failed(st, "gw_pin of the host buffers", -1);
+    return gw__halo_call_failed(st, "gw_pin of the host buffers", -1);
   }
   h->host_block = base;
   h->host_block_bytes = bytes;
@@ -236,7 +236,7 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
   size_t sizes[2] = {0, 0}, total = 0; /* the main block's, the IPC block's */
   gw_status st = GW_OK;
   for (int d = 0; d < h->ndim; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     if (hd->link != LINK_MPI) continue;
     (void)layout_dim(h, d, sizes, 0);
     hd->seg = calloc((size_t)hd->nseg, sizeof *hd->seg);
@@ -258,13 +258,13 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
      * must not leave the others in the window's allocation or, later, in
      * shm_link's exchange with it): the window is made by every rank of the
      * node. */
-    gw_status w = halo_shm_block(h, st == GW_OK ? total : 0);
+    gw_status w = gw__halo_shm_block(h, st == GW_OK ? total : 0);
     if (st == GW_OK) st = w;
   } else if (st == GW_OK && sizes[0] > 0) {
     st = main_block(h, device_path, sizes[0]);
   }
   /* IPC: this rank's receive buffers for its on-node neighbours, exported */
-  if (st == GW_OK && h->ipc && sizes[1] > 0) st = halo_ipc_block(h, sizes[1]);
+  if (st == GW_OK && h->ipc && sizes[1] > 0) st = gw__halo_ipc_block(h, sizes[1]);
   /* Then every rank learns whether all made their buffers: every rank of the
    * plan, a rank alone on its node (no window) too, or the others wait here for
    * it (in the window's offsets or the IPC handles below). */
@@ -290,18 +290,18 @@ static gw_status make_buffers(gw_halo *h, int device_path, int *failed) {
     }
     if (fill == 1) {
       int d0 = 0, m0 = -1;
-      h->direct = halo_next_direct(h, &d0, &m0); /* the token flow runs */
+      h->direct = gw__halo_next_direct(h, &d0, &m0); /* the token flow runs */
       h->ipc_only = h->ipc;
       for (int d = 0; d < h->ndim; d++)
         for (int m = 0; h->dim[d].link == LINK_MPI && m < h->dim[d].nmsg; m++)
           h->ipc_only &= h->dim[d].msg[m].ipc;
     }
-    if (fill == 1 && h->shm_win != MPI_WIN_NULL && (st = halo_shm_link(h)) != GW_OK) return st;
+    if (fill == 1 && h->shm_win != MPI_WIN_NULL && (st = gw__halo_shm_link(h)) != GW_OK) return st;
     /* (a failed open is this rank's: create's last agreement makes it every
      * rank's) */
-    if (fill == 1 && h->ipc && (st = halo_ipc_link(h)) != GW_OK) return st;
+    if (fill == 1 && h->ipc && (st = gw__halo_ipc_link(h)) != GW_OK) return st;
   }
-  return h->ipc ? halo_ipc_prepare(h) : GW_OK;
+  return h->ipc ? gw__halo_ipc_prepare(h) : GW_OK;
 }
 
 /* The one check made before any collective: `cart` is one communicator, so
@@ -410,7 +410,7 @@ static gw_status make_dims(gw_halo *h) {
       gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords), "MPI_Cart_get", -1);
   if (st != GW_OK) return st;
   for (int d = 0; d < h->ndim; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     st = gw__halo_mpi(MPI_Cart_shift(h->comm, d, 1, &hd->peer[0], &hd->peer[1]), "MPI_Cart_shift",
                       d);
     if (st != GW_OK) return st;
@@ -425,7 +425,7 @@ static gw_status make_dims(gw_halo *h) {
      * NCCL carries only the faces of other ranks. */
     hd->link = dims[d] == 1 && !(h->nccl && h->set.nccl_self) ? LINK_SELF : LINK_MPI;
     for (int s = 0; s < 2 && hd->link == LINK_MPI; s++) {
-      int near = halo_shm_peer(h, hd->peer[s]);
+      int near = gw__halo_shm_peer(h, hd->peer[s]);
       hd->shm_side[s] = near && !h->ipc;
       hd->ipc_side[s] = near && h->ipc;
       h->info.shared_memory |= hd->shm_side[s];
@@ -435,7 +435,7 @@ static gw_status make_dims(gw_halo *h) {
       int w = h->width[f][d];
       if (w == 0) continue;
       const int64_t *n = gw_shape(h->field[f]);
-      halo_face *fc = &h->face[f * 3 + d];
+      gw__halo_face *fc = &h->face[f * 3 + d];
       for (int s = 0; s < 2; s++) {
         if (hd->peer[s] == MPI_PROC_NULL) continue;
         st = make_face(h, f, d, s ? n[d] - 2 * w : w, &fc->send_view[s]);
@@ -527,12 +527,12 @@ static gw_status make_self(gw_halo *h) {
         if (st == GW_OK)
           n++;
         else
-          st = halo_call_failed(st, "gw_view of a halo box", d0);
+          st = gw__halo_call_failed(st, "gw_view of a halo box", d0);
       }
     }
     if (st == GW_OK && n > 0) {
       st = gw__batch_make(dst, (const gw_array *const *)src, n, &h->self_batch[d0]);
-      if (st != GW_OK) st = halo_call_failed(st, "preparing the local halo copies", d0);
+      if (st != GW_OK) st = gw__halo_call_failed(st, "preparing the local halo copies", d0);
     }
     for (int k = 0; k < n; k++) { /* the batch holds its own references */
       gw_release(dst[k]);
@@ -547,7 +547,7 @@ static gw_status make_self(gw_halo *h) {
   return st;
 }
 
-gw_status halo_read_settings(const char *fn, halo_settings *out) {
+gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out) {
   long long aware = 0, shm = 1, group = 0, chunk = 0, self = 0;
   gw_status st = gw__setting_int(GW__SET_HALO_GPU_AWARE, &aware);
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_SHM, &shm);
@@ -556,7 +556,7 @@ gw_status halo_read_settings(const char *fn, halo_settings *out) {
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_NCCL_SELF, &self);
   if (st != GW_OK) return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
   /* the choice's index: auto|0|1 */
-  *out = (halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk, (int)self};
+  *out = (gw__halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk, (int)self};
   return GW_OK;
 }
 
@@ -587,8 +587,8 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
                  : check_args(fn, fields, nfields, comm, path, out, strict);
   /* a bad setting is this rank's error, which the agreement below makes every
    * rank's */
-  halo_settings set;
-  if (st == GW_OK) st = halo_read_settings(fn, &set);
+  gw__halo_settings set;
+  if (st == GW_OK) st = gw__halo_read_settings(fn, &set);
   gw_halo *h = st == GW_OK ? calloc(1, sizeof *h) : NULL;
   if (st == GW_OK && h) {
     h->set = set;
@@ -648,14 +648,14 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   /* NCCL (forced, or AUTO's first choice) is decided by every rank together:
    * its communicator is collective, so no rank may take it alone. */
   int use = 0;
-  st = halo_nccl_setup(h, fn, path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL,
-                       path == GW_HALO_PATH_NCCL, &use);
+  st = gw__halo_nccl_setup(h, fn, path == GW_HALO_PATH_AUTO || path == GW_HALO_PATH_NCCL,
+                           path == GW_HALO_PATH_NCCL, &use);
   if (st == GW_OK && use) path = GW_HALO_PATH_NCCL;
   /* then IPC (forced, or AUTO's choice for device fields without a GPU-aware
    * MPI, where it pays: halo_ipc.c) */
   MPI_Comm node = MPI_COMM_NULL;
-  if (st == GW_OK) st = halo_node_split(h, &node);
-  if (st == GW_OK) st = halo_ipc_decide(h, fn, path, device_only, node);
+  if (st == GW_OK) st = gw__halo_node_split(h, &node);
+  if (st == GW_OK) st = gw__halo_ipc_decide(h, fn, path, device_only, node);
   if (h->ipc) path = GW_HALO_PATH_IPC;
   if (path == GW_HALO_PATH_AUTO)
     path = h->info.gpu_aware && device_ok ? GW_HALO_PATH_DEVICE : GW_HALO_PATH_HOST;
@@ -669,7 +669,7 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     unsigned long long c = h->set.chunk, all = 0;
     if (path != GW_HALO_PATH_HOST && path != GW_HALO_PATH_IPC)
       c = 0; /* a device-path neighbour sends whole messages */
-    st = halo_shm_decide(h, path, &node);
+    st = gw__halo_shm_decide(h, path, &node);
     if (st == GW_OK)
       st = gw__halo_mpi(MPI_Allreduce(&c, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, h->comm),
                         "MPI_Allreduce", -1);
@@ -679,7 +679,7 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   /* what each message's two ends must share (its own agreement: every rank
    * fails alike) */
   int failed = st != GW_OK; /* (alike on every rank so far) */
-  if (st == GW_OK) st = agree_once(h->comm, halo_check_neighbours(h, fn, strict), fn, &failed);
+  if (st == GW_OK) st = agree_once(h->comm, gw__halo_check_neighbours(h, fn, strict), fn, &failed);
   if (st == GW_OK) st = make_dims(h);
   if (st == GW_OK) st = make_self(h);
   /* The buffers are made collectively (the shared-memory window, the
@@ -693,11 +693,11 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     if (st == GW_ENOTSUP)
       st = GW_OK; /* the backend has no streams: copies run one by one */
     else if (st != GW_OK)
-      st = halo_call_failed(st, "gw_stream_create", -1);
+      st = gw__halo_call_failed(st, "gw_stream_create", -1);
   }
   /* NCCL's first exchange is collective: no rank enters it alone */
   if (h->nccl) st = agree_once(h->comm, st, fn, &failed);
-  if (st == GW_OK && h->nccl && h->stream) st = halo_nccl_connect(h);
+  if (st == GW_OK && h->nccl && h->stream) st = gw__halo_nccl_connect(h);
   /* a plan on some ranks only would leave the others waiting in their first
    * update */
   st = agree_once(h->comm, st, fn, &failed);
@@ -740,7 +740,7 @@ gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank, gw_h
                          "gw_halo_neighbour: dim %d side %d: the plan has dims "
                          "0..%d, sides 0 and 1",
                          dim, side, h->ndim - 1);
-  const halo_dim *hd = &h->dim[dim];
+  const gw__halo_dim *hd = &h->dim[dim];
   *rank = hd->peer[side];
   gw_halo_path p = GW_HALO_PATH_AUTO;
   if (hd->link == LINK_MPI && hd->peer[side] != MPI_PROC_NULL) {
