@@ -29,9 +29,9 @@
  * between ranks that share one only where their processes run concurrently (CUDA MPS).
  * Without MPS the contexts of two processes on one GPU are time-sliced and every copy
  * waits for the other's slice, which made the IPC update several times slower than the
- * host path on the H200 (docs/HALO.md; the figures: see docs/BENCHMARKS.md, 'Measurements behind the code's choices').
- * A device of unknown identity
- * counts as shared. Collective over `node` (every rank of it gathers every identity).
+ * host path on the H200 (docs/HALO.md; the figures: see docs/BENCHMARKS.md, 'Measurements
+ * behind the code's choices'). A device of unknown identity counts as shared. Collective
+ * over `node` (every rank of it gathers every identity).
  */
 static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
   typedef struct {
