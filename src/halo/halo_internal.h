@@ -259,13 +259,36 @@ static inline char *halo_msg_at(const gw_halo *h, const gw__halo_msg *g, size_t 
   return (g->ipc ? h->ipc_base : h->msg_base) + off;
 }
 
-/* halo_plan.c */
+/* support.c */
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
  * no dim. */
 gw_status gw__halo_call_failed(gw_status st, const char *what, int d);
+/* gw__halo_agree, once per failure: after a failed agreement (*failed set) every rank
+ * knows, so the later steps pass the status through without another collective (and the
+ * message stays the one agreed on). */
+gw_status gw__halo_agree_once(MPI_Comm comm, gw_status st, const char *fn, int *failed);
+
+/* halo_plan.c: free a plan, whatever part of it a create made (the communicator too) */
+void gw__halo_plan_free(gw_halo *h);
+
+/* halo_args.c: this rank's verdicts, which the create sequence makes every rank's */
+/* The one check made before any collective: `cart` is a Cartesian communicator. */
+gw_status gw__halo_check_cart(const char *fn, MPI_Comm cart);
+/* This rank's arguments (`strict`: gw_halo_create's contract, 3-D, widths >= 1). */
+gw_status gw__halo_check_args(const char *fn, const gw_halo_field *fields, int nfields,
+                              MPI_Comm cart, gw_halo_path path, gw_halo **out, int strict);
 /* Read the settings into *out; GW_EINVAL with the parser's message naming the
  * variable. */
 gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out);
+
+/* halo_layout.c: the plan's faces, messages and buffers */
+/* Neighbours, links, face views and message sizes of every dim. */
+gw_status gw__halo_make_dims(gw_halo *h);
+/* The local copies of each run of consecutive periodic dims, one batch per run. */
+gw_status gw__halo_make_self(gw_halo *h);
+/* The messages' layout and the blocks that hold them (collective; *failed: set when the
+ * ranks' agreement in here failed, every rank knows then). */
+gw_status gw__halo_make_buffers(gw_halo *h, int device_path, int *failed);
 
 /* halo_agree.c: each rank tells its neighbours its fields' counts, dtypes,
  * widths and face extents and compares theirs with its own (point to point with
