@@ -64,83 +64,61 @@ static int nccl_local(gw_halo *h, int forced, const gw__halo_nccl_fns **fns, uns
   return 1;
 }
 
-/* Decide on NCCL with every rank of h->comm (MPI_Allreduce) and, when every
- * rank can use it, bootstrap the communicator: rank 0's ncclGetUniqueId,
- * MPI_Bcast, ncclCommInitRank on the fields' device. *use = 1 when the plan has
- * its NCCL communicator. Forced: every rank fails alike (GW_ENOTSUP where a
- * rank cannot use NCCL, GW_EBACKEND where NCCL failed); AUTO: any of those
- * leaves *use = 0 and GW_OK (the plan takes the MPI paths). */
-/* Every rank calls it (`want`: this rank's path may be NCCL, AUTO or NCCL;
- * create() has made sure that `forced` is every rank's or none's). */
-gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use) {
-  char why[600] = "";
-  const gw__halo_nccl_fns *fns = NULL;
-  unsigned char uuid[16] = {0};
-  int rank = 0, size = 1;
-  gw_status st = gw__halo_mpi(MPI_Comm_rank(h->comm, &rank), "MPI_Comm_rank", -1);
-  if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_size(h->comm, &size), "MPI_Comm_size", -1);
-  if (st != GW_OK) return st;
-  struct {
-    int ok, rank;
-  } mine = {want && nccl_local(h, forced, &fns, uuid, why, sizeof why), rank}, all;
-  if (!want) snprintf(why, sizeof why, "its path is %s", gw_halo_path_name(h->info.path));
-  st = gw__halo_mpi(MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce",
-                    -1);
-  if (st != GW_OK) return st;
-  if (all.ok) {
-    /* NCCL refuses two ranks of one communicator on one GPU: compare the
-     * devices' UUIDs (ordinals would not do: CUDA_VISIBLE_DEVICES may renumber
-     * each rank's GPUs). */
-    gpu_of_rank *g = malloc((size_t)size * sizeof *g);
-    unsigned char *u = malloc((size_t)size * 16);
-    st = gw__halo_agree(h->comm, g && u ? GW_OK : gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn),
-                        fn);
-    if (st != GW_OK) { /* (before the Allgather, which every rank enters or none) */
-      free(g);
-      free(u);
-      return st;
-    }
-    st = gw__halo_mpi(MPI_Allgather(uuid, 16, MPI_BYTE, u, 16, MPI_BYTE, h->comm), "MPI_Allgather",
-                      -1);
-    for (int r = 0; st == GW_OK && r < size; r++) {
-      memcpy(g[r].uuid, u + 16 * (size_t)r, 16);
-      g[r].rank = r;
-    }
-    if (st == GW_OK) qsort(g, (size_t)size, sizeof *g, by_uuid);
-    for (int r = 1; st == GW_OK && r < size && all.ok; r++)
-      if (!memcmp(g[r - 1].uuid, g[r].uuid, 16)) {
-        all.ok = 0;
-        all.rank = -1;
-        snprintf(why, sizeof why,
-                 "ranks %d and %d of the plan's communicator share one GPU "
-                 "(NCCL needs one GPU "
-                 "per rank)",
-                 g[r - 1].rank, g[r].rank);
-      }
+/* MPI_2INT, for MPI_MINLOC: whether a rank can go on, and the lowest rank that cannot. */
+typedef struct {
+  int ok, rank;
+} rank_ok;
+
+/* NCCL refuses two ranks of one communicator on one GPU: compare the devices' UUIDs
+ * (ordinals would not do: CUDA_VISIBLE_DEVICES may renumber each rank's GPUs). Collective
+ * over h->comm. Two ranks sharing a GPU clear all->ok (all->rank -1, `why` names them). */
+static gw_status check_gpus_apart(gw_halo *h, const char *fn, const unsigned char uuid[16],
+                                  int size, rank_ok *all, char *why, size_t n) {
+  gpu_of_rank *g = malloc((size_t)size * sizeof *g);
+  unsigned char *u = malloc((size_t)size * 16);
+  gw_status st = gw__halo_agree(
+      h->comm, g && u ? GW_OK : gw__halo_fail(GW_ENOMEM, "%s: out of memory", fn), fn);
+  if (st != GW_OK) { /* (before the Allgather, which every rank enters or none) */
     free(g);
     free(u);
-    if (st != GW_OK) return st;
+    return st;
   }
-  if (!all.ok) {
-    if (!forced) return GW_OK;
-    if (mine.ok && all.rank >= 0)
-      return gw__halo_fail(GW_ENOTSUP,
-                           "%s: path NCCL: rank %d of the plan's communicator "
-                           "cannot use NCCL (its "
-                           "gw_halo_last_error() says why)",
-                           fn, all.rank);
-    return gw__halo_fail(GW_ENOTSUP, "%s: path NCCL: %s", fn, why);
+  st = gw__halo_mpi(MPI_Allgather(uuid, 16, MPI_BYTE, u, 16, MPI_BYTE, h->comm), "MPI_Allgather",
+                    -1);
+  for (int r = 0; st == GW_OK && r < size; r++) {
+    memcpy(g[r].uuid, u + 16 * (size_t)r, 16);
+    g[r].rank = r;
   }
+  if (st == GW_OK) qsort(g, (size_t)size, sizeof *g, by_uuid);
+  for (int r = 1; st == GW_OK && r < size && all->ok; r++)
+    if (!memcmp(g[r - 1].uuid, g[r].uuid, 16)) {
+      all->ok = 0;
+      all->rank = -1;
+      snprintf(why, n,
+               "ranks %d and %d of the plan's communicator share one GPU "
+               "(NCCL needs one GPU "
+               "per rank)",
+               g[r - 1].rank, g[r].rank);
+    }
+  free(g);
+  free(u);
+  return st;
+}
 
-  /* Bootstrap. The id travels with rank 0's result, so a failed ncclGetUniqueId
-   * fails every rank rather than leaving them in ncclCommInitRank. */
+/* Bootstrap the communicator, every rank together. The id travels with rank 0's result, so
+ * a failed ncclGetUniqueId fails every rank rather than leaving them in ncclCommInitRank;
+ * then every rank learns whether every ncclCommInitRank worked, and a communicator made on
+ * some ranks only is destroyed. *use = 1 when the plan has it. */
+static gw_status bootstrap(gw_halo *h, const char *fn, const gw__halo_nccl_fns *fns, int rank,
+                           int size, int forced, char *why, size_t n, int *use) {
   struct {
     int rc;
     gw_ncclUniqueId id;
   } boot;
   memset(&boot, 0, sizeof boot);
   if (rank == 0) boot.rc = (int)fns->GetUniqueId(&boot.id);
-  st = gw__halo_mpi(MPI_Bcast(&boot, (int)sizeof boot, MPI_BYTE, 0, h->comm), "MPI_Bcast", -1);
+  gw_status st =
+      gw__halo_mpi(MPI_Bcast(&boot, (int)sizeof boot, MPI_BYTE, 0, h->comm), "MPI_Bcast", -1);
   if (st != GW_OK) return st;
   char text[400];
   if (boot.rc != gw_ncclSuccess) {
@@ -155,14 +133,14 @@ gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, 
     rc = (int)fns->CommInitRank(&comm, size, boot.id, rank);
     gw__halo_nccl_pop_device(dev);
     if (rc != gw_ncclSuccess) {
-      snprintf(why, sizeof why, "ncclCommInitRank (rank %d of %d, device %d): %s", rank, size, dev,
+      snprintf(why, n, "ncclCommInitRank (rank %d of %d, device %d): %s", rank, size, dev,
                gw__halo_nccl_text((gw_ncclResult_t)rc, NULL, text, sizeof text));
       comm = NULL;
     }
   } else {
-    snprintf(why, sizeof why, "%s", w);
+    snprintf(why, n, "%s", w);
   }
-  mine.ok = rc == gw_ncclSuccess;
+  rank_ok mine = {rc == gw_ncclSuccess, rank}, all;
   st = gw__halo_mpi(MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce",
                     -1);
   h->nccl = fns; /* plan_free destroys the communicator, from here on */
@@ -184,6 +162,42 @@ gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, 
   }
   *use = 1;
   return GW_OK;
+}
+
+/* Decide on NCCL with every rank of h->comm (MPI_Allreduce) and, when every
+ * rank can use it, bootstrap the communicator: rank 0's ncclGetUniqueId,
+ * MPI_Bcast, ncclCommInitRank on the fields' device. *use = 1 when the plan has
+ * its NCCL communicator. Forced: every rank fails alike (GW_ENOTSUP where a
+ * rank cannot use NCCL, GW_EBACKEND where NCCL failed); AUTO: any of those
+ * leaves *use = 0 and GW_OK (the plan takes the MPI paths). */
+/* Every rank calls it (`want`: this rank's path may be NCCL, AUTO or NCCL;
+ * create() has made sure that `forced` is every rank's or none's). */
+gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use) {
+  char why[600] = "";
+  const gw__halo_nccl_fns *fns = NULL;
+  unsigned char uuid[16] = {0};
+  int rank = 0, size = 1;
+  gw_status st = gw__halo_mpi(MPI_Comm_rank(h->comm, &rank), "MPI_Comm_rank", -1);
+  if (st == GW_OK) st = gw__halo_mpi(MPI_Comm_size(h->comm, &size), "MPI_Comm_size", -1);
+  if (st != GW_OK) return st;
+  rank_ok mine = {want && nccl_local(h, forced, &fns, uuid, why, sizeof why), rank}, all;
+  if (!want) snprintf(why, sizeof why, "its path is %s", gw_halo_path_name(h->info.path));
+  st = gw__halo_mpi(MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce",
+                    -1);
+  if (st != GW_OK) return st;
+  if (all.ok && (st = check_gpus_apart(h, fn, uuid, size, &all, why, sizeof why)) != GW_OK)
+    return st;
+  if (!all.ok) {
+    if (!forced) return GW_OK;
+    if (mine.ok && all.rank >= 0)
+      return gw__halo_fail(GW_ENOTSUP,
+                           "%s: path NCCL: rank %d of the plan's communicator "
+                           "cannot use NCCL (its "
+                           "gw_halo_last_error() says why)",
+                           fn, all.rank);
+    return gw__halo_fail(GW_ENOTSUP, "%s: path NCCL: %s", fn, why);
+  }
+  return bootstrap(h, fn, fns, rank, size, forced, why, sizeof why, use);
 }
 
 int gw_halo_nccl_available(const char **why) {
