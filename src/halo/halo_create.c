@@ -164,7 +164,8 @@ static gw_status choose_path(gw_halo *h, const char *fn, gw_halo_path *path_io) 
   return st;
 }
 
-/* Phase 9, this rank's: the plan's stream, where it has anything to copy. */
+/* Phase 9 (after 7, faces and local copies, and 8, buffers), this rank's: the plan's
+ * stream, where it has anything to copy. */
 static gw_status make_stream(gw_halo *h) {
   if (h->info.neighbours + (h->info.bytes_local > 0) == 0) return GW_OK;
   gw_status st = gw_stream_create(h->ctx, &h->stream);

@@ -36,8 +36,10 @@
  * buffer in an MPI shared-memory window and MPI carries 0-byte tokens only
  * (halo_shm.c).
  *
- * The files: halo_plan.c makes a plan (faces, message layout, buffers) and
- * frees it; halo_agree.c is the neighbours' agreement on the arguments;
+ * The files: halo_create.c makes a plan (the sequence of phases), with the
+ * argument checks of halo_args.c and the faces, message layout and buffers of
+ * halo_layout.c; halo_plan.c frees it and answers its queries; halo_agree.c
+ * is the neighbours' agreement on the arguments;
  * halo_update.c runs updates (stream ordering, the split phase, recovery after
  * a failure); halo_host.c carries a dim's
  * messages through MPI; halo_shm.c is the host path's shared-memory window;

@@ -143,7 +143,7 @@ static gw_status bootstrap(gw_halo *h, const char *fn, const gw__halo_nccl_fns *
   rank_ok mine = {rc == gw_ncclSuccess, rank}, all;
   st = gw__halo_mpi(MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, h->comm), "MPI_Allreduce",
                     -1);
-  h->nccl = fns; /* plan_free destroys the communicator, from here on */
+  h->nccl = fns; /* gw__halo_plan_free destroys the communicator, from here on */
   h->nccl_comm = comm;
   h->nccl_device = dev;
   if (st != GW_OK) return st;
