@@ -22,7 +22,7 @@
 #define GW_TEST_H
 
 #include "gpuwrap.h"
-#include "gpuwrap/cpu.h"
+#include "gpuwrap/cpu_testing.h"
 #include "proc_counts.h"
 
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * meets another pair); every pair checked before anything runs; pending-work events on a
  * stream. Private API (src/core/private.h). On the CPU backend the backend copy calls are
  * counted. */
-#include "gpuwrap/cpu.h"
+#include "gpuwrap/cpu_testing.h"
 #include "private.h"
 #include "test.h"
 

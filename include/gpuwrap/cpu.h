@@ -1,13 +1,15 @@
 /*
- * The CPU backend's model controls: failure injection and counters.
+ * The CPU backend's model: what it has allocated and registered, the runtime calls another
+ * library would make outside gpuwrap, external streams, IPC mappings and graph capture.
  *
  * The CPU backend computes on the host and models a GPU runtime's memory rules (its own
  * tables of "device", "pinned" and "managed" allocations and of host registrations, with
- * the registration rules measured on CUDA). These calls let tests drive its error paths:
- * make the N-th call of an operation fail, count calls, and see what is still allocated or
- * registered. Environment variables read at first use:
+ * the registration rules measured on CUDA). These calls let tests see what is still
+ * allocated or registered and make memory and streams the way another library would. The
+ * failure injection and call counters that drive its error paths are testing-only controls
+ * in gpuwrap/cpu_testing.h. Environment variables read at first use:
  *   GPUWRAP_CPU_DEVICES=N             number of modelled devices (default 1, at most 64)
- *   GPUWRAP_CPU_FAIL=op:N[,op:N...]   the N-th call of op fails (op names: gw_cpu_op_name)
+ *   GPUWRAP_CPU_FAIL=op:N[,op:N...]   the N-th call of op fails (gpuwrap/cpu_testing.h)
  *   GPUWRAP_CPU_PAGEABLE_ACCESS=1     model a device that reads pageable memory (HMM/ATS)
  *   GPUWRAP_CPU_NO_HOST_PTR=1         model canUseHostPointerForRegisteredMem == 0
  *   GPUWRAP_CPU_NO_READONLY_REGISTER=1  model a device without read-only registration
@@ -39,56 +41,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum {
-  GW_CPU_OP_CONTEXT_INIT = 0,
-  GW_CPU_OP_QUERY,
-  GW_CPU_OP_ALLOC,
-  GW_CPU_OP_FREE,
-  GW_CPU_OP_REGISTER,
-  GW_CPU_OP_UNREGISTER,
-  GW_CPU_OP_DEVICE_ADDRESS,
-  GW_CPU_OP_COPY,
-  GW_CPU_OP_FILL,
-  GW_CPU_OP_SYNCHRONIZE,
-  GW_CPU_OP_STREAM_CREATE,
-  GW_CPU_OP_STREAM_DESTROY,
-  GW_CPU_OP_STREAM_SYNCHRONIZE,
-  /* appended (the values above stay): borrowed streams and events */
-  GW_CPU_OP_STREAM_BORROW,
-  GW_CPU_OP_EVENT_CREATE,
-  GW_CPU_OP_EVENT_RECORD,
-  GW_CPU_OP_STREAM_WAIT_EVENT,
-  /* appended: memory from another process (cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
-   * cudaIpcCloseMemHandle) */
-  GW_CPU_OP_IPC_EXPORT,
-  GW_CPU_OP_IPC_OPEN,
-  GW_CPU_OP_IPC_CLOSE,
-  GW_CPU_OP_IPC_EVENT_CREATE,
-  GW_CPU_OP_IPC_EVENT_OPEN,
-  GW_CPU_OP_COUNT
-} gw_cpu_op;
-
-/** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
- *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize",
- *  "stream_borrow", "event_create", "event_record", "stream_wait_event", "ipc_export",
- *  "ipc_open", "ipc_close". (Event destroy
- *  and event query are neither counted nor injected: a destroy cannot report, a query is
- *  a poll whose "not yet" is no failure.) */
-GW_API const char *gw_cpu_op_name(gw_cpu_op op);
-
-/** The nth call of `op` from now (1 = the next) fails with `status` (a negative gw_status).
- *  nth 0 disarms it. */
-GW_API void gw_cpu_fail_op(gw_cpu_op op, long nth, gw_status status);
-/** The nth backend call of any operation from now fails with `status`; nth 0 disarms. */
-GW_API void gw_cpu_fail_any(long nth, gw_status status);
-/** Disarm every injected failure. */
-GW_API void gw_cpu_fail_reset(void);
-/** Failures injected so far. */
-GW_API long gw_cpu_failures_injected(void);
-
-/** Calls of `op` so far (injected failures included); GW_CPU_OP_COUNT gives all ops. */
-GW_API long gw_cpu_op_calls(gw_cpu_op op);
 
 /** Backend allocations (device, pinned, managed) not freed yet. */
 GW_API size_t gw_cpu_live_allocations(void);

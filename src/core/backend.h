@@ -60,7 +60,7 @@ typedef struct {
   /* Work of several processes on this device runs concurrently (CUDA: the context is an
    * MPS client, cudaDevAttrMpsEnabled; HIP: 0, not known; the CPU model: GPUWRAP_CPU_MPS).
    * Without it the processes' contexts are time-sliced: a copy of one waits for the
-   * other's slice (0.15 ms measured on the H200, docs/HALO.md). */
+   * other's slice (docs/HALO.md). */
   int concurrent_processes;
 } gw__caps;
 

@@ -126,9 +126,8 @@ gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x) {
  * written, here and in the normaliser; nothing reads past them (backend.h). Zeroing the
  * scratch gw__xfer and the gw__fillspec whole (two `rep stos` of ~700 bytes, where the
  * structs were compound literals) and copying the arrays whole was most of a fill's
- * planning: perf of gw_fill of 16 bytes on the CPU backend (2026-12-01) put 20% of the
- * call in this function, half of that on the two zeroing stores and a fifth on the loads
- * right after them. */
+ * planning, a visible part of a small gw_fill (see docs/BENCHMARKS.md, 'Measurements
+ * behind the code's choices'). */
 void gw__plan_fill(const gw_array *dst, const void *value, gw__fillspec *f) {
   /* Reuse the copy normaliser with the destination on both sides. */
   gw__xfer x;

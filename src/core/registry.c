@@ -10,11 +10,11 @@
  *
  * Ranges are byte ranges, not whole pages. CUDA tracks registrations by byte (two disjoint
  * byte ranges of one page register fine, measured on the H200), and a page-aligned
- * registration reaches into the neighbours of the wrapped buffer: measured on the H200
- * (2026-11-30), a plain cudaMemcpy of a malloc'd neighbour whose first page had been
- * registered that way failed with "invalid argument", as did DMA copies of a buffer whose
- * span a neighbour's registration partly covered. Registering exactly the wrapped bytes
- * leaves other memory as it was. Memory someone else pinned is
+ * registration reaches into the neighbours of the wrapped buffer: on the H200 (README.md,
+ * "Registrations are byte ranges"), a plain cudaMemcpy of a malloc'd neighbour whose first
+ * page had been registered that way failed with "invalid argument", as did DMA copies of a
+ * buffer whose span a neighbour's registration partly covered. Registering exactly the
+ * wrapped bytes leaves other memory as it was. Memory someone else pinned is
  * used as it is and never registered or unregistered here. One table per backend (keyed by
  * its ops table), one process-wide lock: its write side serialises the runtime calls
  * (milliseconds long anyway); a warm wrap is a binary search under the read side, and its

@@ -1,10 +1,11 @@
 /*
  * The thread-locals read on every wrap and release (the context's reference slot, the
  * registry lock's stripe): the initial-exec TLS model, so reading one is an fs-relative
- * load instead of a call to __tls_get_addr (the model a shared library gets by default;
- * 3% of a warm wrap + release in perf on the CPU backend, 2026-12-01). Only small
- * variables: a library loaded with dlopen (Python's ctypes) takes them from the static TLS
- * space glibc keeps for that, which is a few hundred bytes; the error buffers stay dynamic.
+ * load instead of a call to __tls_get_addr (the model a shared library gets by default,
+ * a visible part of a warm wrap + release: see docs/BENCHMARKS.md, 'Measurements behind
+ * the code's choices'). Only small variables: a library loaded with dlopen (Python's
+ * ctypes) takes them from the static TLS space glibc keeps for that, which is a few hundred
+ * bytes; the error buffers stay dynamic.
  */
 #ifndef GW_CORE_TLS_FAST_H
 #define GW_CORE_TLS_FAST_H

@@ -259,27 +259,25 @@ static gw_status own_empty(gw_context *ctx, gw_array *a, char *p, size_t *own_by
   return GW_OK;
 }
 
-static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
-                           const int64_t *shape, const int64_t *strides, unsigned flags,
-                           gw_deleter deleter, void *user, gw_array **out) {
+/* The arguments a wrap checks before it looks at the geometry or the memory. */
+static gw_status check_wrap_args(gw_context *ctx, gw_array **out, unsigned flags,
+                                 gw_deleter deleter) {
   if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
   if (flags & ~GW_WRAP_KNOWN_FLAGS)
     return gw__fail(GW_EINVAL, "flags: unknown bits 0x%x", flags & ~GW_WRAP_KNOWN_FLAGS);
   if (deleter && (flags & GW_WRAP_OWN))
     return gw__fail(GW_EINVAL, "flags: GW_WRAP_OWN with a deleter (the deleter owns the memory)");
-  int64_t cstrides[GW_MAX_DIMS];
-  geometry g;
-  gw_status s = check_geometry(dtype, ndim, shape, strides, cstrides, &g);
-  if (s != GW_OK) return s;
+  return GW_OK;
+}
 
-  char *p = ptr;
-  bool own = flags & GW_WRAP_OWN;
-  size_t own_bytes = 0;        /* the span the ownership table records for an owning wrap */
-  char *lo = NULL, *hi = NULL; /* the elements' bytes, [lo, hi) (none while numel is 0) */
-  if (own && p && (s = gw__owned_check(p)) != GW_OK) return s;
+/* The new array, before its memory is looked at: its geometry, read-only flag and deleter.
+ * NULL when out of host memory. */
+static gw_array *new_wrap(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
+                          const int64_t *shape, const int64_t *cstrides, unsigned flags,
+                          gw_deleter deleter, void *user) {
   gw_array *a = gw__new_root(ctx, dtype, ndim, shape, cstrides);
-  if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
+  if (!a) return NULL;
   a->readonly = flags & GW_WRAP_READONLY;
   if (a->readonly) a->ro_why = GW__RO_ASKED;
   if (deleter) {
@@ -288,27 +286,95 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
     a->deleter = deleter;
     a->deleter_user = user;
   }
+  return a;
+}
 
-  if (g.numel == 0) { /* any pointer, NULL included, and no runtime call unless owned */
-    a->dev0 = a->host0 = p;
-    if (!own || !p) goto done; /* NULL: nothing to free */
-    s = own_empty(ctx, a, p, &own_bytes);
-    if (s != GW_OK) goto fail;
-    goto owned;
-  }
-  if (!p) {
-    s = gw__fail(GW_EINVAL, "ptr: NULL with %lld elements", (long long)g.numel);
-    goto fail;
-  }
-  if ((uintptr_t)p % dtype_align(dtype)) {
-    s = gw__fail(GW_EINVAL, "ptr: %p is not aligned for %s (%zu bytes)", ptr, gw_dtype_name(dtype),
-                 dtype_align(dtype));
-    goto fail;
-  }
+/* The bytes a wrap covers: its elements' [lo, hi) (none while numel is 0) and the span the
+ * ownership table records for an owning wrap. */
+typedef struct {
+  char *lo, *hi;
+  size_t own_bytes;
+} wrap_span;
 
-  s = span_bounds(p, &g, &lo, &hi);
-  if (s != GW_OK) goto fail;
-  own_bytes = hi > p ? (size_t)(hi - p) : 1;
+/* Host memory (pageable, or pinned by gpuwrap: `ours`) of a wrap: registered exactly over
+ * the wrapped bytes where the registry is used and may register (or the bytes are
+ * gpuwrap's already), else a host-only array. */
+static gw_status attach_host_memory(gw_context *ctx, gw_array *a, char *p, unsigned flags,
+                                    bool ours, const wrap_span *w, bool uses_registry,
+                                    bool may_register) {
+  bool own = flags & GW_WRAP_OWN;
+  if (uses_registry && (may_register || ours)) {
+    /* Exactly the wrapped bytes, not whole pages (see registry.c). */
+    unsigned regflags = (flags & GW_WRAP_READONLY) ? GW__REG_READONLY : 0;
+    gw_status s = gw__registry_acquire(ctx, (uintptr_t)w->lo, (uintptr_t)w->hi, may_register,
+                                       regflags, &a->hold);
+    if (s == GW_OK) {
+      mark_shared_readonly(a);
+      return attach_registered(ctx, a, p, w->lo, w->hi, own);
+    }
+    if (s == GW_ENOTSUP) {
+      /* Memory that cannot be page-locked (read-only pages the device cannot register,
+       * a read-only private file mapping): a host-only array whose copies stage;
+       * gw_last_error() keeps the reason. Pages the process cannot write make it a
+       * read-only array. */
+      gw__hostmap m;
+      if ((gw__host_mapping((uintptr_t)w->lo, (uintptr_t)w->hi, &m) != GW_OK || !m.writable) &&
+          !a->readonly) {
+        a->readonly = true;
+        a->ro_why = GW__RO_PAGES;
+      }
+    } else if (s != GW_ENOTREG || may_register) {
+      return s;
+    }
+    /* else NO_REGISTER and part of the span is pageable: a host-only array. */
+  }
+  attach_host(ctx, a, p, own);
+  return GW_OK;
+}
+
+/* The array over memory of the kind the backend classified: the runtime's own allocation as
+ * it is, host memory through the registry. */
+static gw_status attach_by_kind(gw_context *ctx, gw_array *a, char *p, unsigned flags,
+                                const gw_ptrinfo *info, bool ours, wrap_span *w, bool uses_registry,
+                                bool may_register) {
+  switch (info->kind) {
+  case GW_MEM_DEVICE:
+  case GW_MEM_MANAGED:
+  case GW_MEM_PINNED:
+    if (!ours) {
+      a->kind = info->kind;
+      a->device = info->device;
+      a->dev0 = info->device_ptr;
+      a->host0 = info->host_ptr;
+      if (flags & GW_WRAP_OWN) {
+        a->freeway = GW__FREE_BACKEND;
+        if (info->base == p && info->extent) w->own_bytes = info->extent;
+      }
+      return GW_OK;
+    }
+    /* Pages gpuwrap pinned (gw_pin or another wrap) take a reference, like pageable. */
+    /* fall through */
+  case GW_MEM_HOST:
+    return attach_host_memory(ctx, a, p, flags, ours, w, uses_registry, may_register);
+  case GW_MEM_UNKNOWN:
+    return gw__fail(GW_EBACKEND, "ptr: %p: the %s runtime could not classify it", (void *)p,
+                    ctx->ops->name);
+  }
+  return GW_OK;
+}
+
+/* The memory of a wrap of at least one element at `p`: the pointer's checks, the span of
+ * its elements, then the warm path (bytes gpuwrap already registered) or the backend's
+ * classification and the array that follows from it. */
+static gw_status attach_memory(gw_context *ctx, gw_array *a, char *p, gw_dtype dtype,
+                               const geometry *g, unsigned flags, wrap_span *w) {
+  if (!p) return gw__fail(GW_EINVAL, "ptr: NULL with %lld elements", (long long)g->numel);
+  if ((uintptr_t)p % dtype_align(dtype))
+    return gw__fail(GW_EINVAL, "ptr: %p is not aligned for %s (%zu bytes)", (void *)p,
+                    gw_dtype_name(dtype), dtype_align(dtype));
+  gw_status s = span_bounds(p, g, &w->lo, &w->hi);
+  if (s != GW_OK) return s;
+  w->own_bytes = w->hi > p ? (size_t)(w->hi - p) : 1;
   /* GW_WRAP_NO_REGISTER: gpuwrap registers nothing new, but host memory that is already
    * page-locked (by anyone, gpuwrap's own gw_pin and other wraps included) is used as it
    * is, device-accessible; on gpuwrap's own ranges the wrap holds references, so they stay
@@ -320,89 +386,71 @@ static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
   gw__regsnap snap;
   if (!uses_registry) {
     gw__registry_snapshot(ctx->ops, (uintptr_t)p, &snap);
-  } else if (gw__registry_try_ref(ctx->ops, (uintptr_t)p, (uintptr_t)lo, (uintptr_t)hi, &a->hold,
-                                  &snap)) {
+  } else if (gw__registry_try_ref(ctx->ops, (uintptr_t)p, (uintptr_t)w->lo, (uintptr_t)w->hi,
+                                  &a->hold, &snap)) {
     mark_shared_readonly(a);
-    s = attach_registered(ctx, a, p, lo, hi, own);
-    if (s != GW_OK) goto fail;
-    goto owned;
+    return attach_registered(ctx, a, p, w->lo, w->hi, flags & GW_WRAP_OWN);
   }
   gw_ptrinfo info;
   bool ours = false;
-  s = classify(ctx, p, flags, &info, &ours, lo, hi, &snap);
-  if (s != GW_OK) goto fail;
+  s = classify(ctx, p, flags, &info, &ours, w->lo, w->hi, &snap);
+  if (s != GW_OK) return s;
+  return attach_by_kind(ctx, a, p, flags, &info, ours, w, uses_registry, may_register);
+}
 
-  switch (info.kind) {
-  case GW_MEM_DEVICE:
-  case GW_MEM_MANAGED:
-  case GW_MEM_PINNED:
-    if (!ours) {
-      a->kind = info.kind;
-      a->device = info.device;
-      a->dev0 = info.device_ptr;
-      a->host0 = info.host_ptr;
-      if (own) {
-        a->freeway = GW__FREE_BACKEND;
-        if (info.base == ptr && info.extent) own_bytes = info.extent;
-      }
-      break;
-    }
-    /* Pages gpuwrap pinned (gw_pin or another wrap) take a reference, like pageable. */
-    /* fall through */
-  case GW_MEM_HOST:
-    if (uses_registry && (may_register || ours)) {
-      /* Exactly the wrapped bytes, not whole pages (see registry.c). */
-      unsigned regflags = (flags & GW_WRAP_READONLY) ? GW__REG_READONLY : 0;
-      s = gw__registry_acquire(ctx, (uintptr_t)lo, (uintptr_t)hi, may_register, regflags, &a->hold);
-      if (s == GW_OK) {
-        mark_shared_readonly(a);
-        s = attach_registered(ctx, a, p, lo, hi, own);
-        if (s != GW_OK) goto fail;
-        break;
-      }
-      if (s == GW_ENOTSUP) {
-        /* Memory that cannot be page-locked (read-only pages the device cannot register,
-         * a read-only private file mapping): a host-only array whose copies stage;
-         * gw_last_error() keeps the reason. Pages the process cannot write make it a
-         * read-only array. */
-        gw__hostmap m;
-        if ((gw__host_mapping((uintptr_t)lo, (uintptr_t)hi, &m) != GW_OK || !m.writable) &&
-            !a->readonly) {
-          a->readonly = true;
-          a->ro_why = GW__RO_PAGES;
-        }
-      } else if (s != GW_ENOTREG || may_register) {
-        goto fail;
-      }
-      /* else NO_REGISTER and part of the span is pageable: a host-only array. */
-    }
-    attach_host(ctx, a, p, own);
-    break;
-  case GW_MEM_UNKNOWN:
-    s = gw__fail(GW_EBACKEND, "ptr: %p: the %s runtime could not classify it", ptr, ctx->ops->name);
-    goto fail;
-  }
-owned:
-  if (own) {
-    s = gw__owned_claim(ptr, own_bytes, a->freeway == GW__FREE_LIBC, false);
-    if (s != GW_OK) goto fail;
+/* Who frees the memory: an owning wrap claims its span in the ownership table; a wrap with
+ * a deleter notes the bytes it spans, so that an owning wrap of them is refused (owned.c). */
+static gw_status record_owner(gw_array *a, void *ptr, unsigned flags, gw_deleter deleter,
+                              const wrap_span *w) {
+  if (flags & GW_WRAP_OWN) {
+    gw_status s = gw__owned_claim(ptr, w->own_bytes, a->freeway == GW__FREE_LIBC, false);
+    if (s != GW_OK) return s;
     a->in_owned_table = true;
     a->free_ptr = ptr;
-  } else if (deleter) { /* the bytes it spans: an owning wrap of them is refused (owned.c) */
-    s = gw__owned_note_deleter(lo, hi, &a->deleter_slot);
-    if (s != GW_OK) goto fail;
+  } else if (deleter) {
+    gw_status s = gw__owned_note_deleter(w->lo, w->hi, &a->deleter_slot);
+    if (s != GW_OK) return s;
     a->in_deleter_table = true;
   }
+  return GW_OK;
+}
 
-done:
+/* The phases of a wrap: arguments, geometry, the array, its memory (none to look at for
+ * zero elements unless owned), who frees it; a failure leaves nothing registered or
+ * allocated. */
+static gw_status wrap_impl(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim,
+                           const int64_t *shape, const int64_t *strides, unsigned flags,
+                           gw_deleter deleter, void *user, gw_array **out) {
+  gw_status s = check_wrap_args(ctx, out, flags, deleter);
+  if (s != GW_OK) return s;
+  int64_t cstrides[GW_MAX_DIMS];
+  geometry g;
+  s = check_geometry(dtype, ndim, shape, strides, cstrides, &g);
+  if (s != GW_OK) return s;
+  bool own = flags & GW_WRAP_OWN;
+  if (own && ptr && (s = gw__owned_check(ptr)) != GW_OK) return s;
+  gw_array *a = new_wrap(ctx, ptr, dtype, ndim, shape, cstrides, flags, deleter, user);
+  if (!a) return gw__fail(GW_ENOMEM, "gw_wrap: out of host memory");
+
+  wrap_span w = {NULL, NULL, 0};
+  if (g.numel > 0) {
+    s = attach_memory(ctx, a, ptr, dtype, &g, flags, &w);
+    if (s == GW_OK) s = record_owner(a, ptr, flags, deleter, &w);
+  } else if (own && ptr) { /* no elements: nothing registered, but the matching free runs */
+    a->dev0 = a->host0 = ptr;
+    s = own_empty(ctx, a, ptr, &w.own_bytes);
+    if (s == GW_OK) s = record_owner(a, ptr, flags, NULL, &w);
+  } else { /* any pointer, NULL included (nothing to free), and no runtime call */
+    a->dev0 = a->host0 = ptr;
+  }
+  if (s != GW_OK) {
+    gw__registry_release(ctx, &a->hold);
+    free(a);
+    return s;
+  }
   a->ctx_ref = gw__context_retain(ctx);
   *out = a;
   return GW_OK;
-
-fail:
-  gw__registry_release(ctx, &a->hold);
-  free(a);
-  return s;
 }
 
 gw_status gw_wrap(gw_context *ctx, void *ptr, gw_dtype dtype, int ndim, const int64_t *shape,

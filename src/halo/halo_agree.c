@@ -1,5 +1,5 @@
 /*
- * The neighbour agreement of plan creation (halo_plan.c's create() calls it):
+ * The neighbour agreement of plan creation (halo_create.c's create() calls it):
  * what two neighbouring ranks' arguments must share for their messages to
  * match.
  */
@@ -78,9 +78,9 @@ static gw_status mismatch(const gw_halo *h, const char *fn, int strict, int d, i
 }
 
 /* Point to point with each neighbour (every rank takes part, whatever it
- * finds): this rank's verdict, recorded; create() (halo_plan.c) makes it every
+ * finds): this rank's verdict, recorded; create() (halo_create.c) makes it every
  * rank's. */
-gw_status halo_check_neighbours(gw_halo *h, const char *fn, int strict) {
+gw_status gw__halo_check_neighbours(gw_halo *h, const char *fn, int strict) {
   int dims[3], periods[3], coords[3], peer[3][2], rank = 0;
   gw_status st =
       gw__halo_mpi(MPI_Cart_get(h->comm, h->ndim, dims, periods, coords), "MPI_Cart_get", -1);

@@ -14,7 +14,7 @@
 static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
   if (!h->q) return GW_OK;
   while (gw_array_pending(seg)) {
-    if (++*spins > (1 << 20)) return halo_sync_stream(h, "waiting for a pack");
+    if (++*spins > (1 << 20)) return gw__halo_sync_stream(h, "waiting for a pack");
     int flag;
     (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, h->comm, &flag, MPI_STATUS_IGNORE); /* progress */
     sched_yield(); /* the CPU backend's copies run on worker threads of this
@@ -23,13 +23,13 @@ static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
   return GW_OK;
 }
 
-gw_status halo_host_post_receives(gw_halo *h) {
+gw_status gw__halo_host_post_receives(gw_halo *h) {
   if (h->nccl) return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
   for (int d = 0; d < h->ndim; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg; m++) {
-      const halo_msg *g = &hd->msg[m];
+      const gw__halo_msg *g = &hd->msg[m];
       /* the low halo is filled by the low neighbour's messages toward high, and
        * vice versa */
       /* (shared memory: the data is in our segment already; MPI says when it
@@ -45,14 +45,14 @@ gw_status halo_host_post_receives(gw_halo *h) {
 
 /* An IPC message's token may go as soon as its pack and event record are queued
  * (the receiver waits for the event on the device: halo_ipc.c). */
-static int landed(const gw_halo *h, const halo_dim *hd, int m) {
-  const halo_msg *g = &hd->msg[m];
+static int landed(const gw_halo *h, const gw__halo_dim *hd, int m) {
+  const gw__halo_msg *g = &hd->msg[m];
   return !h->q || g->ipc || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
 }
 
 static gw_status isend(gw_halo *h, int d, int m) {
-  halo_dim *hd = &h->dim[d];
-  const halo_msg *g = &hd->msg[m];
+  gw__halo_dim *hd = &h->dim[d];
+  const gw__halo_msg *g = &hd->msg[m];
   int shm = g->direct;
   int rc = MPI_Isend(halo_msg_at(h, g, g->off_send), shm ? 0 : g->bytes, MPI_BYTE,
                      hd->peer[g->side], halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
@@ -69,12 +69,12 @@ static gw_status isend(gw_halo *h, int d, int m) {
  * last segment has landed: while later packs are still being queued, and then
  * by polling the segments' events (MPI_Iprobe on the way lets MPI progress the
  * messages already sent). */
-gw_status halo_host_send(gw_halo *h, int d) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_host_send(gw_halo *h, int d) {
+  gw__halo_dim *hd = &h->dim[d];
   int next = 0, spins = 0;
   gw_status st;
   for (int m = 0; m < hd->nmsg; m++) {
-    const halo_msg *g = &hd->msg[m];
+    const gw__halo_msg *g = &hd->msg[m];
     GW_TRACE_NOW(t0);
     int recorded = 0; /* the token's size: its sender recorded its freed event */
     if (hd->free_req && hd->free_req[m] != MPI_REQUEST_NULL) { /* shared memory: see isend */
@@ -84,18 +84,18 @@ gw_status halo_host_send(gw_halo *h, int d) {
       MPI_Get_count(&status, MPI_BYTE, &recorded);
     }
     GW_TRACE_NOW(t1);
-    if (g->ipc && (st = halo_ipc_before_pack(h, d, m, recorded > 0)) != GW_OK) return st;
+    if (g->ipc && (st = gw__halo_ipc_before_pack(h, d, m, recorded > 0)) != GW_OK) return st;
     GW_TRACE_NOW(t2);
     st = GW_OK;
     if (g->ipc)
-      st = halo_ipc_pack(h, d, m);
+      st = gw__halo_ipc_pack(h, d, m);
     else
       for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
-        st = halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view, "gw_copy packing a face",
-                             d);
+        st = gw__halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view,
+                                 "gw_copy packing a face", d);
     if (st != GW_OK) return st;
     GW_TRACE_NOW(t3);
-    if (g->ipc && (st = halo_ipc_after_pack(h, d, m)) != GW_OK) return st;
+    if (g->ipc && (st = gw__halo_ipc_after_pack(h, d, m)) != GW_OK) return st;
     GW_TRACE_NOW(t4);
     GW_TRACE_SPAN("send: wait free token", t0, t1);
     GW_TRACE_SPAN("send: ipc wait freed", t1, t2);
@@ -105,7 +105,7 @@ gw_status halo_host_send(gw_halo *h, int d) {
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
   for (; next < hd->nmsg; next++) {
-    const halo_msg *g = &hd->msg[next];
+    const gw__halo_msg *g = &hd->msg[next];
     GW_TRACE_NOW(t0);
     st = g->ipc ? GW_OK : wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
     GW_TRACE_NOW(t1);
@@ -121,8 +121,8 @@ gw_status halo_host_send(gw_halo *h, int d) {
 /* Unpack each message of dim d as it arrives (queued on the plan's stream),
  * then complete the sends (their buffers are packed again by the next update).
  */
-gw_status halo_host_complete(gw_halo *h, int d) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_host_complete(gw_halo *h, int d) {
+  gw__halo_dim *hd = &h->dim[d];
   for (;;) {
     int idx = MPI_UNDEFINED;
     GW_TRACE_NOW(t0);
@@ -131,16 +131,16 @@ gw_status halo_host_complete(gw_halo *h, int d) {
     if (idx != MPI_UNDEFINED) GW_TRACE_SPAN("complete: waitany", t0, t1);
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
     if (idx == MPI_UNDEFINED) break;
-    const halo_msg *g = &hd->msg[idx];
+    const gw__halo_msg *g = &hd->msg[idx];
     gw_status st = GW_OK;
     if (g->ipc) {
-      st = halo_ipc_before_unpack(h, d, idx);
-      if (st == GW_OK) st = halo_ipc_unpack(h, d, idx);
-      if (st == GW_OK) st = halo_ipc_after_unpack(h, d, idx);
+      st = gw__halo_ipc_before_unpack(h, d, idx);
+      if (st == GW_OK) st = gw__halo_ipc_unpack(h, d, idx);
+      if (st == GW_OK) st = gw__halo_ipc_after_unpack(h, d, idx);
     } else {
       for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
-        st = halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
-                             "gw_copy unpacking a face", d);
+        st = gw__halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
+                                 "gw_copy unpacking a face", d);
     }
     GW_TRACE_NOW(t2);
     GW_TRACE_SPAN("complete: queue unpack (+ipc, token)", t1, t2);

@@ -36,8 +36,10 @@
  * buffer in an MPI shared-memory window and MPI carries 0-byte tokens only
  * (halo_shm.c).
  *
- * The files: halo_plan.c makes a plan (faces, message layout, buffers) and
- * frees it; halo_agree.c is the neighbours' agreement on the arguments;
+ * The files: halo_create.c makes a plan (the sequence of phases), with the
+ * argument checks of halo_args.c and the faces, message layout and buffers of
+ * halo_layout.c; halo_plan.c frees it and answers its queries; halo_agree.c
+ * is the neighbours' agreement on the arguments;
  * halo_update.c runs updates (stream ordering, the split phase, recovery after
  * a failure); halo_host.c carries a dim's
  * messages through MPI; halo_shm.c is the host path's shared-memory window;
@@ -69,7 +71,7 @@ gw_status gw__halo_mpi(int code, const char *what, int dim);
 gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn);
 
 /* Whether MPI can take device pointers of `backend`: `setting`
- * (GPUWRAP_HALO_GPU_AWARE, halo_settings.gpu_aware) when 0 or 1, else (-1) the
+ * (GPUWRAP_HALO_GPU_AWARE, gw__halo_settings.gpu_aware) when 0 or 1, else (-1) the
  * MPI library's own answer (0 when it has no way to say). */
 int gw__halo_gpu_aware(gw_backend backend, int setting);
 
@@ -82,7 +84,7 @@ typedef struct {
   int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
   size_t chunk;  /* GPUWRAP_HALO_CHUNK */
   int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
-} halo_settings;
+} gw__halo_settings;
 
 enum { LINK_NONE = 0, LINK_MPI, LINK_SELF };
 
@@ -90,7 +92,7 @@ typedef struct {
   gw_array *send_view[2]; /* interior faces of the field (NULL: no face along
                              this dim/side) */
   gw_array *recv_view[2]; /* halo faces of the field */
-} halo_face;
+} gw__halo_face;
 
 /* A segment: (a piece of) one field's face and its place in a message. Each
  * segment is a wrap of its own (its own root), so its pending-work event tells
@@ -98,7 +100,7 @@ typedef struct {
 typedef struct {
   gw_array *send_view, *recv_view; /* the face, or a piece of it along one axis */
   gw_array *send_seg, *recv_seg;   /* wraps of the message buffers */
-} halo_seg;
+} gw__halo_seg;
 
 /* One MPI message: every field's face of a side (aggregated), or, on the host
  * path, one piece of a large face (chunked, so that MPI carries piece k while
@@ -114,7 +116,7 @@ typedef struct {
                  shared-memory window or the IPC mapping), MPI carries 0-byte
                  tokens only */
   int ipc;                   /* its buffers are in the IPC block (ipc_base), not the main one */
-} halo_msg;
+} gw__halo_msg;
 
 typedef struct {
   int link;       /* LINK_*: no field with a width here, or no neighbour, is LINK_NONE
@@ -123,8 +125,8 @@ typedef struct {
   int bytes;      /* bytes of the aggregated message of a side (every field's face)
                 */
   int nseg, nmsg; /* LINK_MPI: both sides, side 0's first */
-  halo_seg *seg;
-  halo_msg *msg;
+  gw__halo_seg *seg;
+  gw__halo_msg *msg;
   MPI_Request *send_req; /* [nmsg] */
   MPI_Request *recv_req;
   /* Shared-memory transport (see shm_setup): per message sent, the receive of
@@ -148,26 +150,26 @@ typedef struct {
   gw__ipc_event *ipc_landed[2], *ipc_freed[2];
   gw__ipc_event *ipc_peer_landed[2], *ipc_peer_freed[2];
   /* IPC path, per side: the message's packs (faces into the neighbour's buffer)
-   * and unpacks (out of ours), prepared once (halo_ipc_prepare) */
+   * and unpacks (out of ours), prepared once (gw__halo_ipc_prepare) */
   gw__batch *ipc_pack[2], *ipc_unpack[2];
   /* The "free again" token received per side: 1 byte when its sender recorded
    * its freed event (a stream-ordered update: wait for it on the device), 0
    * bytes when its unpacks were complete already */
   unsigned char free_byte[2];
-} halo_dim;
+} gw__halo_dim;
 
 struct gw_halo {
-  halo_settings set; /* the GPUWRAP_HALO_* settings, read once at create
-                        (halo_read_settings) */
+  gw__halo_settings set; /* the GPUWRAP_HALO_* settings, read once at create
+                        (gw__halo_read_settings) */
   int nfields;
   int ndim;
-  gw_array **field; /* nfields references */
-  int (*width)[3];  /* per field */
-  halo_face *face;  /* [f * 3 + d] */
-  gw_context *ctx;  /* borrowed from the first field, which the plan keeps alive */
-  MPI_Comm comm;    /* the plan's duplicate, errors returned */
+  gw_array **field;    /* nfields references */
+  int (*width)[3];     /* per field */
+  gw__halo_face *face; /* [f * 3 + d] */
+  gw_context *ctx;     /* borrowed from the first field, which the plan keeps alive */
+  MPI_Comm comm;       /* the plan's duplicate, errors returned */
   gw_halo_info info;
-  halo_dim dim[3];
+  gw__halo_dim dim[3];
   void *host_block; /* HOST path: page-aligned, pinned once */
   size_t host_block_bytes;
   gw_array *dev_block; /* DEVICE path */
@@ -189,8 +191,8 @@ struct gw_halo {
   int epoch;           /* failed updates so far, mod EPOCHS (see halo_tag()) */
   /* NCCL path: the communicator (over comm's ranks, on the fields' device) and
    * its calls. Messages then go through NCCL on the plan's stream instead of
-   * MPI (see halo_nccl_dim()). */
-  const gw_nccl_fns *nccl;
+   * MPI (see gw__halo_nccl_dim()). */
+  const gw__halo_nccl_fns *nccl;
   gw_ncclComm_t nccl_comm;
   int nccl_device;
   /* Consecutive periodic dims of one rank (a "self run"): every field's halo
@@ -255,17 +257,40 @@ static inline size_t halo_round_up(size_t x, size_t a) { return (x + a - 1) / a 
 
 /* Where offset `off` of message g lies: in the IPC block for an IPC message (an IPC-only
  * plan has no main block: msg_base is NULL there), else in the main block. */
-static inline char *halo_msg_at(const gw_halo *h, const halo_msg *g, size_t off) {
+static inline char *halo_msg_at(const gw_halo *h, const gw__halo_msg *g, size_t off) {
   return (g->ipc ? h->ipc_base : h->msg_base) + off;
 }
 
-/* halo_plan.c */
+/* support.c */
 /* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
  * no dim. */
-gw_status halo_call_failed(gw_status st, const char *what, int d);
+gw_status gw__halo_call_failed(gw_status st, const char *what, int d);
+/* gw__halo_agree, once per failure: after a failed agreement (*failed set) every rank
+ * knows, so the later steps pass the status through without another collective (and the
+ * message stays the one agreed on). */
+gw_status gw__halo_agree_once(MPI_Comm comm, gw_status st, const char *fn, int *failed);
+
+/* halo_plan.c: free a plan, whatever part of it a create made (the communicator too) */
+void gw__halo_plan_free(gw_halo *h);
+
+/* halo_args.c: this rank's verdicts, which the create sequence makes every rank's */
+/* The one check made before any collective: `cart` is a Cartesian communicator. */
+gw_status gw__halo_check_cart(const char *fn, MPI_Comm cart);
+/* This rank's arguments (`strict`: gw_halo_create's contract, 3-D, widths >= 1). */
+gw_status gw__halo_check_args(const char *fn, const gw_halo_field *fields, int nfields,
+                              MPI_Comm cart, gw_halo_path path, gw_halo **out, int strict);
 /* Read the settings into *out; GW_EINVAL with the parser's message naming the
  * variable. */
-gw_status halo_read_settings(const char *fn, halo_settings *out);
+gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out);
+
+/* halo_layout.c: the plan's faces, messages and buffers */
+/* Neighbours, links, face views and message sizes of every dim. */
+gw_status gw__halo_make_dims(gw_halo *h);
+/* The local copies of each run of consecutive periodic dims, one batch per run. */
+gw_status gw__halo_make_self(gw_halo *h);
+/* The messages' layout and the blocks that hold them (collective; *failed: set when the
+ * ranks' agreement in here failed, every rank knows then). */
+gw_status gw__halo_make_buffers(gw_halo *h, int device_path, int *failed);
 
 /* halo_agree.c: each rank tells its neighbours its fields' counts, dtypes,
  * widths and face extents and compares theirs with its own (point to point with
@@ -273,78 +298,79 @@ gw_status halo_read_settings(const char *fn, halo_settings *out);
  * rank's verdict, with a message naming the argument and both ranks' values;
  * the caller makes it every rank's. `strict`: gw_halo_create's argument names.
  */
-gw_status halo_check_neighbours(gw_halo *h, const char *fn, int strict);
+gw_status gw__halo_check_neighbours(gw_halo *h, const char *fn, int strict);
 
 /* halo_shm.c: the shared-memory window of the host path between ranks of one
  * node */
 /* The plan's ranks on this node (collective): MPI_COMM_TYPE_SHARED, or
  * GPUWRAP_HALO_SHM_GROUP consecutive ranks. */
-gw_status halo_node_split(gw_halo *h, MPI_Comm *node);
+gw_status gw__halo_node_split(gw_halo *h, MPI_Comm *node);
 /* Whether the node's neighbours go through the window or IPC (collective): keeps
  * *node as h->shm_node then (*node becomes MPI_COMM_NULL), else leaves it to the
  * caller to free. */
-gw_status halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node);
-int halo_shm_peer(const gw_halo *h, int peer);
-gw_status halo_shm_block(gw_halo *h, size_t total);
-gw_status halo_shm_link(gw_halo *h);
-void halo_shm_resync(gw_halo *h);
-void halo_shm_cancel(gw_halo *h);
-void halo_shm_close(gw_halo *h);
+gw_status gw__halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node);
+int gw__halo_shm_peer(const gw_halo *h, int peer);
+gw_status gw__halo_shm_block(gw_halo *h, size_t total);
+gw_status gw__halo_shm_link(gw_halo *h);
+void gw__halo_shm_resync(gw_halo *h);
+void gw__halo_shm_cancel(gw_halo *h);
+void gw__halo_shm_close(gw_halo *h);
 /* The direct messages (window or IPC), in order: for (int d = 0, m = -1;
- * halo_next_direct(h, &d, &m);) visits each (dim d, message m) whose
+ * gw__halo_next_direct(h, &d, &m);) visits each (dim d, message m) whose
  * msg[m].direct is set. */
-int halo_next_direct(const gw_halo *h, int *d, int *m);
-gw_status halo_shm_release(gw_halo *h);
+int gw__halo_next_direct(const gw_halo *h, int *d, int *m);
+gw_status gw__halo_shm_release(gw_halo *h);
 /* Send the "free again" token of dim d's message m to its sender: `bytes` 0
  * (the unpacks are complete) or 1 (wait for our freed event). */
-gw_status halo_send_free(gw_halo *h, int d, int m, int bytes);
+gw_status gw__halo_send_free(gw_halo *h, int d, int m, int bytes);
 
 /* halo_ipc.c: the IPC path */
 /* Whether this plan takes IPC (collective): `path` as asked, `node` this rank's
- * node (halo_node_split); sets h->ipc alike everywhere. */
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
-                          MPI_Comm node);
+ * node (gw__halo_node_split); sets h->ipc alike everywhere. */
+gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
+                              MPI_Comm node);
 /* Allocate and export the IPC block (before the ranks agree on the buffers). */
-gw_status halo_ipc_block(gw_halo *h, size_t bytes);
+gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point
  * to point: every rank with IPC messages enters it). */
-gw_status halo_ipc_link(gw_halo *h);
+gw_status gw__halo_ipc_link(gw_halo *h);
 /* Prepare each IPC message's pack and unpack batches (after the segments). */
-gw_status halo_ipc_prepare(gw_halo *h);
+gw_status gw__halo_ipc_prepare(gw_halo *h);
 /* Queue the packs / unpacks of IPC message m of dim d. */
-gw_status halo_ipc_pack(gw_halo *h, int d, int m);
-gw_status halo_ipc_unpack(gw_halo *h, int d, int m);
+gw_status gw__halo_ipc_pack(gw_halo *h, int d, int m);
+gw_status gw__halo_ipc_unpack(gw_halo *h, int d, int m);
 /* An IPC message's two device-side steps on the update's queue: before the
  * pack, wait for the neighbour's unpacks of the previous one (its freed event,
  * where its token said it recorded one: `recorded`); after it, record landed. */
-gw_status halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded);
-gw_status halo_ipc_after_pack(gw_halo *h, int d, int m);
+gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded);
+gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m);
 /* Before the unpacks of a received IPC message: wait for the sender's landed
  * event; after them, in a stream-ordered update: record freed and send the
  * 1-byte "free again" token at once (a blocking update sends 0 bytes after its
- * synchronization, halo_shm_release). */
-gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m);
-gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m);
+ * synchronization, gw__halo_shm_release). */
+gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m);
+gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
-void halo_ipc_close(gw_halo *h);
+void gw__halo_ipc_close(gw_halo *h);
 
 /* halo_nccl.c: choosing NCCL, its communicator, and a dim's exchange through it
  */
-gw_status halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use);
-gw_status halo_nccl_connect(gw_halo *h);
-gw_status halo_nccl_dim(gw_halo *h, int d);
-gw_status halo_nccl_async(gw_halo *h);
-void halo_nccl_close(gw_halo *h);
+gw_status gw__halo_nccl_setup(gw_halo *h, const char *fn, int want, int forced, int *use);
+gw_status gw__halo_nccl_connect(gw_halo *h);
+gw_status gw__halo_nccl_dim(gw_halo *h, int d);
+gw_status gw__halo_nccl_async(gw_halo *h);
+void gw__halo_nccl_close(gw_halo *h);
 
 /* halo_host.c: MPI messages of the host and device paths */
-gw_status halo_host_post_receives(gw_halo *h);
-gw_status halo_host_send(gw_halo *h, int d);
-gw_status halo_host_complete(gw_halo *h, int d);
+gw_status gw__halo_host_post_receives(gw_halo *h);
+gw_status gw__halo_host_send(gw_halo *h, int d);
+gw_status gw__halo_host_complete(gw_halo *h, int d);
 
 /* halo_update.c */
 /* dst <- src on this update's queue (or at once without one). */
-gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d);
-gw_status halo_sync_stream(gw_halo *h, const char *what);
+gw_status gw__halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what,
+                              int d);
+gw_status gw__halo_sync_stream(gw_halo *h, const char *what);
 
 #endif /* GW_HALO_INTERNAL_H */

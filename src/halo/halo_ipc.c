@@ -28,9 +28,10 @@
  * Whether IPC pays for this rank: it does between ranks on different devices, and
  * between ranks that share one only where their processes run concurrently (CUDA MPS).
  * Without MPS the contexts of two processes on one GPU are time-sliced and every copy
- * waits for the other's slice: measured on the H200 (2026-12-03), the IPC update took
- * 0.455 ms against the host path's 0.062 ms (docs/HALO.md). A device of unknown identity
- * counts as shared. Collective over `node` (every rank of it gathers every identity).
+ * waits for the other's slice, which made the IPC update several times slower than the
+ * host path on the H200 (docs/HALO.md; the figures: see docs/BENCHMARKS.md, 'Measurements
+ * behind the code's choices'). A device of unknown identity counts as shared. Collective
+ * over `node` (every rank of it gathers every identity).
  */
 static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
   typedef struct {
@@ -65,8 +66,8 @@ static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
   return st;
 }
 
-gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
-                          MPI_Comm node) {
+gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
+                              MPI_Comm node) {
   int rank = 0, pays = 0;
   MPI_Comm_rank(h->comm, &rank);
   gw_status mine = ipc_pays(h, node, &pays);
@@ -100,18 +101,18 @@ gw_status halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int dev
   return GW_OK;
 }
 
-gw_status halo_ipc_block(gw_halo *h, size_t bytes) {
+gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes) {
   int64_t n = (int64_t)bytes;
   gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->ipc_block);
-  if (st != GW_OK) return halo_call_failed(st, "gw_alloc of the IPC receive buffers", -1);
+  if (st != GW_OK) return gw__halo_call_failed(st, "gw_alloc of the IPC receive buffers", -1);
   h->ipc_base = gw_data(h->ipc_block);
   st = gw_ipc_export(h->ipc_block, &h->ipc_handle);
   if (st != GW_OK)
-    return halo_call_failed(st,
-                            "path IPC: gw_ipc_export of the receive buffers "
-                            "(the backend cannot share "
-                            "its device memory with another process)",
-                            -1);
+    return gw__halo_call_failed(st,
+                                "path IPC: gw_ipc_export of the receive buffers "
+                                "(the backend cannot share "
+                                "its device memory with another process)",
+                                -1);
   return GW_OK;
 }
 
@@ -125,18 +126,18 @@ typedef struct {
 
 /* This rank's two events of dim d's side s, their handles in *o (ok cleared on a
  * failure, which is this rank's: create's agreement makes it every rank's). */
-static gw_status make_events(gw_halo *h, halo_dim *hd, int s, ipc_offer *o) {
+static gw_status make_events(gw_halo *h, gw__halo_dim *hd, int s, ipc_offer *o) {
   gw_status st = gw__ipc_event_create(h->ctx, &hd->ipc_landed[s], &o->landed);
   if (st == GW_OK) st = gw__ipc_event_create(h->ctx, &hd->ipc_freed[s], &o->freed);
   if (st != GW_OK) {
     o->ok = 0;
-    return halo_call_failed(st, "path IPC: gw__ipc_event_create (the signalling events)",
-                            (int)(hd - h->dim));
+    return gw__halo_call_failed(st, "path IPC: gw__ipc_event_create (the signalling events)",
+                                (int)(hd - h->dim));
   }
   return GW_OK;
 }
 
-gw_status halo_ipc_link(gw_halo *h) {
+gw_status gw__halo_ipc_link(gw_halo *h) {
   ipc_offer mine[3][2], theirs[3][2];
   MPI_Request req[12];
   int nreq = 0;
@@ -145,8 +146,8 @@ gw_status halo_ipc_link(gw_halo *h) {
   memset(theirs, 0, sizeof theirs);
   /* every send and receive is posted whatever this rank found, so no neighbour
    * waits */
-  for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
-    const halo_msg *g = &h->dim[d].msg[m];
+  for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
+    const gw__halo_msg *g = &h->dim[d].msg[m];
     ipc_offer *o = &mine[d][g->side];
     o->ok = h->ipc_block != NULL;
     o->off = g->off_recv;
@@ -172,9 +173,9 @@ gw_status halo_ipc_link(gw_halo *h) {
         gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE), "MPI_Waitall (IPC handles)", -1);
     if (st == GW_OK) st = w;
   }
-  for (int d = 0, m = -1; st == GW_OK && halo_next_direct(h, &d, &m);) {
-    halo_dim *hd = &h->dim[d];
-    const halo_msg *g = &hd->msg[m];
+  for (int d = 0, m = -1; st == GW_OK && gw__halo_next_direct(h, &d, &m);) {
+    gw__halo_dim *hd = &h->dim[d];
+    const gw__halo_msg *g = &hd->msg[m];
     const ipc_offer *o = &theirs[d][g->side];
     int peer = hd->peer[g->side];
     if (!o->ok) {
@@ -189,7 +190,7 @@ gw_status halo_ipc_link(gw_halo *h) {
      * mapping. */
     st = gw_ipc_open(h->ctx, &o->handle, &hd->ipc_peer[g->side]);
     if (st != GW_OK) {
-      st = halo_call_failed(st, "path IPC: gw_ipc_open of a neighbour's receive buffers", d);
+      st = gw__halo_call_failed(st, "path IPC: gw_ipc_open of a neighbour's receive buffers", d);
       break;
     }
     gw_array *p = hd->ipc_peer[g->side];
@@ -205,7 +206,7 @@ gw_status halo_ipc_link(gw_halo *h) {
     st = gw__ipc_event_open(h->ctx, &o->landed, &hd->ipc_peer_landed[g->side]);
     if (st == GW_OK) st = gw__ipc_event_open(h->ctx, &o->freed, &hd->ipc_peer_freed[g->side]);
     if (st != GW_OK) {
-      st = halo_call_failed(st, "path IPC: gw__ipc_event_open of a neighbour's events", d);
+      st = gw__halo_call_failed(st, "path IPC: gw__ipc_event_open of a neighbour's events", d);
       break;
     }
   }
@@ -215,11 +216,11 @@ gw_status halo_ipc_link(gw_halo *h) {
 /* (The halo's own stream is never captured on this path: check_capture refuses
  * plans with host steps, and IPC has them.) */
 static gw_status step(gw_status st, const char *what, int d) {
-  return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, what, d);
 }
 
-gw_status halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
+  gw__halo_dim *hd = &h->dim[d];
   /* (no streams: every copy ran to completion already; a 0-byte token: the
    * neighbour's unpacks were complete when it was sent) */
   if (!h->q || !recorded) return GW_OK;
@@ -227,42 +228,42 @@ gw_status halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
               "path IPC: waiting for the neighbour's unpacks (gw__ipc_event_wait)", d);
 }
 
-gw_status halo_ipc_after_pack(gw_halo *h, int d, int m) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
+  gw__halo_dim *hd = &h->dim[d];
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_record(hd->ipc_landed[hd->msg[m].side], h->q),
               "path IPC: recording a pack's event (gw__ipc_event_record)", d);
 }
 
-gw_status halo_ipc_before_unpack(gw_halo *h, int d, int m) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
+  gw__halo_dim *hd = &h->dim[d];
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_wait(h->q, hd->ipc_peer_landed[hd->msg[m].side]),
               "path IPC: waiting for the neighbour's pack (gw__ipc_event_wait)", d);
 }
 
-gw_status halo_ipc_after_unpack(gw_halo *h, int d, int m) {
-  halo_dim *hd = &h->dim[d];
+gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m) {
+  gw__halo_dim *hd = &h->dim[d];
   if (h->blocking) return GW_OK; /* (no queue too) 0 bytes once the unpacks are done */
   gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
                       "path IPC: recording an unpack's event (gw__ipc_event_record)", d);
-  return st == GW_OK ? halo_send_free(h, d, m, 1) : st;
+  return st == GW_OK ? gw__halo_send_free(h, d, m, 1) : st;
 }
 
 /* Each IPC message's copies as two prepared batches (one launch each, no planning
  * per update): packs from the fields' faces into the neighbour's buffer, unpacks
  * from ours into the fields' halos. */
-gw_status halo_ipc_prepare(gw_halo *h) {
-  for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
-    halo_dim *hd = &h->dim[d];
-    const halo_msg *g = &hd->msg[m];
+gw_status gw__halo_ipc_prepare(gw_halo *h) {
+  for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
+    gw__halo_dim *hd = &h->dim[d];
+    const gw__halo_msg *g = &hd->msg[m];
     if (!g->ipc) continue;
     gw_array **arr = malloc((size_t)g->count * 4 * sizeof *arr);
     if (!arr) return gw__halo_fail(GW_ENOMEM, "gw_halo_create: out of memory");
     gw_array **pd = arr, **ps = arr + g->count, **ud = arr + 2 * g->count,
              **us = arr + 3 * g->count;
     for (int k = 0; k < g->count; k++) {
-      const halo_seg *sg = &hd->seg[g->first + k];
+      const gw__halo_seg *sg = &hd->seg[g->first + k];
       pd[k] = sg->send_seg;
       ps[k] = sg->send_view;
       ud[k] = sg->recv_view;
@@ -273,30 +274,30 @@ gw_status halo_ipc_prepare(gw_halo *h) {
     if (st == GW_OK)
       st = gw__batch_make(ud, (const gw_array *const *)us, g->count, &hd->ipc_unpack[g->side]);
     free(arr);
-    if (st != GW_OK) return halo_call_failed(st, "path IPC: preparing a message's copies", d);
+    if (st != GW_OK) return gw__halo_call_failed(st, "path IPC: preparing a message's copies", d);
   }
   return GW_OK;
 }
 
 /* A blocking update synchronizes its stream before returning (and after a
  * failure, quiesce): its copies need no pending-work events. */
-gw_status halo_ipc_pack(gw_halo *h, int d, int m) {
+gw_status gw__halo_ipc_pack(gw_halo *h, int d, int m) {
   gw__batch *b = h->dim[d].ipc_pack[h->dim[d].msg[m].side];
   return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
               "gw_copy packing a face", d);
 }
 
-gw_status halo_ipc_unpack(gw_halo *h, int d, int m) {
+gw_status gw__halo_ipc_unpack(gw_halo *h, int d, int m) {
   gw__batch *b = h->dim[d].ipc_unpack[h->dim[d].msg[m].side];
   return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
               "gw_copy unpacking a face", d);
 }
 
-void halo_ipc_close(gw_halo *h) {
+void gw__halo_ipc_close(gw_halo *h) {
   if (!h->ipc) return;
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
-      halo_dim *hd = &h->dim[d];
+      gw__halo_dim *hd = &h->dim[d];
       gw__batch_free(hd->ipc_pack[s]); /* (they hold references to the mapped buffers) */
       gw__batch_free(hd->ipc_unpack[s]);
       hd->ipc_pack[s] = hd->ipc_unpack[s] = NULL;
@@ -312,7 +313,7 @@ void halo_ipc_close(gw_halo *h) {
   (void)MPI_Barrier(h->comm);
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
-      halo_dim *hd = &h->dim[d];
+      gw__halo_dim *hd = &h->dim[d];
       gw__ipc_event_destroy(hd->ipc_landed[s]);
       gw__ipc_event_destroy(hd->ipc_freed[s]);
       hd->ipc_landed[s] = hd->ipc_freed[s] = NULL;

@@ -9,9 +9,9 @@
 /* ---- the shared-memory transport of the host path
  * ------------------------------------- */
 /*
- * Two ranks of one node need not copy a face through MPI: measured on one H200
- * (two ranks, Open MPI 4.1.6 shared memory), MPI_Sendrecv of a 512 KiB face
- * took 93-98 us, against ~24 us for the GPU to copy it out and ~25 us back in.
+ * Two ranks of one node need not copy a face through MPI: MPI_Sendrecv of a
+ * face through MPI's shared memory takes about twice the GPU's copies out and
+ * back in (docs/BENCHMARKS.md, 'Measurements behind the code's choices').
  * So the plan's ranks on one node share a window (each neighbour on the node
  * goes through it, message by message; the others through MPI): the buffer
  * block is this rank's segment of an MPI shared-memory window
@@ -24,7 +24,7 @@
  * so one buffer per message suffices. Results are the MPI transport's bit for
  * bit; GPUWRAP_HALO_SHM=0 turns it off (then MPI carries the data, pipelined).
  */
-gw_status halo_node_split(gw_halo *h, MPI_Comm *node) {
+gw_status gw__halo_node_split(gw_halo *h, MPI_Comm *node) {
   /* GPUWRAP_HALO_SHM_GROUP=N makes the node N consecutive ranks instead (tests of
    * plans whose neighbours are partly on other nodes, on one machine). */
   int mine = h->set.shm_group, group = 0, rank = 0;
@@ -45,7 +45,7 @@ gw_status halo_node_split(gw_halo *h, MPI_Comm *node) {
   return st;
 }
 
-gw_status halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node) {
+gw_status gw__halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node) {
   /* (the IPC path needs the node too: its neighbours there are mapped, not
    * windowed) */
   int want = (path == GW_HALO_PATH_HOST && h->set.shm) || path == GW_HALO_PATH_IPC, all = 0;
@@ -64,7 +64,7 @@ gw_status halo_shm_decide(gw_halo *h, gw_halo_path path, MPI_Comm *node) {
 }
 
 /* Whether `peer` (a rank of h->comm) shares this rank's node window. */
-int halo_shm_peer(const gw_halo *h, int peer) {
+int gw__halo_shm_peer(const gw_halo *h, int peer) {
   if (h->shm_node == MPI_COMM_NULL || peer == MPI_PROC_NULL) return 0;
   MPI_Group cg, ng;
   MPI_Comm_group(h->comm, &cg);
@@ -78,7 +78,7 @@ int halo_shm_peer(const gw_halo *h, int peer) {
 
 /* This rank's window segment as the buffer block, pinned (collective over the
  * node). */
-gw_status halo_shm_block(gw_halo *h, size_t total) {
+gw_status gw__halo_shm_block(gw_halo *h, size_t total) {
   long page = sysconf(_SC_PAGESIZE);
   size_t align = page > 0 ? (size_t)page : 4096, bytes = halo_round_up(total, align);
   MPI_Info info;
@@ -95,10 +95,10 @@ gw_status halo_shm_block(gw_halo *h, size_t total) {
   if (bytes == 0) return GW_OK;
   gw_status st = gw_pin(h->ctx, base, bytes);
   if (st != GW_OK)
-    return halo_call_failed(st,
-                            "gw_pin of this rank's shared halo buffers "
-                            "(GPUWRAP_HALO_SHM=0: MPI carries the faces)",
-                            -1);
+    return gw__halo_call_failed(st,
+                                "gw_pin of this rank's shared halo buffers "
+                                "(GPUWRAP_HALO_SHM=0: MPI carries the faces)",
+                                -1);
   h->host_block = base;
   h->host_block_bytes = bytes;
   h->msg_base = base;
@@ -111,11 +111,11 @@ gw_status halo_shm_block(gw_halo *h, size_t total) {
  * messages placed (layout_dim fill 1) and one message per side (no pieces on
  * this transport). */
 /* The messages through the window, in order: for (int d = 0, m = -1;
- * halo_next_direct(h, &d, &m);) visits each (dim d, message m) whose msg[m].shm
+ * gw__halo_next_direct(h, &d, &m);) visits each (dim d, message m) whose msg[m].shm
  * is set. */
-int halo_next_direct(const gw_halo *h, int *d, int *m) {
+int gw__halo_next_direct(const gw_halo *h, int *d, int *m) {
   while (*d < h->ndim) {
-    const halo_dim *hd = &h->dim[*d];
+    const gw__halo_dim *hd = &h->dim[*d];
     if (hd->link == LINK_MPI)
       while (++*m < hd->nmsg)
         if (hd->msg[*m].direct) return 1;
@@ -125,7 +125,7 @@ int halo_next_direct(const gw_halo *h, int *d, int *m) {
   return 0;
 }
 
-gw_status halo_shm_link(gw_halo *h) {
+gw_status gw__halo_shm_link(gw_halo *h) {
   MPI_Group cg, ng;
   MPI_Comm_group(h->comm, &cg);
   MPI_Comm_group(h->shm_node, &ng);
@@ -133,8 +133,8 @@ gw_status halo_shm_link(gw_halo *h) {
   MPI_Request req[12];
   int nreq = 0;
   gw_status st = GW_OK;
-  for (int d = 0, m = -1; st == GW_OK && halo_next_direct(h, &d, &m);) {
-    const halo_msg *g = &h->dim[d].msg[m];
+  for (int d = 0, m = -1; st == GW_OK && gw__halo_next_direct(h, &d, &m);) {
+    const gw__halo_msg *g = &h->dim[d].msg[m];
     mine[d][g->side] = g->off_recv;
     int peer = h->dim[d].peer[g->side];
     /* ours goes with the tag of our side; the neighbour's answer has the other
@@ -152,9 +152,9 @@ gw_status halo_shm_link(gw_halo *h) {
                                "MPI_Waitall (buffer offsets)", -1);
     if (st == GW_OK) st = w;
   }
-  for (int d = 0, m = -1; st == GW_OK && halo_next_direct(h, &d, &m);) {
-    halo_dim *hd = &h->dim[d];
-    const halo_msg *g = &hd->msg[m];
+  for (int d = 0, m = -1; st == GW_OK && gw__halo_next_direct(h, &d, &m);) {
+    gw__halo_dim *hd = &h->dim[d];
+    const gw__halo_msg *g = &hd->msg[m];
     int peer = hd->peer[g->side], nr = MPI_UNDEFINED, du = 0;
     MPI_Group_translate_ranks(cg, 1, &peer, ng, &nr);
     MPI_Aint size = 0;
@@ -185,10 +185,10 @@ gw_status halo_shm_link(gw_halo *h) {
     }
     st = gw_pin(h->ctx, pbase, (size_t)size);
     if (st != GW_OK) {
-      st = halo_call_failed(st,
-                            "gw_pin of a neighbour's shared halo buffers "
-                            "(GPUWRAP_HALO_SHM=0: MPI carries the faces)",
-                            d);
+      st = gw__halo_call_failed(st,
+                                "gw_pin of a neighbour's shared halo buffers "
+                                "(GPUWRAP_HALO_SHM=0: MPI carries the faces)",
+                                d);
       break;
     }
     h->shm_pinned[h->shm_npinned] = pbase;
@@ -205,10 +205,10 @@ gw_status halo_shm_link(gw_halo *h) {
  * and post the receive of each receiver's. A neighbour may still be draining
  * its unpacks of the failed update out of its buffer when this rank's next pack
  * is ready: that pack waits for its token. */
-void halo_shm_resync(gw_halo *h) {
-  for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
-    halo_dim *hd = &h->dim[d];
-    const halo_msg *g = &hd->msg[m];
+void gw__halo_shm_resync(gw_halo *h) {
+  for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
+    gw__halo_dim *hd = &h->dim[d];
+    const gw__halo_msg *g = &hd->msg[m];
     (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
                     h->comm, &hd->tok_req[m]);
     (void)MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
@@ -218,9 +218,9 @@ void halo_shm_resync(gw_halo *h) {
 
 /* Drop the tokens in flight: cancel the receives of "free again", complete the
  * sends. */
-void halo_shm_cancel(gw_halo *h) {
+void gw__halo_shm_cancel(gw_halo *h) {
   for (int d = 0; d < 3; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     for (int m = 0; hd->free_req && m < hd->nmsg; m++) {
       if (hd->free_req[m] != MPI_REQUEST_NULL) {
         MPI_Cancel(&hd->free_req[m]);
@@ -236,11 +236,11 @@ void halo_shm_cancel(gw_halo *h) {
  * the tokens still owed go out first, then every token this rank waits for
  * comes in: each rank sends before it waits, so every send meets its receive
  * (nothing is left unmatched). */
-void halo_shm_close(gw_halo *h) {
+void gw__halo_shm_close(gw_halo *h) {
   if (!h->direct) return;
-  (void)halo_shm_release(h);
+  (void)gw__halo_shm_release(h);
   for (int d = 0; d < 3; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     for (int m = 0; hd->free_req && m < hd->nmsg; m++) {
       if (hd->free_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->free_req[m], MPI_STATUS_IGNORE);
       if (hd->tok_req[m] != MPI_REQUEST_NULL) MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
@@ -257,10 +257,10 @@ void halo_shm_close(gw_halo *h) {
 
 /* Tell the sender of dim d's message m that its buffer here is free again (a
  * 0-byte message it waits for before its next pack into it). */
-gw_status halo_send_free(gw_halo *h, int d, int m, int bytes) {
+gw_status gw__halo_send_free(gw_halo *h, int d, int m, int bytes) {
   static const unsigned char one = 1;
-  halo_dim *hd = &h->dim[d];
-  const halo_msg *g = &hd->msg[m];
+  gw__halo_dim *hd = &h->dim[d];
+  const gw__halo_msg *g = &hd->msg[m];
   if (hd->tok_req[m] != MPI_REQUEST_NULL) { /* the previous one: long delivered (eager) */
     int rc = MPI_Wait(&hd->tok_req[m], MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Wait (a buffer token)", d);
@@ -273,12 +273,12 @@ gw_status halo_send_free(gw_halo *h, int d, int m, int bytes) {
 /* The unpacks out of this rank's buffers are complete: every direct message's
  * sender gets its 0-byte token (the window's, and IPC messages of a blocking
  * update; a stream-ordered IPC update sent 1-byte tokens with its events). */
-gw_status halo_shm_release(gw_halo *h) {
+gw_status gw__halo_shm_release(gw_halo *h) {
   if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
-  for (int d = 0, m = -1; halo_next_direct(h, &d, &m);) {
+  for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
     if (h->dim[d].msg[m].ipc && !h->blocking) continue;
-    gw_status st = halo_send_free(h, d, m, 0);
+    gw_status st = gw__halo_send_free(h, d, m, 0);
     if (st != GW_OK) return st;
   }
   return GW_OK;

@@ -10,15 +10,16 @@
  * ------------------------------------------------------------------------- */
 
 /* dst <- src on the plan's stream (or at once without one). */
-gw_status halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what, int d) {
+gw_status gw__halo_queue_copy(gw_halo *h, gw_array *dst, const gw_array *src, const char *what,
+                              int d) {
   gw_status st = h->q ? gw_copy_async(dst, src, h->q) : gw_copy(dst, src);
-  return st == GW_OK ? GW_OK : halo_call_failed(st, what, d);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, what, d);
 }
 
-gw_status halo_sync_stream(gw_halo *h, const char *what) {
+gw_status gw__halo_sync_stream(gw_halo *h, const char *what) {
   if (!h->q) return GW_OK;
   gw_status st = gw_stream_synchronize(h->q);
-  return st == GW_OK ? GW_OK : halo_call_failed(st, what, -1);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, what, -1);
 }
 
 /* A run of periodic dims of one rank: its prepared batch (make_self), on this
@@ -29,7 +30,7 @@ static gw_status self_run(gw_halo *h, int d, int wait) {
   if (!h->self_batch[d]) return GW_OK;
   gw_status st =
       wait ? gw__batch_run_wait(h->self_batch[d], h->q) : gw__batch_run(h->self_batch[d], h->q);
-  return st == GW_OK ? GW_OK : halo_call_failed(st, "gw_copy of a halo to itself", d);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, "gw_copy of a halo to itself", d);
 }
 
 /* After a failure: cancel the receives still posted, let the sends complete,
@@ -37,7 +38,7 @@ static gw_status self_run(gw_halo *h, int d, int wait) {
 static void quiesce(gw_halo *h) {
   for (int d = 0; d < 3; d++)
     for (int m = 0; m < h->dim[d].nmsg && h->dim[d].recv_req; m++) {
-      halo_dim *hd = &h->dim[d];
+      gw__halo_dim *hd = &h->dim[d];
       if (hd->recv_req[m] != MPI_REQUEST_NULL) {
         MPI_Cancel(&hd->recv_req[m]);
         MPI_Wait(&hd->recv_req[m], MPI_STATUS_IGNORE);
@@ -46,13 +47,13 @@ static void quiesce(gw_halo *h) {
     }
   if (h->stream) (void)gw_stream_synchronize(h->stream);
   if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
-  halo_shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
+  gw__halo_shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
   h->captured = 0;
   h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
-  if (h->direct) halo_shm_resync(h);
+  if (h->direct) gw__halo_shm_resync(h);
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first
@@ -63,20 +64,20 @@ static void quiesce(gw_halo *h) {
  * (together a few percent of a one-rank periodic update on the H200). */
 static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
   for (; d < h->ndim; d++) {
-    halo_dim *hd = &h->dim[d];
+    gw__halo_dim *hd = &h->dim[d];
     gw_status st = GW_OK;
     if (hd->link == LINK_SELF) {
       st = self_run(h, d, wait);
       d = h->self_last[d];
     } else if (hd->link == LINK_MPI && h->nccl) {
-      st = halo_nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
+      st = gw__halo_nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
     } else if (hd->link == LINK_MPI) {
-      st = halo_host_send(h, d);
+      st = gw__halo_host_send(h, d);
       if (st == GW_OK && split) {
         h->inflight = d;
         return GW_OK;
       }
-      if (st == GW_OK) st = halo_host_complete(h, d);
+      if (st == GW_OK) st = gw__halo_host_complete(h, d);
     }
     if (st != GW_OK) return st;
   }
@@ -94,7 +95,7 @@ static gw_status tokens(gw_halo *h) {
   if (st != GW_OK) {
     gw_release(h->tok_in);
     h->tok_in = NULL;
-    return halo_call_failed(st, "gw_alloc of the stream-order token", -1);
+    return gw__halo_call_failed(st, "gw_alloc of the stream-order token", -1);
   }
   return GW_OK;
 }
@@ -110,8 +111,9 @@ static gw_status order_after(gw_halo *h, gw_stream *s) {
      * work, waited for. */
     int work = h->info.neighbours > 0 || h->info.bytes_local > 0;
     st = s && work ? gw_stream_synchronize(s) : GW_OK;
-    return st == GW_OK ? GW_OK
-                       : halo_call_failed(st, "gw_stream_synchronize of the caller's stream", -1);
+    return st == GW_OK
+               ? GW_OK
+               : gw__halo_call_failed(st, "gw_stream_synchronize of the caller's stream", -1);
   }
   if (s && s != h->q) {
     static const uint8_t zero = 0;
@@ -120,14 +122,14 @@ static gw_status order_after(gw_halo *h, gw_stream *s) {
     st = gw_fill_async(h->tok_in, &zero, s);
     if (st == GW_OK) st = gw_array_wait(h->tok_in, h->q);
     if (st != GW_OK)
-      return halo_call_failed(st, "ordering the plan's stream after the caller's stream", -1);
+      return gw__halo_call_failed(st, "ordering the plan's stream after the caller's stream", -1);
   }
   /* gpuwrap work on the fields queued on other streams (gw_copy_async into a
    * field): the queue waits for it too. Work of the plan itself is already in
    * order. */
   for (int f = 0; f < h->nfields; f++) {
     st = gw_array_wait(h->field[f], h->q);
-    if (st != GW_OK) return halo_call_failed(st, "gw_array_wait on a field", -1);
+    if (st != GW_OK) return gw__halo_call_failed(st, "gw_array_wait on a field", -1);
   }
   return GW_OK;
 }
@@ -140,7 +142,7 @@ static gw_status order_before(gw_halo *h, gw_stream *s) {
   if (st == GW_OK) st = gw_fill_async(h->tok_out, &zero, h->q);
   if (st == GW_OK) st = gw_array_wait(h->tok_out, s);
   if (st != GW_OK)
-    return halo_call_failed(st, "ordering the caller's stream after the unpacks", -1);
+    return gw__halo_call_failed(st, "ordering the caller's stream after the unpacks", -1);
   /* the next update must not receive into buffers these unpacks may still read
    */
   h->tail = h->info.neighbours > 0;
@@ -164,8 +166,8 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
     /* a capture cannot wait for work queued outside it: the host waits, before
      * anything is recorded */
     if ((!h->nccl || h->captured) && !h->ipc_only)
-      st = halo_sync_stream(h, "waiting for the previous update's unpacks");
-    if (st == GW_OK) st = halo_shm_release(h);
+      st = gw__halo_sync_stream(h, "waiting for the previous update's unpacks");
+    if (st == GW_OK) st = gw__halo_shm_release(h);
     h->tail = 0;
   }
   /* A plan without messages queues its copies on the caller's stream itself:
@@ -177,7 +179,7 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
   /* (no queue: every copy runs to completion, so tokens go as after a synchronization) */
   h->blocking = (!split && !s) || !h->q;
   GW_TRACE_NOW(t0);
-  if (st == GW_OK) st = halo_host_post_receives(h);
+  if (st == GW_OK) st = gw__halo_host_post_receives(h);
   GW_TRACE_NOW(t1);
   if (st == GW_OK) st = order_after(h, s);
   GW_TRACE_NOW(t2);
@@ -197,12 +199,12 @@ gw_status gw_halo_update(gw_halo *h) {
   if (st == GW_OK) {
     /* Complete when it returns; a plan without messages waited for its copies
      * already. */
-    if (h->info.neighbours > 0) st = halo_sync_stream(h, "gw_halo_update");
+    if (h->info.neighbours > 0) st = gw__halo_sync_stream(h, "gw_halo_update");
     GW_TRACE_NOW(t2);
     GW_TRACE_SPAN("update: begin .. complete", t0, t1);
     GW_TRACE_SPAN("update: synchronize", t1, t2);
-    if (st == GW_OK) st = halo_shm_release(h);
-    if (st == GW_OK) st = halo_nccl_async(h);
+    if (st == GW_OK) st = gw__halo_shm_release(h);
+    if (st == GW_OK) st = gw__halo_nccl_async(h);
     if (st != GW_OK) quiesce(h);
   }
   return st;
@@ -214,7 +216,7 @@ gw_status gw_halo_start(gw_halo *h) {
    * a start that sent nothing has nothing for finish to wait on; with one, finish
    * completes them with the rest (the program reads no halo cell before it). */
   if (st == GW_OK && h->inflight < 0 && !h->nccl) { /* NCCL: all queued, finish waits */
-    st = halo_sync_stream(h, "gw_halo_start");
+    st = gw__halo_sync_stream(h, "gw_halo_start");
     if (st != GW_OK) quiesce(h);
   }
   if (st == GW_OK) h->started = 1;
@@ -226,11 +228,12 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
   if (!h->started) return gw__halo_fail(GW_EINVAL, "%s: no gw_halo_start is in flight", fn);
   int d = h->inflight;
   gw_status st = GW_OK;
-  if (d >= 0) st = halo_host_complete(h, d);
+  if (d >= 0) st = gw__halo_host_complete(h, d);
   if (st == GW_OK) st = run_dims(h, d >= 0 ? d + 1 : h->ndim, 0, 0);
-  if (st == GW_OK) st = s ? order_before(h, s) : halo_sync_stream(h, fn);
-  if (st == GW_OK && (!s || !h->q)) st = halo_shm_release(h); /* (no queue: the unpacks are done) */
-  if (st == GW_OK) st = halo_nccl_async(h);
+  if (st == GW_OK) st = s ? order_before(h, s) : gw__halo_sync_stream(h, fn);
+  if (st == GW_OK && (!s || !h->q))
+    st = gw__halo_shm_release(h); /* (no queue: the unpacks are done) */
+  if (st == GW_OK) st = gw__halo_nccl_async(h);
   if (st != GW_OK) quiesce(h);
   h->started = 0;
   h->captured = 0;
@@ -284,7 +287,8 @@ static gw_status check_capture(const gw_halo *h, const char *fn, gw_stream *s, i
   *capturing = 0;
   int cap = 0;
   gw_status st = s ? gw__stream_capturing(s, &cap) : GW_OK;
-  if (st != GW_OK) return halo_call_failed(st, "asking whether the stream is being captured", -1);
+  if (st != GW_OK)
+    return gw__halo_call_failed(st, "asking whether the stream is being captured", -1);
   if (h->started && cap != h->captured)
     return gw__halo_fail(GW_ENOTSUP,
                          "%s: the update was started %s a graph capture and is finished %s one: "

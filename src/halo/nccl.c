@@ -25,7 +25,7 @@
 #include <string.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static gw_nccl_fns fns;
+static gw__halo_nccl_fns fns;
 static int loaded;
 static void *nccl_handle;
 static _Thread_local char why_buf[512];
@@ -82,12 +82,12 @@ static int load_cuda(const char **why) {
   return 1;
 }
 
-const gw_nccl_fns *gw__nccl_load(const char **why) {
+const gw__halo_nccl_fns *gw__halo_nccl_load(const char **why) {
   static const char *const names[] = {
       "ncclGetUniqueId", "ncclCommInitRank",   "ncclCommDestroy",
       "ncclGroupStart",  "ncclGroupEnd",       "ncclSend",
       "ncclRecv",        "ncclGetErrorString", "ncclCommGetAsyncError"};
-  const gw_nccl_fns *out = NULL;
+  const gw__halo_nccl_fns *out = NULL;
   pthread_mutex_lock(&lock);
   if (loaded) {
     out = &fns;
@@ -119,7 +119,7 @@ const gw_nccl_fns *gw__nccl_load(const char **why) {
     dlclose(h);
     goto done;
   }
-  gw_nccl_fns f;
+  gw__halo_nccl_fns f;
   *(void **)&f.GetUniqueId = p[0];
   *(void **)&f.CommInitRank = p[1];
   *(void **)&f.CommDestroy = p[2];
@@ -145,7 +145,7 @@ static const char *cu_text(cu_result r) {
   return "CUDA driver error";
 }
 
-int gw__nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why) {
+int gw__halo_nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why) {
   int dev = 0;
   cu_result r = cu.Init(0);
   if (r == 0) r = cu.DeviceGet(&dev, ordinal);
@@ -159,7 +159,7 @@ int gw__nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why) 
   return 1;
 }
 
-int gw__nccl_push_device(int ordinal, const char **why) {
+int gw__halo_nccl_push_device(int ordinal, const char **why) {
   int dev = 0;
   void *ctx = NULL;
   cu_result r = cu.Init(0);
@@ -178,14 +178,14 @@ int gw__nccl_push_device(int ordinal, const char **why) {
   return 1;
 }
 
-void gw__nccl_pop_device(int ordinal) {
+void gw__halo_nccl_pop_device(int ordinal) {
   void *ctx = NULL;
   int dev = 0;
   (void)cu.CtxPopCurrent(&ctx);
   if (cu.DeviceGet(&dev, ordinal) == 0) (void)cu.PrimaryCtxRelease(dev);
 }
 
-const char *gw__nccl_text(gw_ncclResult_t r, gw_ncclComm_t comm, char *buf, size_t n) {
+const char *gw__halo_nccl_text(gw_ncclResult_t r, gw_ncclComm_t comm, char *buf, size_t n) {
   const char *s = fns.GetErrorString ? fns.GetErrorString(r) : NULL;
   const char *last = comm && fns.GetLastError ? fns.GetLastError(comm) : NULL;
   if (last && *last)

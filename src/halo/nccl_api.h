@@ -31,7 +31,7 @@ typedef enum {
 typedef enum { gw_ncclInt8 = 0, gw_ncclUint8 = 1 } gw_ncclDataType_t;
 typedef void *gw_cudaStream_t; /* cudaStream_t: a CUstream, shared by every CUDA runtime copy */
 
-/* NCCL's entry points, resolved by gw__nccl_load(). */
+/* NCCL's entry points, resolved by gw__halo_nccl_load(). */
 typedef struct {
   gw_ncclResult_t (*GetUniqueId)(gw_ncclUniqueId *id);
   gw_ncclResult_t (*CommInitRank)(gw_ncclComm_t *comm, int nranks, gw_ncclUniqueId id, int rank);
@@ -45,23 +45,23 @@ typedef struct {
   const char *(*GetErrorString)(gw_ncclResult_t r);
   gw_ncclResult_t (*CommGetAsyncError)(gw_ncclComm_t comm, gw_ncclResult_t *async);
   const char *(*GetLastError)(gw_ncclComm_t comm); /* NCCL >= 2.13; NULL when older */
-} gw_nccl_fns;
+} gw__halo_nccl_fns;
 
 /* Load libnccl.so.2 (GPUWRAP_NCCL_LIB: a path or name that replaces it) and the CUDA
  * driver (libcuda.so.1) once per process; a failure is not remembered, so a later call
  * may try again (another GPUWRAP_NCCL_LIB). Returns the entry points, or NULL with *why
  * set to the loader's message (valid until the next call). Thread-safe. */
-const gw_nccl_fns *gw__nccl_load(const char **why);
+const gw__halo_nccl_fns *gw__halo_nccl_load(const char **why);
 
 /* The CUDA driver calls the path needs, on device `ordinal` (the CUDA backend's ordinal):
  * its UUID (to tell whether two ranks share a GPU), and making its primary context
  * current around a call that NCCL binds to "the current device" (ncclCommInitRank,
  * ncclCommDestroy); the library itself never changes the caller's current device. */
-int gw__nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why);
-int gw__nccl_push_device(int ordinal, const char **why);
-void gw__nccl_pop_device(int ordinal);
+int gw__halo_nccl_device_uuid(int ordinal, unsigned char uuid[16], const char **why);
+int gw__halo_nccl_push_device(int ordinal, const char **why);
+void gw__halo_nccl_pop_device(int ordinal);
 
 /* "ncclSend: <NCCL's text> (<ncclGetLastError>)" into buf. */
-const char *gw__nccl_text(gw_ncclResult_t r, gw_ncclComm_t comm, char *buf, size_t n);
+const char *gw__halo_nccl_text(gw_ncclResult_t r, gw_ncclComm_t comm, char *buf, size_t n);
 
 #endif /* GW_HALO_NCCL_API_H */

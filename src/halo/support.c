@@ -108,3 +108,20 @@ gw_status gw__halo_agree(MPI_Comm comm, gw_status mine, const char *fn) {
   return gw__halo_fail((gw_status)worst.st, "%s: another rank failed (rank %d, %s): %s", fn,
                        worst.rank, gw_err_name((gw_status)worst.st), text);
 }
+
+/* A gpuwrap call failed: keep its status and its gw_last_error() text. d < 0:
+ * no dim. */
+gw_status gw__halo_call_failed(gw_status st, const char *what, int d) {
+  if (d < 0) return gw__halo_fail(st, "%s: %s: %s", what, gw_err_name(st), gw_last_error());
+  return gw__halo_fail(st, "%s (dim %d): %s: %s", what, d, gw_err_name(st), gw_last_error());
+}
+
+/* gw__halo_agree, once per failure: after a failed agreement every rank knows,
+ * so the later steps pass the status through without another collective (and
+ * the message stays the one agreed on). */
+gw_status gw__halo_agree_once(MPI_Comm comm, gw_status st, const char *fn, int *failed) {
+  if (*failed) return st;
+  st = gw__halo_agree(comm, st, fn);
+  *failed = st != GW_OK;
+  return st;
+}

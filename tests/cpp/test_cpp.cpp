@@ -3,7 +3,7 @@
 // handle is empty, the moved-to one frees exactly once), retain, exceptions carrying the
 // C status and gw_last_error(), and values checked element by element on fresh random data.
 #include <gpuwrap.hpp>
-#include <gpuwrap/cpu.h>
+#include <gpuwrap/cpu_testing.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -17,7 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gpuwrap.h"
-#include "gpuwrap/cpu.h"
+#include "gpuwrap/cpu_testing.h"
 #include "gpuwrap/halo.h"
 
 #include <mpi.h>

@@ -15,7 +15,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 
 #include "gpuwrap.h"
-#include "gpuwrap/cpu.h"
+#include "gpuwrap/cpu_testing.h"
 #include "gpuwrap/halo.h"
 
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /*
- * Failure injection and call counters of the CPU backend (include/gpuwrap/cpu.h).
+ * Failure injection and call counters of the CPU backend (include/gpuwrap/cpu_testing.h).
  *
  * A trigger is a countdown: "the nth call from now" is armed as remaining = nth and
  * decremented by each matching call while armed; the call that brings it to 0 fails and

@@ -14,7 +14,7 @@
 #ifndef GW_CPU_INTERNAL_H
 #define GW_CPU_INTERNAL_H
 
-#include "gpuwrap/cpu.h"
+#include "gpuwrap/cpu_testing.h"
 #include "internal.h"
 
 #include <stdatomic.h>
