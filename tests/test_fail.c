@@ -3,9 +3,6 @@
  * nothing is left registered, allocated or referenced. CPU backend only. */
 #include "test.h"
 
-/* ctest-env: env_fail_register GPUWRAP_CPU_FAIL=register:1 */
-/* ctest-env: device_address_nohostptr GPUWRAP_CPU_NO_HOST_PTR=1 */
-
 #define SENT ((gw_array *)(uintptr_t)0xfeed)
 
 static gw_context *open_cpu(void) {
@@ -207,7 +204,6 @@ TEST_IMPL(fail_streams) {
   return 0;
 }
 
-/* ctest-backends: fail_context_init cpu */
 TEST_IMPL(fail_context_init) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = (gw_context *)(uintptr_t)0xc0c0;

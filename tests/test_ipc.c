@@ -323,8 +323,6 @@ static int child_main(void) {
   gw_context_destroy(ctx);
   return 0;
 }
-static void register_child(void) __attribute__((constructor));
-static void register_child(void) { tst_register("ipc_child", child_main); }
 
 /* ---- tests ---- */
 
@@ -446,7 +444,6 @@ TEST_IMPL(open_release_cycles) {
 }
 
 /* Failure injection of each runtime call of the open and close paths, in the child. */
-/* ctest-backends: inject_open_and_close cpu */
 TEST_IMPL(inject_open_and_close) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -464,7 +461,6 @@ TEST_IMPL(inject_open_and_close) {
 
 /* Export's runtime calls (the pointer query, the runtime's export) fail in turn: the
  * failure is reported and the handle is untouched. */
-/* ctest-backends: inject_export cpu */
 TEST_IMPL(inject_export) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -693,7 +689,6 @@ TEST_IMPL(geometry_limits) {
  * the event after it and starts the child, whose stream waits for the event before it
  * copies the memory out: every element must be the new data (without the wait the child
  * reads the poison on the CPU model). */
-/* ctest-env: event_orders_second_process GPUWRAP_CPU_STREAM_DELAY_US=300000 */
 TEST_IMPL(event_orders_second_process) {
   gw_context *ctx = tst_open(0);
   int64_t n = 4096 + (int64_t)tst_rand_below(4096);
@@ -768,7 +763,6 @@ TEST_IMPL(event_handles_and_arguments) {
 
 /* In a graph capture an interprocess event is refused before anything is recorded, and
  * the capture stays valid (the CPU model's capture control). */
-/* ctest-backends: event_refused_in_capture cpu */
 TEST_IMPL(event_refused_in_capture) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -793,7 +787,6 @@ TEST_IMPL(event_refused_in_capture) {
 
 /* The backend's two calls fail in turn (CPU failure injection): the status comes back,
  * *out stays NULL, nothing leaks. */
-/* ctest-backends: event_injected_failures cpu */
 TEST_IMPL(event_injected_failures) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

@@ -113,7 +113,6 @@ TEST_IMPL(bad_backend_refused) {
   return 0;
 }
 
-/* ctest-env: bad_cpu_devices GPUWRAP_CPU_DEVICES=two */
 TEST_IMPL(bad_cpu_devices) {
   if (strcmp(getenv("GPUWRAP_TEST_BACKEND") ? getenv("GPUWRAP_TEST_BACKEND") : "cpu", "cpu") != 0)
     TEST_SKIP("reads the CPU model's setting");

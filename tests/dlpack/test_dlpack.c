@@ -894,7 +894,6 @@ TEST_IMPL(null_strides_before_1_2) {
 
 /* The wrap behind an import fails (registration refused by the runtime): the producer's
  * deleter still runs exactly once, nothing stays registered. */
-/* ctest-backends: import_wrap_fails cpu */
 TEST_IMPL(import_wrap_fails) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
