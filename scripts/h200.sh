@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The batched GPU run (device machine with one or two H200s): build with CUDA, the whole
 # suite on the CUDA backend, compute-sanitizer, DLPack consumers, MPI halo, bench.
-# Usage: scripts/h200.sh [quick|full]   logs under $OUT (default ./h200-out)
+# Usage: scripts/h200.sh [quick|full|check]   logs under $OUT (default ./h200-out)
+#        check: build, suite, compute-sanitizer of the IPC, graph and stream tests only, the
+#        DLPack consumers, then under MPS the two-process IPC tests and the IPC halo path
+#        bit for bit at 2 and 4 ranks; no benchmarks (a correctness pass in about 8 minutes)
 #        GW_H200_SANITIZE=0 skips the compute-sanitizer pass (minutes of device time)
 set -uo pipefail
 mode=${1:-quick}
@@ -39,6 +42,7 @@ log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/cte
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     sel=(-L cuda -LE 'perf|python|mpi' -E 'staging|stress|fuzz|bench|\.tool\.')
+    [ "$mode" = check ] && sel=(-R '^cuda\.(test_ipc|test_graphs|test_stream_order|test_streams|test_fail|test_dlpack)\.')
     [ $tool = racecheck ] && sel=(-R '^cuda\.test_cuda\.')
     timeout 3000 ctest --test-dir build/h200 -T memcheck "${sel[@]}" --timeout 300 --output-on-failure \
       --overwrite "MemoryCheckCommandOptions=--tool $tool --report-api-errors no --error-exitcode 99" \
@@ -65,6 +69,30 @@ GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUF
 log "graphs torch rc=$? $(tail -1 "$L/graphs_torch.txt")"
 GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python timeout 120 python3 examples/graph_torch.py > "$L/graph_torch.txt" 2>&1
 log "graph_torch example rc=$?"
+
+GPUWRAP_LIB=$PWD/build/h200/lib/libgpuwrap.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+  timeout 300 python3 tests/dlpack/test_exchange_torch.py > "$L/exchange_torch.txt" 2>&1
+log "exchange torch rc=$? $(tail -1 "$L/exchange_torch.txt")"
+
+if [ "$mode" = check ]; then
+  # two processes on the one GPU: under MPS (without it the contexts are time-sliced)
+  nvidia-cuda-mps-control -d && log "MPS started"
+  ctest --test-dir build/h200 -R '^cuda\.test_ipc\.' --timeout 300 --output-on-failure > "$L/ctest_ipc_mps.txt" 2>&1
+  log "cuda.test_ipc under MPS: $(grep -E 'tests passed|tests failed' "$L/ctest_ipc_mps.txt")"
+  R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
+  for np in 2 4; do
+    for opt in "--periodic" "" "--periodic --overlap"; do
+      timeout 120 $R -np $np build/h200/bin/diffusion3d -n 32 -s 20 --path ipc --check $opt > "$L/ipc_check_np$np.txt" 2>&1
+      log "diffusion3d --path ipc --check np=$np $opt rc=$? $(grep -E 'check:|halo path' "$L/ipc_check_np$np.txt" | tr '\n' ' ')"
+    done
+  done
+  timeout 120 $R -np 2 build/h200/bin/diffusion3d -n 256 -s 200 --periodic --halo-bench --path ipc > "$L/halo_bench_ipc.txt" 2>&1
+  log "halo-bench np=2 --path ipc rc=$? $(grep -iE 'update|ratio' "$L/halo_bench_ipc.txt" | tr '\n' ' ' | cut -c1-600)"
+  echo quit | nvidia-cuda-mps-control
+  tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
+  log "done"
+  exit 0
+fi
 
 # staging bandwidth next to cudaMemcpy
 GPUWRAP_TEST_BACKEND=cuda timeout 300 build/h200/tests/gpu/test_staging bandwidth > "$L/staging_bw.txt" 2>&1

@@ -5,13 +5,16 @@
  *
  *     TEST_IMPL(name) { ...; return 0; }
  *
- * (the line must start with "TEST_IMPL(" so that tests/CMakeLists.txt finds it), and the
- * harness's main() runs the test named by argv[1]. A test returns 0, fails through an
- * ASSERT_* (prints both values and the location, then aborts) or skips with TEST_SKIP
+ * and the harness's main() runs the test named by argv[1]. A test returns 0, fails through
+ * an ASSERT_* (prints both values and the location, then aborts) or skips with TEST_SKIP
  * (exit code 77, mapped to "skipped" by CTest's SKIP_RETURN_CODE).
  *
- * Extra environment for one test is declared in a comment CMake reads:
- *     / * ctest-env: name VAR=value * /   (without the spaces inside the comment markers)
+ * Every test is declared once, in tests/test_list.h (libuv's test-list.h): its file's
+ * section names it with the backends it runs on and any extra environment. The compiler
+ * sees that list: a TEST_IMPL that is not listed does not compile (its `tst_listed_`
+ * constant is undeclared), and a listed test without a TEST_IMPL does not link; CMake
+ * registers the CTest tests from the same list. The file's section is chosen by TEST_FILE,
+ * which tests/CMakeLists.txt defines as the executable's name.
  *
  * The backend under test comes from GPUWRAP_TEST_BACKEND=cpu|cuda|hip (default cpu);
  * tst_open() skips when that backend is not built in or has no (such) device.
@@ -51,30 +54,39 @@
 
 #define TEST_SKIP_CODE 77
 #define TST_API static __attribute__((unused))
-#define TST_MAX_TESTS 128
 
 /* ---- registration ------------------------------------------------------------------ */
 
+#include "test_list.h"
+
+#ifndef TEST_FILE
+#error "TEST_FILE (the test executable's name) is defined by tests/CMakeLists.txt"
+#endif
+#define TST_CAT_(a, b) a##b
+#define TST_CAT(a, b) TST_CAT_(a, b)
+#define TST_LIST TST_CAT(TEST_LIST_, TEST_FILE)
+
 typedef int (*tst_fn)(void);
-TST_API struct {
+
+/* The file's cases, from its section of the list: a test (T: run by CTest) or a helper
+ * entry point (H: a second process the file's tests start, never a CTest test). */
+#define TST_DECLARE_TEST(name, backends, env) \
+  static int test_##name(void);               \
+  enum { tst_listed_##name = 1 };
+#define TST_DECLARE_HELPER(name, fn) static int fn(void);
+TST_LIST(TST_DECLARE_TEST, TST_DECLARE_HELPER)
+
+#define TEST_IMPL(name)                                                     \
+  _Static_assert(tst_listed_##name, "list " #name " in tests/test_list.h"); \
+  static int test_##name(void)
+
+#define TST_ENTRY_TEST(name, backends, env) {#name, test_##name},
+#define TST_ENTRY_HELPER(name, fn) {#name, fn},
+TST_API const struct {
   const char *name;
   tst_fn fn;
-} tst_tests[TST_MAX_TESTS];
-TST_API int tst_ntests;
-
-TST_API void tst_register(const char *name, tst_fn fn) {
-  if (tst_ntests < TST_MAX_TESTS) {
-    tst_tests[tst_ntests].name = name;
-    tst_tests[tst_ntests].fn = fn;
-    tst_ntests++;
-  }
-}
-
-#define TEST_IMPL(name)                                                  \
-  static int test_##name(void);                                          \
-  static void tst_reg_##name(void) __attribute__((constructor));         \
-  static void tst_reg_##name(void) { tst_register(#name, test_##name); } \
-  static int test_##name(void)
+} tst_tests[] = {TST_LIST(TST_ENTRY_TEST, TST_ENTRY_HELPER)};
+#define tst_ntests ((int)(sizeof tst_tests / sizeof tst_tests[0]))
 
 /* ---- failure reporting ------------------------------------------------------------- */
 

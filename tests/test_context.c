@@ -2,9 +2,6 @@
  * (modelled) devices, a context kept alive by its arrays. */
 #include "test.h"
 
-/* ctest-env: auto_env_cpu GPUWRAP_BACKEND=cpu */
-/* ctest-env: devices_2dev GPUWRAP_CPU_DEVICES=2 */
-
 TEST_IMPL(create_destroy) {
   gw_context *ctx = tst_open(0);
   ASSERT_EQ_INT(gw_context_backend(ctx), tst_backend());

@@ -3,8 +3,6 @@
  * (strided wraps); mismatches, read-only destinations, two devices. */
 #include "test.h"
 
-/* ctest-env: two_devices_2dev GPUWRAP_CPU_DEVICES=2 */
-
 #include "test_kinds.h"
 
 static unsigned char *random_bytes(size_t n, gw_dtype t) {

@@ -21,10 +21,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-/* ctest-env: ordered_across_exec GPUWRAP_CPU_STREAM_DELAY_US=200000 */
-/* ctest-env: ordered_across_fork GPUWRAP_CPU_STREAM_DELAY_US=200000 */
-/* ctest-env: ordered_in_one_process GPUWRAP_CPU_STREAM_DELAY_US=200000 */
-
 extern char **environ;
 
 #define N 4096 /* uint64 elements moved */
@@ -134,8 +130,6 @@ static int child_main(void) {
   gw_context_destroy(ctx);
   return rc;
 }
-static void register_child(void) __attribute__((constructor));
-static void register_child(void) { tst_register("evt_child", child_main); }
 
 static pid_t spawn_consumer(const unsigned char *evh, const unsigned char *memh, uint64_t seed,
                             int rfd) {
@@ -230,16 +224,13 @@ static int ordered(int use_fork) {
 
 /* ---- tests ---- */
 
-/* ctest-backends: ordered_across_exec cpu */
 TEST_IMPL(ordered_across_exec) { return ordered(0); }
 
 /* The consumer a plain fork: no workers, its calls run the work (and poll the wait). */
-/* ctest-backends: ordered_across_fork cpu */
 TEST_IMPL(ordered_across_fork) { return ordered(1); }
 
 /* Both ends in one process, on two streams (the creator cannot open its own handle, so
  * one event): the wait keeps the pageable read after the slow copy. */
-/* ctest-backends: ordered_in_one_process cpu */
 TEST_IMPL(ordered_in_one_process) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state, *ev = NULL, *src = NULL, *dst = NULL, *s1 = NULL, *s2 = NULL;
@@ -274,7 +265,6 @@ TEST_IMPL(ordered_in_one_process) {
 
 /* A fresh event is complete, and a wait queued before any record is ready at once: the
  * stream's later work runs (a hang here is the failure). */
-/* ctest-backends: wait_before_any_record cpu */
 TEST_IMPL(wait_before_any_record) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state, *ev = NULL, *s = NULL, *dev = NULL;
@@ -306,7 +296,6 @@ TEST_IMPL(wait_before_any_record) {
  * whose record another process made (its counters moved through the page) holds the
  * stream, so pending is certain, not a matter of time; the event destroyed while its
  * record is still queued keeps its page until the record ran. */
-/* ctest-backends: query_pending_then_complete cpu */
 TEST_IMPL(query_pending_then_complete) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state, *gate = NULL, *ev = NULL, *ev2 = NULL, *s = NULL;
@@ -344,7 +333,6 @@ TEST_IMPL(query_pending_then_complete) {
 /* The creating process cannot open its own handle (as cudaIpcOpenEventHandle); a garbled
  * handle is GW_EINVAL; a handle whose creator exited is GW_EBACKEND saying so. Nothing is
  * written to *event on a failure, nothing is left mapped or open. */
-/* ctest-backends: open_refusals cpu */
 TEST_IMPL(open_refusals) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state, *ev = NULL;
@@ -404,7 +392,6 @@ TEST_IMPL(open_refusals) {
 
 /* Injected failures of the two ops: the injected status, *event untouched, nothing made
  * (no memfd, no mapping; LSan: no heap). */
-/* ctest-backends: inject_create_and_open cpu */
 TEST_IMPL(inject_create_and_open) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state;
@@ -456,7 +443,6 @@ TEST_IMPL(inject_create_and_open) {
 
 /* Recording or waiting for an interprocess event in a capturing stream is refused
  * (GW_ENOTSUP), nothing recorded into the capture, which stays valid. */
-/* ctest-backends: capture_refused cpu */
 TEST_IMPL(capture_refused) {
   gw_context *ctx = tst_open(0);
   void *st = ctx->state, *ev = NULL, *native = NULL, *s = NULL, *dev = NULL;

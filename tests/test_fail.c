@@ -4,9 +4,6 @@
 #include "private.h"
 #include "test.h"
 
-/* ctest-env: env_fail_register GPUWRAP_CPU_FAIL=register:1 */
-/* ctest-env: device_address_nohostptr GPUWRAP_CPU_NO_HOST_PTR=1 */
-
 #define SENT ((gw_array *)(uintptr_t)0xfeed)
 
 static gw_context *open_cpu(void) {
@@ -208,7 +205,6 @@ TEST_IMPL(fail_streams) {
   return 0;
 }
 
-/* ctest-backends: fail_context_init cpu */
 TEST_IMPL(fail_context_init) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = (gw_context *)(uintptr_t)0xc0c0;
@@ -376,8 +372,6 @@ TEST_IMPL(env_fail_register) {
  * the call returns the injected status with a message, everything it took (events,
  * temporaries, slots) is given back, and the stream stays usable and in order: the next
  * call on it gives the right data. Each step is the n-th backend call of the operation. */
-
-/* ctest-env: fail_async_each_step GPUWRAP_CPU_STREAM_DELAY_US=3000 */
 
 enum {
   STEP_WAIT,

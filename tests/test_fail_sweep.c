@@ -72,7 +72,6 @@ out:
   return st;
 }
 
-/* ctest-backends: every_failure_point cpu */
 TEST_IMPL(every_failure_point) {
   TEST_REQUIRE_CPU();
   g_pg = tst_page();

@@ -13,7 +13,6 @@
  * On the model, "nothing queued" is also counted: no copy/fill call reached the backend and
  * no item was recorded.
  */
-/* ctest-env: refused GPUWRAP_CPU_STREAM_DELAY_US=20000 */
 #include "test.h"
 
 #include "private.h"
@@ -254,7 +253,7 @@ TEST_IMPL(refused) {
   ASSERT_OK(gw__batch_make(wdst, wsrc, 1, &wait_batch));
   int32_t v = fresh_value(), w = fresh_value();
   /* Work queued outside the capture, still running when the capture waits for it (the
-   * model delays every queued item: ctest-env above; on a GPU it may have finished). */
+   * model delays every queued item: its environment in tests/test_list.h; on a GPU it may have finished). */
   ASSERT_OK(gw_fill_async(busy, &w, other));
 
   ASSERT_OK(drv_begin(nat, MODE_GLOBAL));
@@ -408,7 +407,6 @@ TEST_IMPL(two_captures) {
  * model sees), a fill runs on s1 meanwhile. Outside the capture gw_array_wait ignores
  * captured work (it has not been queued): no wait.
  */
-/* ctest-backends: join_two_streams cpu */
 TEST_IMPL(join_two_streams) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = open_ctx();
@@ -585,7 +583,6 @@ static void in_thread(raw_arg *r) {
   pthread_join(t, NULL);
 }
 
-/* ctest-backends: model_rules cpu */
 TEST_IMPL(model_rules) {
   TEST_REQUIRE_CPU();
   tst_leaks before = tst_leak_snapshot();
@@ -629,7 +626,6 @@ TEST_IMPL(model_rules) {
 /* ---- failure injection: a captured event that cannot be made --------------------------------- */
 
 #ifndef GWT_GRAPH_CUDA
-/* ctest-backends: captured_event_fails cpu */
 TEST_IMPL(captured_event_fails) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = open_ctx();
@@ -696,8 +692,6 @@ static void begin_in_another_thread(void *p) {
  * capture). And a capture begun at that moment on ANOTHER stream is never invalidated by
  * the call (the relaxed capture mode), even when the call runs host work.
  */
-/* ctest-backends: capture_begins_after_check cpu */
-/* ctest-env: capture_begins_after_check GPUWRAP_CPU_STREAM_DELAY_US=20000 */
 TEST_IMPL(capture_begins_after_check) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = open_ctx();

@@ -48,7 +48,6 @@ static void check_device_roundtrip(gw_array *w) {
 /* Item 4 through wraps: A covers [0, 3000) around a foreign [1000, 2000); the foreign owner
  * unregisters; C wraps [1000, 2000) (gpuwrap registers it now); releasing A leaves C's
  * range registered. */
-/* ctest-backends: release_keeps_later_range_in_hole cpu */
 TEST_IMPL(release_keeps_later_range_in_hole) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -78,7 +77,6 @@ TEST_IMPL(release_keeps_later_range_in_hole) {
 }
 
 /* Item 4 through gw_pin/gw_unpin, and the other order: C first pinned, A released last. */
-/* ctest-backends: unpin_keeps_later_range_in_hole cpu */
 TEST_IMPL(unpin_keeps_later_range_in_hole) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -118,7 +116,6 @@ TEST_IMPL(unpin_keeps_later_range_in_hole) {
  * with trial registrations; whichever unregister call fails, the runtime ends as it was:
  * the wrap either fails with nothing registered, or succeeds and its release unregisters
  * everything it registered. */
-/* ctest-backends: failed_unregister_leaves_nothing cpu */
 TEST_IMPL(failed_unregister_leaves_nothing) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -155,7 +152,6 @@ TEST_IMPL(failed_unregister_leaves_nothing) {
 /* Item 12: NO_REGISTER registers nothing and uses memory that is already page-locked, by
  * gw_pin as by someone else, the same way: device-accessible. Pageable memory stays a
  * host-only array. */
-/* ctest-backends: no_register_uses_any_pinning cpu */
 TEST_IMPL(no_register_uses_any_pinning) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

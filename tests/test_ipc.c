@@ -482,8 +482,6 @@ static int child_main(void) {
   gw_context_destroy(ctx);
   return 0;
 }
-static void register_child(void) __attribute__((constructor));
-static void register_child(void) { tst_register("ipc_child", child_main); }
 
 /* ---- tests ---- */
 
@@ -605,7 +603,6 @@ TEST_IMPL(open_release_cycles) {
 }
 
 /* Failure injection of each runtime call of the open and close paths, in the child. */
-/* ctest-backends: inject_open_and_close cpu */
 TEST_IMPL(inject_open_and_close) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -623,7 +620,6 @@ TEST_IMPL(inject_open_and_close) {
 
 /* Export's runtime calls (the pointer query, the runtime's export) fail in turn: the
  * failure is reported and the handle is untouched. */
-/* ctest-backends: inject_export cpu */
 TEST_IMPL(inject_export) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -759,7 +755,6 @@ TEST_IMPL(open_in_exporter_checks_allocation) {
  * space) is not the exporter: the open goes to the runtime and is refused, instead of an
  * array over an address of the old image. The exporter is a forked child of the test,
  * which execs the test binary in place (the handle in its environment). */
-/* ctest-backends: exec_is_not_the_exporter cpu */
 TEST_IMPL(exec_is_not_the_exporter) {
   TEST_REQUIRE_CPU();
   char exe[4096], name[] = "ipc_child";
@@ -798,7 +793,6 @@ TEST_IMPL(exec_is_not_the_exporter) {
 /* A forked child of an importer re-opens what it inherited, before and after releasing
  * the inherited array, with a mapping of its own (the CPU model's list of mappings is
  * forgotten in the child, as the core's table is); every element checked on both sides. */
-/* ctest-backends: fork_child_opens_anew cpu */
 TEST_IMPL(fork_child_opens_anew) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -818,7 +812,6 @@ TEST_IMPL(fork_child_opens_anew) {
 /* Forks while another thread opens and closes an allocation of another process: the
  * model's IPC fork handler takes its lock after the core's table lock (explicit order),
  * so no fork hangs (a 120 s alarm in the importer turns a hang into a failure). */
-/* ctest-backends: fork_during_open cpu */
 TEST_IMPL(fork_during_open) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -837,8 +830,6 @@ TEST_IMPL(fork_during_open) {
  * process that sees only that device, as its device 0 (GPUWRAP_CPU_VISIBLE_DEVICES=1, as
  * CUDA_VISIBLE_DEVICES renumbers), every element read and written back; a process that
  * does not see it (GPUWRAP_CPU_VISIBLE_DEVICES=0) is told GW_ENODEV naming the UUID. */
-/* ctest-env: device_uuid_renumbered GPUWRAP_CPU_DEVICES=2 */
-/* ctest-backends: device_uuid_renumbered cpu */
 TEST_IMPL(device_uuid_renumbered) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(1);
@@ -873,9 +864,6 @@ static void read_handle(FILE *in, gw_ipc_handle *h) {
 
 /* GPUWRAP_CPU_VISIBLE_DEVICES that lists a device twice is refused with the variable, the
  * value and why (as every setting: never silently another numbering). */
-/* ctest-env: visible_devices_refused GPUWRAP_CPU_DEVICES=2 */
-/* ctest-env: visible_devices_refused GPUWRAP_CPU_VISIBLE_DEVICES=1,1 */
-/* ctest-backends: visible_devices_refused cpu */
 TEST_IMPL(visible_devices_refused) {
   gw_context *ctx = NULL;
   ASSERT_STATUS(gw_context_create(GW_BACKEND_CPU, 0, &ctx), GW_EINVAL);
@@ -888,8 +876,6 @@ TEST_IMPL(visible_devices_refused) {
  * GPUWRAP_CPU_IPC_NO_ALLOC_ID), a new allocation at the address of a released one, still
  * mapped here by an array, gets a mapping of its own with the new data: the import table
  * compares the runtime's handle bytes too. The exporter is a child talking through pipes. */
-/* ctest-env: reused_address_without_alloc_id GPUWRAP_CPU_IPC_NO_ALLOC_ID=1 */
-/* ctest-backends: reused_address_without_alloc_id cpu */
 TEST_IMPL(reused_address_without_alloc_id) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -1146,7 +1132,6 @@ TEST_IMPL(geometry_limits) {
  * the event after it and starts the child, whose stream waits for the event before it
  * copies the memory out: every element must be the new data (without the wait the child
  * reads the poison on the CPU model). */
-/* ctest-env: event_orders_second_process GPUWRAP_CPU_STREAM_DELAY_US=300000 */
 TEST_IMPL(event_orders_second_process) {
   gw_context *ctx = tst_open(0);
   int64_t n = 4096 + (int64_t)tst_rand_below(4096);
@@ -1221,7 +1206,6 @@ TEST_IMPL(event_handles_and_arguments) {
 
 /* In a graph capture an interprocess event is refused before anything is recorded, and
  * the capture stays valid (the CPU model's capture control). */
-/* ctest-backends: event_refused_in_capture cpu */
 TEST_IMPL(event_refused_in_capture) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -1246,7 +1230,6 @@ TEST_IMPL(event_refused_in_capture) {
 
 /* The backend's two calls fail in turn (CPU failure injection): the status comes back,
  * *out stays NULL, nothing leaks. */
-/* ctest-backends: event_injected_failures cpu */
 TEST_IMPL(event_injected_failures) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

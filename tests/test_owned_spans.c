@@ -130,7 +130,6 @@ TEST_IMPL(own_zero_elements) {
 
 /* Item 11: an owning wrap of memory someone else registered is GW_EINVAL whether or not
  * the span reaches past that registration (the rule comes before the extent check). */
-/* ctest-backends: own_of_foreign_registration_one_status cpu */
 TEST_IMPL(own_of_foreign_registration_one_status) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

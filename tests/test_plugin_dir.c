@@ -23,15 +23,11 @@ static void check_refused(const char *value, const char *why) {
   gw_context_destroy(ctx);
 }
 
-/* ctest-env: missing GPUWRAP_PLUGIN_DIR=/nonexistent/gpuwrap-plugins */
-/* ctest-backends: missing cpu */
 TEST_IMPL(missing) {
   check_refused("/nonexistent/gpuwrap-plugins", "No such file or directory");
   return 0;
 }
 
-/* ctest-env: not_a_directory GPUWRAP_PLUGIN_DIR=/dev/null */
-/* ctest-backends: not_a_directory cpu */
 TEST_IMPL(not_a_directory) {
   check_refused("/dev/null", "Not a directory");
   return 0;

@@ -4,8 +4,6 @@
 
 #include "../src/core/out_struct.h"
 
-/* ctest-env: other_device_2dev GPUWRAP_CPU_DEVICES=2 */
-
 static gw_ptrinfo query(gw_context *ctx, const void *p) {
   gw_ptrinfo info;
   memset(&info, 0x5a, sizeof info);
@@ -73,7 +71,6 @@ TEST_IMPL(device_pinned_managed) {
   return 0;
 }
 
-/* ctest-backends: registered_by_someone_else cpu */
 TEST_IMPL(registered_by_someone_else) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

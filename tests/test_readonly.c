@@ -23,9 +23,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* ctest-env: no_readonly_support_refuses_flag GPUWRAP_CPU_NO_READONLY_REGISTER=1 */
-/* ctest-env: wrap_readonly_without_device_support GPUWRAP_CPU_NO_READONLY_REGISTER=1 */
-
 #define HANG_MSG "model: cudaHostRegister(ReadOnly) of a private file mapping never returns on CUDA"
 
 typedef enum {
@@ -98,7 +95,6 @@ static void map_free(mapping *m) {
 /* Part 1: the CPU model (and through it, gw__host_mapping).                              */
 /* ====================================================================================== */
 
-/* ctest-backends: plain_register_of_readonly_pages_refused cpu */
 TEST_IMPL(plain_register_of_readonly_pages_refused) {
   TEST_REQUIRE_CPU();
   size_t bytes = 8 * tst_page();
@@ -120,7 +116,6 @@ TEST_IMPL(plain_register_of_readonly_pages_refused) {
   return 0;
 }
 
-/* ctest-backends: readonly_register_of_shared_and_anon cpu */
 TEST_IMPL(readonly_register_of_shared_and_anon) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -170,7 +165,6 @@ TEST_IMPL(readonly_register_of_writable_memory) {
   return 0;
 }
 
-/* ctest-backends: private_file_mapping_models_the_hang cpu */
 TEST_IMPL(private_file_mapping_models_the_hang) {
   TEST_REQUIRE_CPU();
   size_t bytes = 8 * tst_page();
@@ -282,7 +276,6 @@ static void deep_remove(deepdir *d) {
   (void)rmdir(d->top);
 }
 
-/* ctest-backends: long_map_lines cpu */
 TEST_IMPL(long_map_lines) {
   TEST_REQUIRE_CPU();
   size_t bytes = 2 * tst_page();
@@ -581,11 +574,10 @@ RO_PENDING(wrap_readonly_without_device_support)
 #endif /* GW_TEST_READONLY_WRAP */
 
 /* Host-only wraps register nothing (GW_WRAP_NO_REGISTER; a device that reads pageable
- * memory, ctest-env below), so nothing looked at their pages, and a write into read-only
+ * memory, its environment in tests/test_list.h), so nothing looked at their pages, and a write into read-only
  * ones crashed the process (SIGSEGV in the host fill or copy). The first write now finds
  * them and is GW_EREADONLY, with the mapping in the message; the pages are unchanged, and
  * reads still work. Every backend: the host writes such memory on all of them. */
-/* ctest-env: write_into_readonly_host_only_hmm GPUWRAP_CPU_PAGEABLE_ACCESS=1 */
 static void write_into_readonly_host_only(unsigned flags) {
   gw_context *ctx = tst_open(0);
   tst_leaks before = tst_leak_snapshot();

@@ -3,9 +3,6 @@
  * gw_pin/gw_unpin, and a device that cannot use host addresses of registered memory. */
 #include "test.h"
 
-/* ctest-env: two_registrations_nohostptr GPUWRAP_CPU_NO_HOST_PTR=1 */
-/* ctest-env: single_registration_nohostptr GPUWRAP_CPU_NO_HOST_PTR=1 */
-
 static gw_array *wrap_bytes(gw_context *ctx, char *p, size_t n) {
   gw_array *a = NULL;
   int64_t shape[1] = {(int64_t)n};
@@ -40,7 +37,6 @@ static void check_through_device(gw_array *w) {
   free(out);
 }
 
-/* ctest-backends: two_wraps_register_once cpu */
 TEST_IMPL(two_wraps_register_once) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -91,7 +87,6 @@ TEST_IMPL(interior_pieces_one_page) {
   return 0;
 }
 
-/* ctest-backends: overlapping_wraps cpu */
 TEST_IMPL(overlapping_wraps) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -136,7 +131,6 @@ TEST_IMPL(overlapping_wraps) {
   return 0;
 }
 
-/* ctest-backends: adjacent_wraps cpu */
 TEST_IMPL(adjacent_wraps) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

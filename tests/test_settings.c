@@ -149,12 +149,10 @@ static int cpu_devices(void) {
   ASSERT_OK(gw_backend_device_count(GW_BACKEND_CPU, &n));
   return n;
 }
-/* ctest-env: cpu_devices_010 GPUWRAP_CPU_DEVICES=010 */
 TEST_IMPL(cpu_devices_010) {
   ASSERT_EQ_INT(cpu_devices(), 10);
   return 0;
 }
-/* ctest-env: cpu_devices_08 GPUWRAP_CPU_DEVICES=08 */
 TEST_IMPL(cpu_devices_08) {
   ASSERT_EQ_INT(cpu_devices(), 8);
   return 0;
@@ -171,7 +169,6 @@ TEST_IMPL(bad_backend_refused) {
   return 0;
 }
 
-/* ctest-env: bad_cpu_devices GPUWRAP_CPU_DEVICES=two */
 TEST_IMPL(bad_cpu_devices) {
   if (strcmp(getenv("GPUWRAP_TEST_BACKEND") ? getenv("GPUWRAP_TEST_BACKEND") : "cpu", "cpu") != 0)
     TEST_SKIP("reads the CPU model's setting");

@@ -12,17 +12,6 @@
  * The delay is 150 ms: far above the host's steps between two calls (microseconds, a few
  * ms under valgrind), so the outcomes below do not depend on the scheduler.
  */
-/* ctest-env: missing_wait GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: host_read_before_sync GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: borrowed GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: borrowed GPUWRAP_CPU_DEVICES=2 */
-/* ctest-env: blocking GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: pending GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: dlpack_handover GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: fork_child GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: release_waits GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: release_two_readers GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-/* ctest-env: wait_two_readers GPUWRAP_CPU_STREAM_DELAY_US=150000 */
 #include "test.h"
 
 #include <sys/wait.h>
@@ -59,7 +48,6 @@ static int32_t other_than(int32_t v) {
 }
 
 /* (1) Two streams with a dependency: A writes buf, B reads it. */
-/* ctest-backends: missing_wait cpu */
 TEST_IMPL(missing_wait) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -106,7 +94,6 @@ TEST_IMPL(missing_wait) {
 }
 
 /* (2) Reading a stream's result on the host before synchronizing it. */
-/* ctest-backends: host_read_before_sync cpu */
 TEST_IMPL(host_read_before_sync) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -141,7 +128,6 @@ TEST_IMPL(host_read_before_sync) {
 
 /* (3) Borrowed streams: gpuwrap's own native handle, an external non-blocking stream,
  * bad handles, and the legacy default stream. */
-/* ctest-backends: borrowed cpu */
 TEST_IMPL(borrowed) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -256,7 +242,6 @@ TEST_IMPL(borrowed) {
 }
 
 /* (4) Blocking and non-blocking streams against the legacy stream (synchronous calls). */
-/* ctest-backends: blocking cpu */
 TEST_IMPL(blocking) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -318,7 +303,6 @@ TEST_IMPL(blocking) {
 }
 
 /* (5) gw_array_pending, gw_array_wait without history, gw_synchronize drains all. */
-/* ctest-backends: pending cpu */
 TEST_IMPL(pending) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -374,7 +358,6 @@ TEST_IMPL(pending) {
 
 /* (6) DLPack hand-over: gpuwrap's work pending on an exported array, a consumer stream
  * (non-blocking, as a PyTorch side stream) made to wait with gw_array_wait. */
-/* ctest-backends: dlpack_handover cpu */
 TEST_IMPL(dlpack_handover) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -425,7 +408,6 @@ TEST_IMPL(dlpack_handover) {
 
 /* Events and waits with injected failures: each new injection point fails its call with
  * nothing queued, and the core falls back to waiting (gw__pending_note). No delay. */
-/* ctest-backends: inject_stream_ops cpu */
 TEST_IMPL(inject_stream_ops) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -471,7 +453,6 @@ TEST_IMPL(inject_stream_ops) {
  * parent's, nor start new ones: TSan refuses threads after a multi-threaded fork); its
  * callers run the queued work, so it can synchronize, use and destroy its streams; the
  * parent's work is unaffected. */
-/* ctest-backends: fork_child cpu */
 TEST_IMPL(fork_child) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -527,7 +508,6 @@ static void owner_free(void *p, void *user) {
   for (int i = 0; i < N; i++) o->complete &= ((int32_t *)p)[i] == o->want;
   free(p);
 }
-/* ctest-backends: release_waits cpu */
 TEST_IMPL(release_waits) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -603,7 +583,6 @@ static void readers_free(void *p, void *user) {
     for (int i = 0; i < N; i++) r->complete &= host(r->dst[k])[i] == r->want[i];
   free(p);
 }
-/* ctest-backends: release_two_readers cpu */
 TEST_IMPL(release_two_readers) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -667,7 +646,6 @@ TEST_IMPL(release_two_readers) {
  * reads of both streams (s1 kept busy, s2's read queued last). Waiting for the last read
  * only let the write land before s1's read: dst[0] then held the new value. With the wait
  * for every stream each reader gets the old data, every element. */
-/* ctest-backends: wait_two_readers cpu */
 TEST_IMPL(wait_two_readers) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

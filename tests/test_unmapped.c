@@ -87,7 +87,6 @@ static span spans(int i) {
 #define NSPANS 5
 
 /* The model's own calls (cudaHostRegister as a user makes it). */
-/* ctest-backends: model_refuses_unmapped cpu */
 TEST_IMPL(model_refuses_unmapped) {
   TEST_REQUIRE_CPU();
   tst_leaks before = tst_leak_snapshot();
@@ -116,7 +115,6 @@ TEST_IMPL(model_refuses_unmapped) {
 /* gw_wrap (default flags, GW_WRAP_READONLY) and gw_pin of those spans: GW_EINVAL naming
  * the hole, nothing registered, no array; with GW_WRAP_NO_REGISTER a host-only array whose
  * first write fails. A wrap of the mapped part alone works, every element checked. */
-/* ctest-backends: wrap_unmapped cpu */
 TEST_IMPL(wrap_unmapped) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -201,7 +199,6 @@ TEST_IMPL(wrap_unmapped) {
 /* PROT_NONE pages (measured on the H200, driver 580.159.04): cudaHostRegister refuses them
  * with or without cudaHostRegisterReadOnly (invalid value); the model accepted the
  * read-only registration. Readable pages beside them still register read-only. */
-/* ctest-backends: model_refuses_noaccess cpu */
 TEST_IMPL(model_refuses_noaccess) {
   TEST_REQUIRE_CPU();
   tst_leaks before = tst_leak_snapshot();

@@ -3,10 +3,6 @@
  * that reads pageable memory), zero elements; and gw_alloc of every kind. */
 #include "test.h"
 
-/* ctest-env: device_other_2dev GPUWRAP_CPU_DEVICES=2 */
-/* ctest-env: pageable_hmm GPUWRAP_CPU_PAGEABLE_ACCESS=1 */
-/* ctest-env: pageable_hmm GPUWRAP_CPU_STREAM_DELAY_US=150000 */
-
 static void check_meta(const gw_array *a, gw_dtype t, int ndim, const int64_t *shape) {
   int64_t cs[GW_MAX_DIMS];
   tst_c_strides(ndim, shape, cs);
@@ -95,7 +91,6 @@ static void runtime_own(gw_context *ctx, gw_memkind kind, int device) {
   ASSERT_NO_LEAK(before);
 }
 
-/* ctest-backends: device_runtime_own cpu */
 TEST_IMPL(device_runtime_own) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -197,7 +192,6 @@ TEST_IMPL(pinned_allocated) {
   return 0;
 }
 
-/* ctest-backends: pinned_registered_by_someone_else cpu */
 TEST_IMPL(pinned_registered_by_someone_else) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

@@ -150,7 +150,6 @@ static void double_own_runtime(gw_context *ctx, gw_memkind kind) {
   ASSERT_NO_LEAK(before);
 }
 
-/* ctest-backends: double_own_runtime cpu */
 TEST_IMPL(double_own_runtime) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);

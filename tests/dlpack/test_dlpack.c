@@ -922,7 +922,6 @@ TEST_IMPL(null_strides_before_1_2) {
 
 /* The wrap behind an import fails (registration refused by the runtime): the producer's
  * deleter still runs exactly once, nothing stays registered. */
-/* ctest-backends: import_wrap_fails cpu */
 TEST_IMPL(import_wrap_fails) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -1044,8 +1043,6 @@ TEST_IMPL(capsule_destructor) {
  * device memory on the host through DLPack fails on the model as it fails on a GPU (NumPy
  * refuses kDLCUDA and kDLExtDev alike). gpuwrap's import takes kDLExtDev back for the
  * model's device memory, on its own device, and refuses it for anything else. */
-/* ctest-backends: extdev_import cpu */
-/* ctest-env: extdev_import GPUWRAP_CPU_DEVICES=2 */
 TEST_IMPL(extdev_import) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0), *ctx1 = tst_open(1);

@@ -23,8 +23,6 @@
  *
  * GPUWRAP_REL_VERBOSE=1 prints every injection point.
  */
-/* ctest-env: pageable_no_host_ptr GPUWRAP_CPU_NO_HOST_PTR=1 */
-/* ctest-env: foreign_no_host_ptr GPUWRAP_CPU_NO_HOST_PTR=1 */
 #include "test.h"
 
 #if defined(__has_include)
@@ -643,28 +641,23 @@ static int sweep_pattern(const char *name, const char *pat) {
   return 0;
 }
 
-/* ctest-backends: pageable cpu */
 TEST_IMPL(pageable) {
   TEST_REQUIRE_CPU();
   return sweep_pattern("pageable", "");
 }
-/* ctest-backends: existing_1 cpu */
 TEST_IMPL(existing_1) {
   TEST_REQUIRE_CPU();
   return sweep_pattern("existing_1:E", "E");
 }
-/* ctest-backends: foreign_1 cpu */
 TEST_IMPL(foreign_1) {
   TEST_REQUIRE_CPU();
   return sweep_pattern("foreign_1:F", "F");
 }
-/* ctest-backends: mixed_2 cpu */
 TEST_IMPL(mixed_2) {
   TEST_REQUIRE_CPU();
   sweep_pattern("mixed_2:EF", "EF");
   return sweep_pattern("mixed_2:FE", "FE");
 }
-/* ctest-backends: mixed_3 cpu */
 TEST_IMPL(mixed_3) {
   TEST_REQUIRE_CPU();
   sweep_pattern("mixed_3:EFE", "EFE");
@@ -672,54 +665,46 @@ TEST_IMPL(mixed_3) {
   sweep_pattern("mixed_3:EEE", "EEE");
   return sweep_pattern("mixed_3:FFF", "FFF");
 }
-/* ctest-backends: pageable_no_host_ptr cpu */
 TEST_IMPL(pageable_no_host_ptr) {
   TEST_REQUIRE_CPU();
   return sweep_pattern("pageable_nohostptr", "EE");
 }
-/* ctest-backends: foreign_no_host_ptr cpu */
 TEST_IMPL(foreign_no_host_ptr) {
   TEST_REQUIRE_CPU();
   /* one gpuwrap range beside a foreign one: a wrap over both needs two device addresses,
    * which are contiguous in the CPU model */
   return sweep_pattern("foreign_nohostptr:EF", "EF");
 }
-/* ctest-backends: alloc_kinds cpu */
 TEST_IMPL(alloc_kinds) {
   TEST_REQUIRE_CPU();
   scenario sc = {"alloc_kinds", setup_pageable, run_alloc, teardown_pageable};
   sweep(&sc);
   return 0;
 }
-/* ctest-backends: pin_loop cpu */
 TEST_IMPL(pin_loop) {
   TEST_REQUIRE_CPU();
   scenario sc = {"pin_loop", setup_pageable, run_pin_loop, teardown_pageable};
   sweep(&sc);
   return 0;
 }
-/* ctest-backends: streams cpu */
 TEST_IMPL(streams) {
   TEST_REQUIRE_CPU();
   scenario sc = {"streams", setup_pageable, run_streams, teardown_pageable};
   sweep(&sc);
   return 0;
 }
-/* ctest-backends: own cpu */
 TEST_IMPL(own) {
   TEST_REQUIRE_CPU();
   scenario sc = {"own", setup_pageable, run_own, teardown_pageable};
   sweep(&sc);
   return 0;
 }
-/* ctest-backends: context_query cpu */
 TEST_IMPL(context_query) {
   TEST_REQUIRE_CPU();
   scenario sc = {"context_query", setup_pageable, run_context_query, teardown_pageable};
   sweep(&sc);
   return 0;
 }
-/* ctest-backends: dlpack cpu */
 TEST_IMPL(dlpack) {
   TEST_REQUIRE_CPU();
 #if REL_HAVE_DLPACK

@@ -42,7 +42,6 @@ static int child_status(pid_t pid) {
     }                                                                            \
   } while (0)
 
-/* ctest-backends: inherited cpu */
 TEST_IMPL(inherited) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
@@ -174,7 +173,6 @@ static void *hammer(void *arg) {
   return NULL;
 }
 
-/* ctest-backends: busy cpu */
 TEST_IMPL(busy) {
   TEST_REQUIRE_CPU();
 #if defined(__SANITIZE_ADDRESS__)

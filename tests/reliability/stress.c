@@ -183,7 +183,6 @@ static void *run(void *arg) {
   return NULL;
 }
 
-/* ctest-backends: threads cpu */
 TEST_IMPL(threads) {
   TEST_REQUIRE_CPU();
   const char *e;
@@ -282,7 +281,6 @@ static void *race_run(void *arg) {
   return NULL;
 }
 
-/* ctest-backends: overlap_race cpu */
 TEST_IMPL(overlap_race) {
   TEST_REQUIRE_CPU();
   const char *e = getenv("GW_STRESS_OPS");

@@ -283,7 +283,6 @@ static size_t pick_size(size_t cap) {
   return 1 + (size_t)tst_rand_below(cap);
 }
 
-/* ctest-env: random GPUWRAP_STAGING_MIN=0 */
 TEST_IMPL(random) {
   if (strcmp(tst_backend_str(), "cpu"))
     TEST_SKIP("the staging model runs on the CPU backend's suite only");
@@ -332,7 +331,6 @@ TEST_IMPL(random) {
   return 0;
 }
 
-/* ctest-env: fail GPUWRAP_STAGING_MIN=0 */
 TEST_IMPL(fail) {
   if (strcmp(tst_backend_str(), "cpu"))
     TEST_SKIP("the staging model runs on the CPU backend's suite only");
@@ -398,7 +396,6 @@ TEST_IMPL(fail) {
 
 /* A staging setting that is not valid fails the copy with GW_EINVAL naming it (it used to be
  * clamped or replaced by the default, silently), every time, and touches nothing. */
-/* ctest-env: bad_setting GPUWRAP_STAGING_MIN=0 */
 TEST_IMPL(bad_setting) {
   if (strcmp(tst_backend_str(), "cpu"))
     TEST_SKIP("the staging model runs on the CPU backend's suite only");
