@@ -455,7 +455,8 @@ static long async_step(gw_context *ctx, int op, gw_cpu_op fop, long nth) {
   }
   gw_cpu_fail_reset();
   long got = gw_cpu_failures_injected() - inj;
-  TEST_CONTEXT("%s, %s call #%ld failing", step_names[op], gw_cpu_op_name(fop), nth);
+  const char *fname = gw_cpu_op_name(fop);
+  TEST_CONTEXT("%s, %s call #%ld failing", step_names[op], fname ? fname : "?", nth);
   if (st != GW_OK) {
     ASSERT_EQ_INT(got, 1);
     if (st != GW_EBACKEND)

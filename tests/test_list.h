@@ -128,9 +128,9 @@
 
 /* staging/test_staging_model.c */
 #define TEST_LIST_test_staging_model(T, H) \
-  T(random, ALL, "GPUWRAP_STAGING_MIN=0")  \
-  T(fail, ALL, "GPUWRAP_STAGING_MIN=0")    \
-  T(bad_setting, ALL, "GPUWRAP_STAGING_MIN=0")
+  T(random, cpu, "GPUWRAP_STAGING_MIN=0")  \
+  T(fail, cpu, "GPUWRAP_STAGING_MIN=0")    \
+  T(bad_setting, cpu, "GPUWRAP_STAGING_MIN=0")
 
 /* test_api_consistency.c */
 #define TEST_LIST_test_api_consistency(T, H) \
@@ -187,19 +187,19 @@
 
 /* test_fail.c */
 #define TEST_LIST_test_fail(T, H)                               \
-  T(fail_register, ALL, "")                                     \
-  T(fail_second_register_undoes_first, ALL, "")                 \
-  T(fail_alloc, ALL, "")                                        \
-  T(fail_query, ALL, "")                                        \
-  T(fail_copy_fill_sync, ALL, "")                               \
-  T(fail_streams, ALL, "")                                      \
+  T(fail_register, cpu, "")                                     \
+  T(fail_second_register_undoes_first, cpu, "")                 \
+  T(fail_alloc, cpu, "")                                        \
+  T(fail_query, cpu, "")                                        \
+  T(fail_copy_fill_sync, cpu, "")                               \
+  T(fail_streams, cpu, "")                                      \
   T(fail_context_init, cpu, "")                                 \
-  T(device_address, ALL, "")                                    \
-  T(device_address_nohostptr, ALL, "GPUWRAP_CPU_NO_HOST_PTR=1") \
-  T(fail_free, ALL, "")                                         \
-  T(fail_unregister, ALL, "")                                   \
-  T(env_fail_register, ALL, "GPUWRAP_CPU_FAIL=register:1")      \
-  T(fail_async_each_step, ALL, "GPUWRAP_CPU_STREAM_DELAY_US=3000")
+  T(device_address, cpu, "")                                    \
+  T(device_address_nohostptr, cpu, "GPUWRAP_CPU_NO_HOST_PTR=1") \
+  T(fail_free, cpu, "")                                         \
+  T(fail_unregister, cpu, "")                                   \
+  T(env_fail_register, cpu, "GPUWRAP_CPU_FAIL=register:1")      \
+  T(fail_async_each_step, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=3000")
 
 /* test_fail_sweep.c */
 #define TEST_LIST_test_fail_sweep(T, H) T(every_failure_point, cpu, "")
@@ -214,12 +214,12 @@
 
 /* test_graphs.c */
 #define TEST_LIST_test_graphs(T, H)                    \
-  T(replay, ALL, "")                                   \
-  T(refused, ALL, "GPUWRAP_CPU_STREAM_DELAY_US=20000") \
-  T(legacy_while_blocking_captures, ALL, "")           \
-  T(two_captures, ALL, "")                             \
+  T(replay, cpu, "")                                   \
+  T(refused, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=20000") \
+  T(legacy_while_blocking_captures, cpu, "")           \
+  T(two_captures, cpu, "")                             \
   T(join_two_streams, cpu, "")                         \
-  T(other_thread_global, ALL, "")                      \
+  T(other_thread_global, cpu, "")                      \
   T(model_rules, cpu, "")                              \
   T(captured_event_fails, cpu, "")                     \
   T(capture_begins_after_check, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=20000")
@@ -307,13 +307,13 @@
 #define TEST_LIST_test_readonly(T, H)                                                \
   T(plain_register_of_readonly_pages_refused, cpu, "")                               \
   T(readonly_register_of_shared_and_anon, cpu, "")                                   \
-  T(readonly_register_of_writable_memory, ALL, "")                                   \
+  T(readonly_register_of_writable_memory, cpu, "")                                   \
   T(private_file_mapping_models_the_hang, cpu, "")                                   \
-  T(mapping_boundaries, ALL, "")                                                     \
+  T(mapping_boundaries, cpu, "")                                                     \
   T(long_map_lines, cpu, "")                                                         \
-  T(map_read_in_forked_child, ALL, "")                                               \
-  T(no_readonly_support_refuses_flag, ALL, "GPUWRAP_CPU_NO_READONLY_REGISTER=1")     \
-  T(readonly_register_obeys_injection, ALL, "")                                      \
+  T(map_read_in_forked_child, cpu, "")                                               \
+  T(no_readonly_support_refuses_flag, cpu, "GPUWRAP_CPU_NO_READONLY_REGISTER=1")     \
+  T(readonly_register_obeys_injection, cpu, "")                                      \
   T(wrap_readonly_anon, ALL, "")                                                     \
   T(wrap_readonly_shared_file, ALL, "")                                              \
   T(wrap_readonly_private_file, ALL, "")                                             \
@@ -321,23 +321,23 @@
   T(wrap_readonly_private_writable, ALL, "")                                         \
   T(wrap_readonly_without_device_support, ALL, "GPUWRAP_CPU_NO_READONLY_REGISTER=1") \
   T(write_into_readonly_host_only, ALL, "")                                          \
-  T(write_into_readonly_host_only_hmm, ALL, "GPUWRAP_CPU_PAGEABLE_ACCESS=1")         \
+  T(write_into_readonly_host_only_hmm, cpu, "GPUWRAP_CPU_PAGEABLE_ACCESS=1")         \
   T(writable_wrap_sharing_readonly_registration, ALL, "")
 
 /* test_registry.c */
 #define TEST_LIST_test_registry(T, H)                              \
   T(two_wraps_register_once, cpu, "")                              \
-  T(interior_pieces_one_page, ALL, "")                             \
+  T(interior_pieces_one_page, cpu, "")                             \
   T(overlapping_wraps, cpu, "")                                    \
   T(adjacent_wraps, cpu, "")                                       \
-  T(foreign_registration_in_span, ALL, "")                         \
-  T(foreign_registration_at_start, ALL, "")                        \
+  T(foreign_registration_in_span, cpu, "")                         \
+  T(foreign_registration_at_start, cpu, "")                        \
   T(gpuwrap_registration_at_start, ALL, "")                        \
-  T(foreign_unaligned_registration, ALL, "")                       \
+  T(foreign_unaligned_registration, cpu, "")                       \
   T(pin_loop_registers_once, ALL, "")                              \
   T(unpin_errors, ALL, "")                                         \
-  T(two_registrations_nohostptr, ALL, "GPUWRAP_CPU_NO_HOST_PTR=1") \
-  T(single_registration_nohostptr, ALL, "GPUWRAP_CPU_NO_HOST_PTR=1")
+  T(two_registrations_nohostptr, cpu, "GPUWRAP_CPU_NO_HOST_PTR=1") \
+  T(single_registration_nohostptr, cpu, "GPUWRAP_CPU_NO_HOST_PTR=1")
 
 /* test_settings.c */
 #define TEST_LIST_test_settings(T, H)                \
@@ -413,7 +413,7 @@
   T(pageable_no_register, ALL, "")                                                         \
   T(pageable_own, ALL, "")                                                                 \
   T(pageable_own_no_register, ALL, "")                                                     \
-  T(pageable_hmm, ALL, "GPUWRAP_CPU_PAGEABLE_ACCESS=1 GPUWRAP_CPU_STREAM_DELAY_US=150000") \
+  T(pageable_hmm, cpu, "GPUWRAP_CPU_PAGEABLE_ACCESS=1 GPUWRAP_CPU_STREAM_DELAY_US=150000") \
   T(pageable_next_to_backend_allocations, ALL, "")                                         \
   T(zero_elements, ALL, "")                                                                \
   T(alloc_kinds, ALL, "")

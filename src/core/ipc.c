@@ -597,7 +597,7 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
 
   uint64_t pid, nonce;
   identity(&pid, &nonce);
-  gw_array *a;
+  gw_array *a = NULL;
   if (d.pid == pid && d.nonce == nonce) {
     /* The exporting process: the memory is here already, and the runtimes refuse to open
      * their own handle (cudaErrorDeviceUninitialized, measured). */
