@@ -1169,6 +1169,13 @@ TEST_IMPL(event_orders_second_process) {
   return 0;
 }
 
+/* The little-endian integer of n bytes at p. */
+static uint64_t le_at(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
 /* The handle's checks and the calls' arguments: each refusal names what is wrong. */
 TEST_IMPL(event_handles_and_arguments) {
   gw_context *ctx = tst_open(0);
@@ -1182,6 +1189,12 @@ TEST_IMPL(event_handles_and_arguments) {
   ASSERT_STATUS(gw__ipc_event_create(ctx, NULL, &eh), GW_EINVAL);
   ASSERT_STATUS(gw__ipc_event_create(ctx, &ev, NULL), GW_EINVAL);
   ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  /* the layout src/core/ipc_event.c gives, integers little-endian whatever the host's */
+  ASSERT_TRUE(memcmp(eh.bytes, "GWIPCEV1", 8) == 0);
+  ASSERT_EQ_INT(le_at(eh.bytes + 8, 4), gw_context_backend(ctx));
+  ASSERT_EQ_INT(le_at(eh.bytes + 12, 4), 0);
+  ASSERT_EQ_INT(le_at(eh.bytes + 16, 8), getpid());
+  ASSERT_EQ_INT(le_at(eh.bytes + 88, 8), 0);
   /* this process's own event: the runtimes refuse to open it */
   ASSERT_STATUS(gw__ipc_event_open(ctx, &eh, &other), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("this process");
