@@ -1169,6 +1169,13 @@ TEST_IMPL(event_orders_second_process) {
   return 0;
 }
 
+/* The little-endian integer of n bytes at p. */
+static uint64_t le_at(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
 /* The handle's checks and the calls' arguments: each refusal names what is wrong. */
 TEST_IMPL(event_handles_and_arguments) {
   gw_context *ctx = tst_open(0);
@@ -1182,6 +1189,12 @@ TEST_IMPL(event_handles_and_arguments) {
   ASSERT_STATUS(gw__ipc_event_create(ctx, NULL, &eh), GW_EINVAL);
   ASSERT_STATUS(gw__ipc_event_create(ctx, &ev, NULL), GW_EINVAL);
   ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  /* the layout src/core/ipc_event.c gives, integers little-endian whatever the host's */
+  ASSERT_TRUE(memcmp(eh.bytes, "GWIPCEV1", 8) == 0);
+  ASSERT_EQ_INT(le_at(eh.bytes + 8, 4), gw_context_backend(ctx));
+  ASSERT_EQ_INT(le_at(eh.bytes + 12, 4), 0);
+  ASSERT_EQ_INT(le_at(eh.bytes + 16, 8), getpid());
+  ASSERT_EQ_INT(le_at(eh.bytes + 88, 8), 0);
   /* this process's own event: the runtimes refuse to open it */
   ASSERT_STATUS(gw__ipc_event_open(ctx, &eh, &other), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("this process");
@@ -1224,6 +1237,131 @@ TEST_IMPL(event_refused_in_capture) {
   gw_cpu_graph_destroy(g);
   gw_stream_destroy(s);
   gw__ipc_event_destroy(ev);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* n bytes from fd, or fewer at its end. */
+static size_t read_full(int fd, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  return got;
+}
+
+/* event_fork_child's child: the parent's event `inherited` came with the fork, *eh is its
+ * handle, h the handle of the device memory the parent copies seeded data into and records
+ * the event after. `go` says when the parent recorded, then when it opened the child's
+ * event; `back` takes the child's event handle. */
+static int event_fork_kid(gw_context *ctx, gw__ipc_event *inherited, const gw__ipc_event_handle *eh,
+                          const gw_ipc_handle *h, uint64_t seed, int go, int back) {
+  gw__ipc_event *ev = NULL, *mine = NULL, *refused = NULL;
+  ASSERT_OK(gw__ipc_event_open(ctx, eh, &ev)); /* the parent's: not this process's own */
+  gw_array *a = NULL, *out = NULL;
+  ASSERT_OK(gw_ipc_open(ctx, h, &a));
+  int64_t n = gw_numel(a);
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 1, &n, &out));
+  char c;
+  ASSERT_EQ_INT(read(go, &c, 1), 1); /* the parent's record returned */
+  gw_stream *t = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &t));
+  ASSERT_OK(gw__ipc_event_wait(t, ev));
+  ASSERT_OK(gw_copy_async(out, a, t));
+  ASSERT_OK(gw_stream_synchronize(t));
+  check_seeded(out, seed);
+  ASSERT_OK(gw__ipc_event_query(ev));
+  /* The inherited event: releases this process's copy only (the parent checks its own). */
+  gw__ipc_event_destroy(inherited);
+  /* An event made here is this process's: it cannot open it, the parent can. */
+  gw__ipc_event_handle kh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &mine, &kh));
+  ASSERT_STATUS(gw__ipc_event_open(ctx, &kh, &refused), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("an event of this process");
+  ASSERT_EQ_SIZE((size_t)write(back, kh.bytes, sizeof kh.bytes), sizeof kh.bytes);
+  ASSERT_EQ_INT(read(go, &c, 1), 1); /* the parent opened it: it may go */
+  gw__ipc_event_destroy(mine);
+  gw__ipc_event_destroy(ev);
+  gw_stream_destroy(t);
+  gw_release(out);
+  gw_release(a);
+  return 0;
+}
+
+/* Interprocess events and fork (docs/IPC.md, "fork"): a forked child is another process,
+ * not the maker of its parent's events. It opens the parent's handle (which the parent
+ * itself cannot) and its stream waits for the parent's record: the parent's copy into
+ * device memory is held back by the stream delay, so without the wait the child reads the
+ * poison. The events the child inherited stay the parent's: destroying one there releases
+ * the child's copy only (the parent records on it afterwards, and a second child opens its
+ * handle). An event the child makes is the child's: the parent opens its handle. */
+TEST_IMPL(event_fork_child) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int64_t n = 4096 + (int64_t)tst_rand_below(4096);
+  gw_array *a = device_array(ctx, GW_FLOAT64, 1, &n), *src = NULL;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_PINNED, GW_FLOAT64, 1, &n, &src));
+  uint64_t seed = fresh_seed();
+  write_seeded(src, seed);
+  static const unsigned char poison[8] = {0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5, 0xA5};
+  ASSERT_OK(gw_fill(a, poison));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  gw__ipc_event *ev = NULL, *kids = NULL;
+  gw__ipc_event_handle eh, kh;
+  ASSERT_OK(gw__ipc_event_create(ctx, &ev, &eh));
+  int go[2], back[2];
+  ASSERT_EQ_INT(pipe(go), 0);
+  ASSERT_EQ_INT(pipe(back), 0);
+  fflush(NULL);
+  pid_t kid = fork(); /* before the copy is queued: the child inherits no pending work */
+  ASSERT_TRUE(kid >= 0);
+  if (kid == 0) {
+    close(go[1]);
+    close(back[0]);
+    _exit(event_fork_kid(ctx, ev, &eh, &h, seed, go[0], back[1]));
+  }
+  close(go[0]);
+  close(back[1]);
+  gw_stream *s = NULL;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  ASSERT_OK(gw_copy_async(a, src, s));
+  ASSERT_OK(gw__ipc_event_record(ev, s));
+  ASSERT_EQ_INT(gw__ipc_event_query(ev), GW_EBUSY); /* held back: the child must wait */
+  ASSERT_EQ_INT(write(go[1], "r", 1), 1);
+  ASSERT_EQ_SIZE(read_full(back[0], kh.bytes, sizeof kh.bytes), sizeof kh.bytes);
+  ASSERT_OK(gw__ipc_event_open(ctx, &kh, &kids));
+  ASSERT_OK(gw__ipc_event_query(kids)); /* never recorded: complete */
+  gw__ipc_event_destroy(kids);
+  ASSERT_EQ_INT(write(go[1], "d", 1), 1);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(go[1]);
+  close(back[0]);
+  /* The child destroyed its copy of ev: the parent's event works, its handle opens. */
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_OK(gw__ipc_event_query(ev));
+  check_seeded(a, seed);
+  ASSERT_OK(gw__ipc_event_record(ev, s));
+  ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_OK(gw__ipc_event_query(ev));
+  fflush(NULL);
+  kid = fork();
+  ASSERT_TRUE(kid >= 0);
+  if (kid == 0) {
+    gw__ipc_event *again = NULL;
+    int ok = gw__ipc_event_open(ctx, &eh, &again) == GW_OK && gw__ipc_event_query(again) == GW_OK;
+    _exit(ok ? 0 : 1);
+  }
+  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  gw_stream_destroy(s);
+  gw__ipc_event_destroy(ev);
+  gw_release(src);
+  gw_release(a);
   gw_context_destroy(ctx);
   return 0;
 }

@@ -266,6 +266,7 @@
   T(event_handles_and_arguments, ALL, "")                                                  \
   T(event_refused_in_capture, cpu, "")                                                     \
   T(event_injected_failures, cpu, "")                                                      \
+  T(event_fork_child, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=150000")                           \
   H(ipc_child, child_main)
 
 /* test_overlap.c */

@@ -176,7 +176,7 @@ typedef struct gw__backend_ops {
   gw_status (*stream_wait_event)(void *state, void *stream, void *event);
   gw_status (*event_query)(void *state, void *event);
 
-  /* Memory from another process (ABI 6; the core's import table is src/core/ipc.c).
+  /* Memory from another process (ABI 6; the core's import table is src/core/ipc_table.c).
    * ipc_export: the runtime's IPC handle of the device allocation [base, base+extent) of
    * `device` (base is an allocation's base, from query) into rt, and an id that tells this
    * allocation from a later one at the same address (CUDA's buffer id; 0 where the

@@ -3,11 +3,13 @@
  * both processes, so a child forked while another thread was inside gpuwrap finds no lock
  * held by a thread that does not exist there (it would hang at its first call). The child
  * also forgets gpuwrap's registrations: they belong to the parent's runtime, and the
- * child must never unregister them.
+ * child must never unregister them, and it is not the process that exported the parent's
+ * IPC handles (it forgets the parent's identity, proc_identity.c).
  * Lock order (the order the code nests them): pin, registry, ipc import table, owned, then
  * each backend's own (backend.h's fork_lock).
  */
 #include "internal.h"
+#include "proc_identity.h"
 
 #include <pthread.h>
 
@@ -30,8 +32,9 @@ static void unlock_all(void) {
 static void child(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
-  gw__ipc_child();           /* also releases the table's lock */
-  gw__registry_forget_all(); /* also makes the registry's lock anew */
+  gw__ipc_child();            /* also releases the table's lock */
+  gw__proc_identity_forget(); /* not the exporter of the parent's handles */
+  gw__registry_forget_all();  /* also makes the registry's lock anew */
   gw__pin_lock(0);
 }
 

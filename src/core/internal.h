@@ -111,7 +111,7 @@ struct gw_array {
   atomic_bool pages_ok; /* root of host-only memory: its pages were found writable (once) */
   char *dev0;           /* device-usable address of element 0, or NULL */
   char *host0;          /* host-usable address of element 0, or NULL */
-  /* root only: the import-table entry whose mapping this array holds (ipc.c), or NULL */
+  /* root only: the import-table entry whose mapping this array holds (ipc_table.c), or NULL */
   struct gw__ipc_map *ipc;
   int64_t shape[GW_MAX_DIMS];
   int64_t strides[GW_MAX_DIMS];
@@ -228,7 +228,7 @@ static inline bool gw__registry_empty(void) {
 }
 size_t gw__page_size(void);
 
-/* ---- memory from another process (ipc.c) ---- */
+/* ---- memory from another process (ipc.c; its import table ipc_table.c) ---- */
 /* Drop an opened array's reference on its mapping; the last one closes it (array.c). */
 void gw__ipc_unref(struct gw__ipc_map *m);
 
@@ -238,7 +238,7 @@ void gw__registry_lock(int on);
 void gw__owned_lock(int on);
 void gw__registry_forget_all(void);
 /* The import table's lock (taken after the registry's, before owned's), and the child's
- * reset: the parent's mappings are never closed by the child (ipc.c). */
+ * reset: the parent's mappings are never closed by the child (ipc_table.c). */
 void gw__ipc_lock(int on);
 void gw__ipc_child(void);
 

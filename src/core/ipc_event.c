@@ -6,8 +6,7 @@
  * for the other's device work (only zero-byte MPI messages order the record before the
  * wait, which the runtimes require: a wait takes the last record made before it).
  *
- * Handle layout (GW__IPC_EVENT_HANDLE_BYTES = 96, integers little-endian on the machines
- * that can share a device):
+ * Handle layout (GW__IPC_EVENT_HANDLE_BYTES = 96, integers little-endian: codec.h):
  *     0   8  magic "GWIPCEV1"
  *     8   4  backend (gw_backend)
  *    12   4  device (int32)
@@ -15,6 +14,7 @@
  *    24  64  the runtime's handle (GW__IPC_RT_BYTES)
  *    88   8  zero
  */
+#include "codec.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -29,14 +29,40 @@ struct gw__ipc_event {
   void *event; /* the backend's */
 };
 
+#define OFF_BACKEND 8
+#define OFF_DEVICE 12
+#define OFF_PID 16
+#define OFF_RT 24
+#define OFF_ZERO (OFF_RT + GW__IPC_RT_BYTES)
+_Static_assert(OFF_ZERO + 8 == GW__IPC_EVENT_HANDLE_BYTES, "the handle's fields tile its bytes");
+
+/* A handle's contents. */
 typedef struct {
-  char magic[8];
   int32_t backend, device;
   uint64_t pid;
   unsigned char rt[GW__IPC_RT_BYTES];
-  uint64_t zero;
 } event_handle;
-_Static_assert(sizeof(event_handle) == GW__IPC_EVENT_HANDLE_BYTES, "the handle's layout");
+
+static void encode(const event_handle *eh, gw__ipc_event_handle *h) {
+  unsigned char *b = h->bytes;
+  memcpy(b, EVENT_MAGIC, 8);
+  gw__put_le32(b + OFF_BACKEND, (uint32_t)eh->backend);
+  gw__put_le32(b + OFF_DEVICE, (uint32_t)eh->device);
+  gw__put_le64(b + OFF_PID, eh->pid);
+  memcpy(b + OFF_RT, eh->rt, GW__IPC_RT_BYTES);
+  gw__put_le64(b + OFF_ZERO, 0);
+}
+
+/* False where h is not an event handle of this format. */
+static bool decode(const gw__ipc_event_handle *h, event_handle *eh) {
+  const unsigned char *b = h->bytes;
+  if (memcmp(b, EVENT_MAGIC, 8) != 0 || gw__get_le64(b + OFF_ZERO) != 0) return false;
+  eh->backend = (int32_t)gw__get_le32(b + OFF_BACKEND);
+  eh->device = (int32_t)gw__get_le32(b + OFF_DEVICE);
+  eh->pid = gw__get_le64(b + OFF_PID);
+  memcpy(eh->rt, b + OFF_RT, GW__IPC_RT_BYTES);
+  return true;
+}
 
 int gw__ipc_event_supported(const gw_context *ctx) {
   return ctx && ctx->ops->ipc_event_create && ctx->ops->ipc_event_open;
@@ -71,12 +97,11 @@ gw_status gw__ipc_event_create(gw_context *ctx, gw__ipc_event **out, gw__ipc_eve
   void *native = NULL;
   gw_status st = ctx->ops->ipc_event_create(ctx->state, &native, eh.rt);
   if (st != GW_OK) return st;
-  memcpy(eh.magic, EVENT_MAGIC, 8);
   eh.backend = (int32_t)ctx->backend;
   eh.device = ctx->device;
   eh.pid = (uint64_t)getpid();
   st = wrap_event(ctx, native, out);
-  if (st == GW_OK) memcpy(h->bytes, &eh, sizeof eh);
+  if (st == GW_OK) encode(&eh, h);
   return st;
 }
 
@@ -86,8 +111,7 @@ gw_status gw__ipc_event_open(gw_context *ctx, const gw__ipc_event_handle *h, gw_
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
   *out = NULL;
   event_handle eh;
-  memcpy(&eh, h->bytes, sizeof eh);
-  if (memcmp(eh.magic, EVENT_MAGIC, 8) != 0 || eh.zero != 0)
+  if (!decode(h, &eh))
     return gw__fail(GW_EINVAL, "h: not an interprocess event handle of this gpuwrap");
   /* Another device of the backend is fine: a stream waits for an event of any device
    * of its runtime (ranks on GPUs of their own signal each other so). */

@@ -105,7 +105,10 @@ gw_status gw__cpu_model_unadopt(const char *who, void *base);
 void *gw__cpu_devmem_alloc(size_t bytes);
 void gw__cpu_devmem_free(void *p);
 /* The model's runtime handle of a shared page set (device memory, an interprocess event):
- * 64 bytes, each kind with its own magic; len: the bytes mapped (device memory). */
+ * 64 bytes, each kind with its own magic; len: the bytes mapped (device memory). Its
+ * bytes, little-endian (codec.h): 0 magic, 8 pid, 16 fd (int32), 20 zero (uint32),
+ * 24 serial, 32 len, 40..63 zero; gw__cpu_rt_encode writes them, gw__cpu_rt_decode reads
+ * them back (cpu_ipc.c). */
 typedef struct {
   char magic[8];
   uint64_t pid;
@@ -113,9 +116,9 @@ typedef struct {
   uint32_t zero;
   uint64_t serial;
   uint64_t len;
-  unsigned char pad[GW__IPC_RT_BYTES - 40];
 } gw__cpu_rt_handle;
-_Static_assert(sizeof(gw__cpu_rt_handle) == GW__IPC_RT_BYTES, "the runtime handle is 64 bytes");
+void gw__cpu_rt_encode(const gw__cpu_rt_handle *h, unsigned char rt[GW__IPC_RT_BYTES]);
+void gw__cpu_rt_decode(const unsigned char rt[GW__IPC_RT_BYTES], gw__cpu_rt_handle *h);
 /* A memfd named `name` of len bytes, mapped MAP_SHARED at *p: its descriptor (kept open
  * by the maker, so that another process can map it), or -1 with errno set. */
 int gw__cpu_shm_create(const char *name, size_t len, void **p);

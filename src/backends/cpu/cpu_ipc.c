@@ -19,6 +19,7 @@
  *
  * The tables here are guarded by one leaf mutex (never held while taking another lock).
  */
+#include "codec.h"
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -213,6 +214,33 @@ void gw__cpu_devmem_free(void *p) {
 
 typedef gw__cpu_rt_handle rt_handle;
 
+#define RT_OFF_PID 8
+#define RT_OFF_FD 16
+#define RT_OFF_ZERO 20
+#define RT_OFF_SERIAL 24
+#define RT_OFF_LEN 32
+#define RT_END 40 /* zero after it */
+
+void gw__cpu_rt_encode(const rt_handle *h, unsigned char rt[GW__IPC_RT_BYTES]) {
+  memset(rt, 0, GW__IPC_RT_BYTES);
+  memcpy(rt, h->magic, 8);
+  gw__put_le64(rt + RT_OFF_PID, h->pid);
+  gw__put_le32(rt + RT_OFF_FD, (uint32_t)h->fd);
+  gw__put_le32(rt + RT_OFF_ZERO, h->zero);
+  gw__put_le64(rt + RT_OFF_SERIAL, h->serial);
+  gw__put_le64(rt + RT_OFF_LEN, h->len);
+}
+
+void gw__cpu_rt_decode(const unsigned char rt[GW__IPC_RT_BYTES], rt_handle *h) {
+  memcpy(h->magic, rt, 8);
+  h->pid = gw__get_le64(rt + RT_OFF_PID);
+  h->fd = (int32_t)gw__get_le32(rt + RT_OFF_FD);
+  h->zero = gw__get_le32(rt + RT_OFF_ZERO);
+  h->serial = gw__get_le64(rt + RT_OFF_SERIAL);
+  h->len = gw__get_le64(rt + RT_OFF_LEN);
+}
+_Static_assert(RT_END <= GW__IPC_RT_BYTES, "the model's handle fits the runtime's bytes");
+
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id) {
   gw_ptrinfo info;
@@ -245,7 +273,7 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
                     base, extent, a.len);
   rt_handle h = {.pid = (uint64_t)getpid(), .fd = a.fd, .serial = a.serial, .len = a.len};
   memcpy(h.magic, RT_MAGIC, 8);
-  memcpy(rt, &h, sizeof h);
+  gw__cpu_rt_encode(&h, rt);
   /* GPUWRAP_CPU_IPC_NO_ALLOC_ID: as HIP, whose runtime gives none; the serial stays in the
    * runtime's handle, which is what then tells a reused address apart. */
   *alloc_id = gw__cpu_config_get()->ipc_no_alloc_id ? 0 : a.serial;
@@ -261,7 +289,7 @@ static mapping *find_mapping(uint64_t pid, uint64_t serial) {
 gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, size_t extent,
                            void **base) {
   rt_handle h;
-  memcpy(&h, rt, sizeof h);
+  gw__cpu_rt_decode(rt, &h);
   if (memcmp(h.magic, RT_MAGIC, 8) != 0 || h.fd < 0 || h.len < extent)
     return gw__fail(GW_EINVAL, "model cudaIpcOpenMemHandle: not a handle of this runtime "
                                "(invalid value)");

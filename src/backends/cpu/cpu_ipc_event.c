@@ -56,13 +56,13 @@ gw_status gw__cpu_ipc_event_create(void **event, unsigned char rt[GW__IPC_RT_BYT
   }
   evt_handle h = {.pid = (uint64_t)getpid(), .fd = fd, .serial = serial};
   memcpy(h.magic, EVT_MAGIC, 8);
-  memcpy(rt, &h, sizeof h);
+  gw__cpu_rt_encode(&h, rt);
   return GW_OK;
 }
 
 gw_status gw__cpu_ipc_event_open(const unsigned char rt[GW__IPC_RT_BYTES], void **event) {
   evt_handle h;
-  memcpy(&h, rt, sizeof h);
+  gw__cpu_rt_decode(rt, &h);
   if (memcmp(h.magic, EVT_MAGIC, 8) != 0 || h.fd < 0 || h.zero != 0 || h.serial == 0)
     return gw__fail(GW_EINVAL, "model cudaIpcOpenEventHandle: handle is not an event handle of "
                                "this runtime (invalid value)");
