@@ -15,7 +15,8 @@ Which library (read at build time, i.e. when pip installs):
 At run time GPUWRAP_LIB still overrides both (gpuwrap/_loader.py).
 
 The private ABI: besides the public headers, the extension includes the library's private
-ABI header, src/core/private.h (gw__array_refs for the collector support; gw__private_abi),
+ABI header, src/core/private.h (gw__array_refs for the collector support; gw__stream_order
+and gw__dtype_from_dl for the DLPack C exchange; gw__private_abi),
 which is never installed. Both ways it is taken from the source tree this python/ folder
 is part of (pip builds ./python in place), also with GPUWRAP_PREFIX: the header declares
 only GW_API functions that libgpuwrap exports, and at import the extension checks

@@ -32,7 +32,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "core/private.h" /* gw__stream_order */
+#include "core/private.h" /* gw__stream_order, gw__dtype_from_dl */
 
 static const char API_NAME[] = "dlpack_exchange_api";
 
@@ -448,7 +448,7 @@ static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *
   const char *kind = "ValueError";
   int r = -1;
   gw_memkind mk = GW_MEM_UNKNOWN;
-  int dtype = -1;
+  gw_dtype dtype;
   if (!proto || !out) {
     snprintf(msg, sizeof msg, "gpuwrap's managed_tensor_allocator: %s is NULL",
              proto ? "out" : "prototype");
@@ -468,16 +468,7 @@ static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *
              (int)proto->device.device_type);
     goto done;
   }
-  for (int i = 0; i < GW_DTYPE_COUNT; i++) {
-    static const uint8_t code[GW_DTYPE_COUNT] = {
-        kDLBool, kDLInt,   kDLInt,    kDLInt,   kDLInt,   kDLUInt,    kDLUInt,   kDLUInt,
-        kDLUInt, kDLFloat, kDLBfloat, kDLFloat, kDLFloat, kDLComplex, kDLComplex};
-    static const uint8_t bits[GW_DTYPE_COUNT] = {8,  8,  16, 32, 64, 8,  16, 32,
-                                                 64, 16, 16, 32, 64, 64, 128};
-    if (proto->dtype.code == code[i] && proto->dtype.bits == bits[i] && proto->dtype.lanes == 1)
-      dtype = i;
-  }
-  if (dtype < 0) {
+  if (!gw__dtype_from_dl(proto->dtype, &dtype)) {
     snprintf(msg, sizeof msg,
              "gpuwrap's managed_tensor_allocator: prototype dtype (code %u, bits "
              "%u, lanes %u) is not a type gpuwrap has",
@@ -487,7 +478,7 @@ static int api_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *
   PyObject *c = context_for(proto->device);
   gw_context *ch = c ? context_of(c) : NULL;
   gw_array *a = NULL;
-  gw_status s = ch ? gw_alloc(ch, mk, (gw_dtype)dtype, proto->ndim, proto->shape, &a) : GW_OK;
+  gw_status s = ch ? gw_alloc(ch, mk, dtype, proto->ndim, proto->shape, &a) : GW_OK;
   if (ch && s == GW_OK) {
     s = gw_to_dlpack(a, out); /* the tensor holds the array */
     gw_release(a);

@@ -9,8 +9,9 @@
 #include <stdio.h>
 
 /* The only calls the extension makes outside the public API: gw__array_refs (the
- * collector support in _array.c) and gw__private_abi (the check in PyInit__gpuwrap).
- * Declared once, in the library's private ABI header, never by hand here. */
+ * collector support in _array.c), gw__stream_order and gw__dtype_from_dl (the DLPack C
+ * exchange, _exchange.c) and gw__private_abi (the check in PyInit__gpuwrap). Declared
+ * once, in the library's private ABI header, never by hand here. */
 #include "core/private.h"
 
 /* ---- module state (one interpreter: the module is single-phase) ------------------------ */

@@ -12,6 +12,16 @@ static bool has_zero_extent(int ndim, const int64_t *shape) {
   return false;
 }
 
+gw_status gw__check_shape(int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > GW_MAX_DIMS)
+    return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
+  if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0)
+      return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+  return GW_OK;
+}
+
 int64_t gw__numel(int ndim, const int64_t *shape) {
   /* The product of the other extents of an empty shape may not fit: never form it. */
   if (has_zero_extent(ndim, shape)) return 0;
@@ -124,18 +134,16 @@ void gw_release(gw_array *a) {
   gw_release(root);
 }
 
-static const gw_array *root_of(const gw_array *a) { return a->root ? a->root : a; }
-
 void *gw_data(const gw_array *a) { return a ? a->dev0 : NULL; }
 void *gw_host_data(const gw_array *a) { return a ? a->host0 : NULL; }
-gw_memkind gw_kind(const gw_array *a) { return a ? root_of(a)->kind : GW_MEM_UNKNOWN; }
-int gw_device(const gw_array *a) { return a ? root_of(a)->device : -1; }
+gw_memkind gw_kind(const gw_array *a) { return a ? gw__root(a)->kind : GW_MEM_UNKNOWN; }
+int gw_device(const gw_array *a) { return a ? gw__root(a)->device : -1; }
 gw_dtype gw_array_dtype(const gw_array *a) { return a ? a->dtype : GW_BOOL; }
 int gw_ndim(const gw_array *a) { return a ? a->ndim : 0; }
 const int64_t *gw_shape(const gw_array *a) { return a ? a->shape : NULL; }
 const int64_t *gw_strides(const gw_array *a) { return a ? a->strides : NULL; }
 int64_t gw_numel(const gw_array *a) { return a ? gw__numel(a->ndim, a->shape) : 0; }
-int gw_owns(const gw_array *a) { return a ? root_of(a)->freeway != GW__FREE_NONE : 0; }
+int gw_owns(const gw_array *a) { return a ? gw__root(a)->freeway != GW__FREE_NONE : 0; }
 int gw_is_readonly(const gw_array *a) { return a ? a->readonly : 0; }
 gw_context *gw_array_context(const gw_array *a) { return a ? a->ctx : NULL; }
 
@@ -144,7 +152,7 @@ static gw_status make_view(gw_array *a, int ndim, const int64_t *shape, const in
                            int64_t offset, gw_array **out) {
   gw_array *v = malloc(sizeof *v);
   if (!v) return gw__fail(GW_ENOMEM, "view: out of host memory");
-  gw_array *root = (gw_array *)root_of(a);
+  gw_array *root = gw__root(a);
   *v = (gw_array){.root = gw_retain(root),
                   .ctx = a->ctx,
                   .dtype = a->dtype,
@@ -230,12 +238,8 @@ static bool unit_reshape(const gw_array *a, int ndim, const int64_t *shape, int6
 gw_status gw_reshape(gw_array *a, int ndim, const int64_t *shape, gw_array **out) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  if (ndim < 0 || ndim > GW_MAX_DIMS)
-    return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
-  if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0)
-      return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+  gw_status st = gw__check_shape(ndim, shape);
+  if (st != GW_OK) return st;
   /* An empty shape has 0 elements whatever its other extents (in any order). */
   int64_t n = 1;
   if (has_zero_extent(ndim, shape))

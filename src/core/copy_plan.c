@@ -98,7 +98,7 @@ gw_status gw__plan_copy(const gw_array *dst, const gw_array *src, gw__xfer *x) {
     *x = (gw__xfer){.ndim = 0};
     return GW_OK;
   }
-  const gw_array *dr = dst->root ? dst->root : dst, *sr = src->root ? src->root : src;
+  const gw_array *dr = gw__root(dst), *sr = gw__root(src);
   size_t e = gw_dtype_size(dst->dtype);
   /* Field by field: a compound literal would zero the dims' arrays whole first (see
    * gw__plan_fill). */
@@ -140,7 +140,7 @@ void gw__plan_fill(const gw_array *dst, const void *value, gw__fillspec *f) {
     x.dst_stride[d] = x.src_stride[d] = dst->shape[d] == 1 ? 0 : dst->strides[d] * (int64_t)x.elem;
   }
   gw__xfer_normalise(&x);
-  const gw_array *r = dst->root ? dst->root : dst;
+  const gw_array *r = gw__root(dst);
   f->ndim = x.ndim;
   f->elem = x.elem;
   f->dst = x.dst;

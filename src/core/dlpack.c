@@ -37,20 +37,14 @@ static const DLDataType dl_dtypes[GW_DTYPE_COUNT] = {
     [GW_COMPLEX128] = {kDLComplex, 128, 1},
 };
 
-static bool dtype_from_dl(DLDataType t, gw_dtype *out) {
+int gw__dtype_from_dl(DLDataType t, gw_dtype *out) {
   for (int i = 0; i < GW_DTYPE_COUNT; i++) {
     if (dl_dtypes[i].code == t.code && dl_dtypes[i].bits == t.bits && t.lanes == 1) {
       *out = (gw_dtype)i;
-      return true;
+      return 1;
     }
   }
-  return false;
-}
-
-/* Alignment an element needs: its size, or a component's for complex types. */
-static size_t dtype_align(gw_dtype t) {
-  size_t s = gw_dtype_size(t);
-  return (t == GW_COMPLEX64 || t == GW_COMPLEX128) ? s / 2 : s;
+  return 0;
 }
 
 static const char *device_type_name(int t) {
@@ -391,7 +385,7 @@ static gw_status validate(const gw_context *ctx, const DLTensor *t, bool need_st
   if (t->dtype.lanes != 1)
     return gw__fail(GW_EINVAL, "dl_tensor.dtype.lanes: %u (gpuwrap has no vector types)",
                     (unsigned)t->dtype.lanes);
-  if (!dtype_from_dl(t->dtype, &dtype))
+  if (!gw__dtype_from_dl(t->dtype, &dtype))
     return gw__fail(GW_EINVAL, "dl_tensor.dtype: code %u with %u bits is not a gpuwrap dtype",
                     (unsigned)t->dtype.code, (unsigned)t->dtype.bits);
 
@@ -415,7 +409,7 @@ static gw_status validate(const gw_context *ctx, const DLTensor *t, bool need_st
     return gw__fail(GW_EINVAL, "dl_tensor.byte_offset: %" PRIu64 " overflows the address %p",
                     t->byte_offset, t->data);
   uintptr_t first = base + (uintptr_t)t->byte_offset;
-  if (!empty && first % dtype_align(dtype) != 0)
+  if (!empty && first % gw__dtype_align(dtype) != 0)
     return gw__fail(GW_EINVAL,
                     "dl_tensor.data + byte_offset: %p + %" PRIu64 " is not aligned "
                     "for %s",
@@ -482,50 +476,45 @@ static void run_legacy(void *p) {
   if (t->deleter) t->deleter(t);
 }
 
+/* Both imports once the tensor's own header is read: check, validate and wrap `dl` (of the
+ * managed tensor t, whose deleter `run` calls); an import refused before the array took
+ * the tensor runs its deleter here (refuse), exactly once either way. */
+static gw_status import_tensor(gw_context *ctx, const DLTensor *dl, bool need_strides,
+                               unsigned flags, gw_deleter del, void (*run)(void *), void *t,
+                               gw_array **out) {
+  gw_status s;
+  if (!ctx)
+    s = gw__fail(GW_EINVAL, "ctx: NULL");
+  else if (!out)
+    s = gw__fail(GW_EINVAL, "out: NULL");
+  else {
+    import_args x = {0}; /* (set by validate; GCC cannot tell once inlined) */
+    bool taken = false;
+    s = validate(ctx, dl, need_strides, &x);
+    if (s == GW_OK) s = import_wrap(ctx, dl, &x, flags, del, t, out, &taken);
+    if (s == GW_OK || taken) return s;
+  }
+  return refuse(s, run, t);
+}
+
 gw_status gw_from_dlpack(gw_context *ctx, DLManagedTensorVersioned *t, gw_array **out) {
   if (!t) return gw__fail(GW_EINVAL, "t: NULL");
-  gw_status s;
   if (t->version.major != 1) {
     gw__fail(GW_ENOTSUP, "t->version: %" PRIu32 ".%" PRIu32 ", gpuwrap reads DLPack 1.x",
              t->version.major, t->version.minor);
     return refuse(GW_ENOTSUP, run_versioned, t);
   }
-  if (!ctx)
-    s = gw__fail(GW_EINVAL, "ctx: NULL");
-  else if (!out)
-    s = gw__fail(GW_EINVAL, "out: NULL");
-  else {
-    import_args x;
-    bool taken = false;
-    unsigned flags = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? GW_WRAP_READONLY : 0u;
-    /* dlpack.h: "Before DLPack v1.2, strides can be NULL to indicate contiguous data. This
-     * is not allowed in DLPack v1.2 and later." So a 1.0 or 1.1 producer may leave them
-     * NULL for a compact tensor. */
-    bool need_strides = t->version.minor >= 2;
-    s = validate(ctx, &t->dl_tensor, need_strides, &x);
-    if (s == GW_OK)
-      s = import_wrap(ctx, &t->dl_tensor, &x, flags, import_deleter_versioned, t, out, &taken);
-    if (s == GW_OK || taken) return s;
-  }
-  return refuse(s, run_versioned, t);
+  /* dlpack.h: "Before DLPack v1.2, strides can be NULL to indicate contiguous data. This
+   * is not allowed in DLPack v1.2 and later." So a 1.0 or 1.1 producer may leave them
+   * NULL for a compact tensor. */
+  return import_tensor(ctx, &t->dl_tensor, t->version.minor >= 2,
+                       (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? GW_WRAP_READONLY : 0u,
+                       import_deleter_versioned, run_versioned, t, out);
 }
 
 gw_status gw_from_dlpack_legacy(gw_context *ctx, DLManagedTensor *t, gw_array **out) {
   if (!t) return gw__fail(GW_EINVAL, "t: NULL");
-  gw_status s;
-  if (!ctx)
-    s = gw__fail(GW_EINVAL, "ctx: NULL");
-  else if (!out)
-    s = gw__fail(GW_EINVAL, "out: NULL");
-  else {
-    import_args x;
-    bool taken = false;
-    s = validate(ctx, &t->dl_tensor, false, &x);
-    if (s == GW_OK)
-      s = import_wrap(ctx, &t->dl_tensor, &x, 0u, import_deleter_legacy, t, out, &taken);
-    if (s == GW_OK || taken) return s;
-  }
-  return refuse(s, run_legacy, t);
+  return import_tensor(ctx, &t->dl_tensor, false, 0u, import_deleter_legacy, run_legacy, t, out);
 }
 
 /* ---- a capsule destructor for bindings (see dlpack.h) ------------------------------------ */

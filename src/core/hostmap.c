@@ -104,6 +104,18 @@ static void finish_line(scan *s, line *l) {
   if (s->cur >= s->hi) s->done = 1;
 }
 
+/* One character of a hex address field, *v: a digit, or `end`, which moves on to the next
+ * field; anything else spoils the line. */
+static void hex_char(line *l, char c, char end, uintptr_t *v) {
+  int d;
+  if (c == end)
+    l->field++;
+  else if ((d = hexval(c)) >= 0)
+    *v = *v * 16 + (uintptr_t)d;
+  else
+    l->field = F_BAD;
+}
+
 /* One character of the map: "lo-hi perms offset major:minor inode   path\n". */
 static void feed(scan *s, line *l, char c) {
   if (c == '\n') {
@@ -111,24 +123,9 @@ static void feed(scan *s, line *l, char c) {
     *l = (line){0};
     return;
   }
-  int d;
   switch (l->field) {
-  case F_LO:
-    if (c == '-')
-      l->field = F_HI;
-    else if ((d = hexval(c)) >= 0)
-      l->lo = l->lo * 16 + (uintptr_t)d;
-    else
-      l->field = F_BAD;
-    break;
-  case F_HI:
-    if (c == ' ')
-      l->field = F_PERMS;
-    else if ((d = hexval(c)) >= 0)
-      l->hi = l->hi * 16 + (uintptr_t)d;
-    else
-      l->field = F_BAD;
-    break;
+  case F_LO: hex_char(l, c, '-', &l->lo); break;
+  case F_HI: hex_char(l, c, ' ', &l->hi); break;
   case F_PERMS:
     if (c == ' ')
       l->field = F_OFFSET;

@@ -209,6 +209,15 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* `, "key": ` and s as a JSON string (NULL: ""), or null for a NULL s where `nullable`. */
+static void json_field(FILE *f, const char *key, const char *s, bool nullable) {
+  fprintf(f, ", \"%s\": ", key);
+  if (!s && nullable)
+    fprintf(f, "null");
+  else
+    json_str(f, s);
+}
+
 static void print_json(FILE *f, const report *r, int all_settings) {
   fprintf(f, "{\"version\": ");
   json_str(f, gw_version_string());
@@ -223,8 +232,7 @@ static void print_json(FILE *f, const report *r, int all_settings) {
       fprintf(f, "%s{\"device\": %d, \"context\": %s", d ? ", " : "", d,
               dr->context_ok ? "true" : "false");
       if (!dr->context_ok) {
-        fprintf(f, ", \"why\": ");
-        json_str(f, dr->context_why);
+        json_field(f, "why", dr->context_why, false);
       } else {
         fprintf(f, ", \"alloc\": {");
         for (int k = 0; k < KINDS; k++) {
@@ -233,26 +241,16 @@ static void print_json(FILE *f, const report *r, int all_settings) {
           fprintf(f, ": ");
           json_str(f, dr->alloc[k]);
         }
-        fprintf(f, "}, \"pageable\": ");
-        json_str(f, dr->pageable);
-        if (*dr->pageable_why) {
-          fprintf(f, ", \"pageable_why\": ");
-          json_str(f, dr->pageable_why);
-        }
-        fprintf(f, ", \"registered_address\": ");
-        if (dr->registered_address)
-          json_str(f, dr->registered_address);
-        else
-          fprintf(f, "null");
+        fprintf(f, "}");
+        json_field(f, "pageable", dr->pageable, false);
+        if (*dr->pageable_why) json_field(f, "pageable_why", dr->pageable_why, false);
+        json_field(f, "registered_address", dr->registered_address, true);
         fprintf(f, ", \"fill_on_wrapped_host\": %s", dr->fill_ok ? "true" : "false");
       }
       fprintf(f, "}");
     }
     fprintf(f, "]");
-    if (!br->present) {
-      fprintf(f, ", \"why\": ");
-      json_str(f, br->why);
-    }
+    if (!br->present) json_field(f, "why", br->why, false);
     fprintf(f, "}");
   }
   fprintf(f, "], \"auto\": ");
@@ -261,8 +259,8 @@ static void print_json(FILE *f, const report *r, int all_settings) {
     json_str(f, gw_backend_name(r->auto_backend));
     fprintf(f, ", \"device\": %d}", r->auto_device);
   } else {
-    fprintf(f, "{\"backend\": null, \"why\": ");
-    json_str(f, r->auto_why);
+    fprintf(f, "{\"backend\": null");
+    json_field(f, "why", r->auto_why, false);
     fprintf(f, "}");
   }
   fprintf(f, ", \"settings\": [");
@@ -273,26 +271,14 @@ static void print_json(FILE *f, const report *r, int all_settings) {
     fprintf(f, "%s{\"name\": ", first ? "" : ", ");
     first = 0;
     json_str(f, s.name);
-    fprintf(f, ", \"component\": ");
-    json_str(f, s.component);
-    fprintf(f, ", \"type\": ");
-    json_str(f, s.type);
-    fprintf(f, ", \"default\": ");
-    json_str(f, s.default_value);
-    fprintf(f, ", \"range\": ");
-    json_str(f, s.range);
-    fprintf(f, ", \"doc\": ");
-    json_str(f, s.doc);
-    fprintf(f, ", \"value\": ");
-    if (s.value)
-      json_str(f, s.value);
-    else
-      fprintf(f, "null");
+    json_field(f, "component", s.component, false);
+    json_field(f, "type", s.type, false);
+    json_field(f, "default", s.default_value, false);
+    json_field(f, "range", s.range, false);
+    json_field(f, "doc", s.doc, false);
+    json_field(f, "value", s.value, true);
     fprintf(f, ", \"valid\": %s", s.valid ? "true" : "false");
-    if (!s.valid) {
-      fprintf(f, ", \"problem\": ");
-      json_str(f, s.problem);
-    }
+    if (!s.valid) json_field(f, "problem", s.problem, false);
     fprintf(f, "}");
   }
   fprintf(f, "]}\n");

@@ -24,6 +24,12 @@ extern const unsigned char gw__dtype_bytes[GW_DTYPE_COUNT];
 static inline size_t gw__dtype_size(gw_dtype t) {
   return (unsigned)t < GW_DTYPE_COUNT ? gw__dtype_bytes[t] : 0;
 }
+/* The alignment an element needs (natural alignment): its size, a component's for the
+ * complex types (they align like their real parts). */
+static inline size_t gw__dtype_align(gw_dtype t) {
+  size_t s = gw__dtype_size(t);
+  return (t == GW_COMPLEX64 || t == GW_COMPLEX128) ? s / 2 : s;
+}
 
 /* ---- contexts (context.c) ---- */
 /*
@@ -134,6 +140,10 @@ struct gw_array {
   int pend_nmore, pend_cap;
 };
 
+/* The array that holds a's memory record: a itself for a root, else its root. Not const:
+ * through any array, const or not, callers note pending work on (and read) its root. */
+static inline gw_array *gw__root(const gw_array *a) { return a->root ? a->root : (gw_array *)a; }
+
 /* ---- streams and pending work (stream.c) ---- */
 struct gw_stream {
   gw_context *ctx;
@@ -176,6 +186,10 @@ gw_status gw__span(int ndim, const int64_t *shape, const int64_t *strides, size_
                    int64_t *hi, int64_t *numel);
 bool gw__is_c_contiguous(const gw_array *a);
 int64_t gw__numel(int ndim, const int64_t *shape);
+/* A shape's checks, as every call that takes ndim and shape makes them (gw_wrap*,
+ * gw_alloc, gw_reshape): ndim in [0, GW_MAX_DIMS], shape not NULL where ndim > 0, no
+ * negative extent. GW_EINVAL with a message naming the argument. */
+gw_status gw__check_shape(int ndim, const int64_t *shape);
 
 /* ---- registration registry (registry.c) ---- */
 /* Take a reference on every range of ours under [lo, hi) and, when `may_register`, register

@@ -13,6 +13,7 @@
  * wraps and gw_alloc search them.
  */
 #include "internal.h"
+#include "vec.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,16 +38,6 @@ typedef struct {
 static dspan *dspans; /* the deleter arrays' spans, in no order */
 static size_t dn, dcap;
 
-/* `table` (`used` entries of `size` bytes, capacity *room) with room for one more: itself,
- * or a doubled copy. NULL (the table as it was) when that fails. */
-static void *room_for_one(void *table, size_t used, size_t *room, size_t size) {
-  if (used < *room) return table;
-  size_t c = *room ? *room * 2 : 64;
-  void *a = realloc(table, c * size);
-  if (a) *room = c;
-  return a;
-}
-
 /* Index of a deleter span sharing a byte with [lo, hi), or dn. */
 static size_t deleter_overlap(uintptr_t lo, uintptr_t hi) {
   for (size_t i = 0; i < dn; i++)
@@ -63,15 +54,7 @@ static gw_status refuse_deleter(void *ptr, uintptr_t hi, size_t i) {
 
 /* Index of the first span with hi > p. */
 static size_t first_after(uintptr_t p) {
-  size_t a = 0, b = n;
-  while (a < b) {
-    size_t m = a + (b - a) / 2;
-    if (spans[m].hi > p)
-      b = m;
-    else
-      a = m + 1;
-  }
-  return a;
+  return gw__vec_bound(spans, n, sizeof *spans, offsetof(span, hi), p, true);
 }
 
 static uintptr_t end_of(uintptr_t lo, size_t bytes) {
@@ -119,7 +102,7 @@ gw_status gw__owned_claim(void *ptr, size_t bytes, bool libc, bool fresh) {
   } else if (!fresh && (k = deleter_overlap(lo, hi)) < dn) {
     s = refuse_deleter(ptr, hi, k);
   } else {
-    span *a = room_for_one(spans, n, &cap, sizeof *spans);
+    span *a = gw__vec_room(spans, n, &cap, sizeof *spans);
     if (!a)
       s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
     else
@@ -148,7 +131,7 @@ void gw__owned_drop(void *ptr) {
 gw_status gw__owned_note_deleter(void *lo, void *hi, size_t *slot) {
   pthread_mutex_lock(&lock);
   gw_status s = GW_OK;
-  dspan *a = room_for_one(dspans, dn, &dcap, sizeof *dspans);
+  dspan *a = gw__vec_room(dspans, dn, &dcap, sizeof *dspans);
   if (!a)
     s = gw__fail(GW_ENOMEM, "ownership table: out of host memory");
   else

@@ -5,7 +5,8 @@
  * Not installed, not for applications. GW__PRIVATE_ABI changes whenever a declaration here
  * does (CTest abi.private checks it against the hash recorded in src/core/abi.lock and says
  * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
- * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID); a caller checks
+ * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID; 6: gw__dtype_from_dl);
+ * a caller checks
  * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
  * message instead of a wrong call. GPU plugins get what they need through gw__host_api
@@ -15,15 +16,21 @@
 #define GW_CORE_PRIVATE_H
 
 #include "gpuwrap.h"
+#include "gpuwrap/dlpack.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 5
+#define GW__PRIVATE_ABI 6
 
 GW_API int gw__private_abi(void);
 
 /* Live references of a (its retain count): the Python extension tells "only its own
  * references are left" from "someone else still holds the array". */
 GW_API int gw__array_refs(const gw_array *a);
+
+/* The gw_dtype of a DLPack data type (*out), 1; 0 (*out untouched) where gpuwrap has none,
+ * vector types (lanes != 1) included. The one map between the two: the DLPack import
+ * (dlpack.c) and the Python module's C exchange allocator (_exchange.c) both read it. */
+GW_API int gw__dtype_from_dl(DLDataType t, gw_dtype *out);
 
 /* The context a stream belongs to (NULL for NULL): the halo checks that a caller's stream
  * is of its fields' backend and device. */

@@ -23,6 +23,7 @@
  */
 #include "brlock.h"
 #include "internal.h"
+#include "vec.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -127,25 +128,13 @@ static table *table_for(const gw__backend_ops *ops, int create) {
 
 /* Index of the first range with hi > p (ranges sorted, disjoint). */
 static size_t first_after(const table *t, uintptr_t p) {
-  size_t a = 0, b = t->n;
-  while (a < b) {
-    size_t m = a + (b - a) / 2;
-    if (t->r[m].hi > p)
-      b = m;
-    else
-      a = m + 1;
-  }
-  return a;
+  return gw__vec_bound(t->r, t->n, sizeof *t->r, offsetof(range, hi), p, true);
 }
 
 static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi, bool ro) {
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 16;
-    range *r = realloc(t->r, cap * sizeof *r);
-    if (!r) return gw__fail(GW_ENOMEM, "registry: out of host memory");
-    t->r = r;
-    t->cap = cap;
-  }
+  range *r = gw__vec_room(t->r, t->n, &t->cap, sizeof *t->r);
+  if (!r) return gw__fail(GW_ENOMEM, "registry: out of host memory");
+  t->r = r;
   memmove(&t->r[at + 1], &t->r[at], (t->n - at) * sizeof *t->r);
   t->r[at].lo = lo;
   t->r[at].hi = hi;

@@ -40,8 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static gw_array *root_of(const gw_array *a) { return (gw_array *)(a->root ? a->root : a); }
-
 /* The root's pending-work slots change under a spin lock of their own: held for a few
  * backend calls (an event record, ~1-2 us on CUDA, and queries), never across a wait. */
 static void plock(gw_array *r) {
@@ -131,7 +129,7 @@ static gw__pend *slot_for(gw_array *r, const gw_stream *st, uint64_t capture) {
 
 /* Record st's event in its slot (eager, or of `capture`) of a's root; the failure's status. */
 static gw_status note(const gw_array *a, gw_stream *st, uint64_t capture) {
-  gw_array *r = root_of(a);
+  gw_array *r = gw__root(a);
   gw_context *c = st->ctx;
   plock(r);
   gw__pend *p = slot_for(r, st, capture);
@@ -193,7 +191,7 @@ void gw__pending_drain(gw_array *root) {
 gw_status gw_array_wait(const gw_array *a, gw_stream *s) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
-  gw_array *r = root_of(a);
+  gw_array *r = gw__root(a);
   /* No event, nothing to wait for (an array only synchronous calls touched): no capture
    * query either, the DLPack hand-over's common case. */
   plock(r);
@@ -254,7 +252,7 @@ gw_status gw__stream_order(gw_stream *first, gw_stream *then) {
 
 int gw_array_pending(const gw_array *a) {
   if (!a) return 0;
-  gw_array *r = root_of(a);
+  gw_array *r = gw__root(a);
   int any = 0;
   plock(r);
   for (int i = 0; i < nslots(r) && !any; i++) any = busy(slot(r, i));
@@ -269,12 +267,14 @@ static uint64_t next_stream_id(void) {
   return (uint64_t)atomic_fetch_add_explicit(&last, 1, memory_order_relaxed) + 1;
 }
 
-gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
-  if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
-  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+/* A stream of ctx around a backend stream the backend makes (borrowed false) or borrows
+ * from the caller's `native` (true); nothing is left behind when that fails. */
+static gw_status stream_new(gw_context *ctx, bool borrowed, void *native, const char *fn,
+                            gw_stream **out) {
   gw_stream *s = malloc(sizeof *s);
-  if (!s) return gw__fail(GW_ENOMEM, "gw_stream_create: out of host memory");
-  gw_status st = ctx->ops->stream_create(ctx->state, &s->handle);
+  if (!s) return gw__fail(GW_ENOMEM, "%s: out of host memory", fn);
+  gw_status st = borrowed ? ctx->ops->stream_borrow(ctx->state, native, &s->handle)
+                          : ctx->ops->stream_create(ctx->state, &s->handle);
   if (st != GW_OK) {
     free(s);
     return st;
@@ -282,9 +282,15 @@ gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
   s->ctx = ctx;
   s->id = next_stream_id();
   s->ctx_ref = gw__context_retain(ctx);
-  s->borrowed = false;
+  s->borrowed = borrowed;
   *out = s;
   return GW_OK;
+}
+
+gw_status gw_stream_create(gw_context *ctx, gw_stream **out) {
+  if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
+  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
+  return stream_new(ctx, false, NULL, "gw_stream_create", out);
 }
 
 gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out) {
@@ -294,19 +300,7 @@ gw_status gw_stream_wrap(gw_context *ctx, void *native, gw_stream **out) {
   if (owner)
     return gw__fail(GW_EINVAL, "native: %p is a stream of the %s backend, the context is %s",
                     native, owner->name, ctx->ops->name);
-  gw_stream *s = malloc(sizeof *s);
-  if (!s) return gw__fail(GW_ENOMEM, "gw_stream_wrap: out of host memory");
-  gw_status st = ctx->ops->stream_borrow(ctx->state, native, &s->handle);
-  if (st != GW_OK) {
-    free(s);
-    return st;
-  }
-  s->ctx = ctx;
-  s->id = next_stream_id();
-  s->ctx_ref = gw__context_retain(ctx);
-  s->borrowed = true;
-  *out = s;
-  return GW_OK;
+  return stream_new(ctx, true, native, "gw_stream_wrap", out);
 }
 
 void *gw_stream_native(const gw_stream *s) {

@@ -17,22 +17,12 @@ typedef struct {
   size_t elem;
 } geometry;
 
-/* Natural alignment: complex types align like their real components. */
-static size_t dtype_align(gw_dtype t) {
-  size_t s = gw__dtype_size(t);
-  return (t == GW_COMPLEX64 || t == GW_COMPLEX128) ? s / 2 : s;
-}
-
 static gw_status check_geometry(gw_dtype dtype, int ndim, const int64_t *shape,
                                 const int64_t *strides, int64_t *cstrides, geometry *g) {
   if ((unsigned)dtype >= GW_DTYPE_COUNT)
     return gw__fail(GW_EINVAL, "dtype: %d is not a gw_dtype", (int)dtype);
-  if (ndim < 0 || ndim > GW_MAX_DIMS)
-    return gw__fail(GW_EINVAL, "ndim: %d outside [0, %d]", ndim, GW_MAX_DIMS);
-  if (ndim > 0 && !shape) return gw__fail(GW_EINVAL, "shape: NULL with ndim %d", ndim);
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0)
-      return gw__fail(GW_EINVAL, "shape[%d]: %lld is negative", d, (long long)shape[d]);
+  gw_status st = gw__check_shape(ndim, shape);
+  if (st != GW_OK) return st;
   g->elem = gw__dtype_size(dtype);
   if (strides) {
     memcpy(cstrides, strides, (size_t)ndim * sizeof *strides);
@@ -369,9 +359,9 @@ static gw_status attach_by_kind(gw_context *ctx, gw_array *a, char *p, unsigned 
 static gw_status attach_memory(gw_context *ctx, gw_array *a, char *p, gw_dtype dtype,
                                const geometry *g, unsigned flags, wrap_span *w) {
   if (!p) return gw__fail(GW_EINVAL, "ptr: NULL with %lld elements", (long long)g->numel);
-  if ((uintptr_t)p % dtype_align(dtype))
+  if ((uintptr_t)p % gw__dtype_align(dtype))
     return gw__fail(GW_EINVAL, "ptr: %p is not aligned for %s (%zu bytes)", (void *)p,
-                    gw_dtype_name(dtype), dtype_align(dtype));
+                    gw_dtype_name(dtype), gw__dtype_align(dtype));
   gw_status s = span_bounds(p, g, &w->lo, &w->hi);
   if (s != GW_OK) return s;
   w->own_bytes = w->hi > p ? (size_t)(w->hi - p) : 1;

@@ -88,7 +88,7 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
     GW_TRACE_NOW(t2);
     st = GW_OK;
     if (g->ipc)
-      st = gw__halo_ipc_pack(h, d, m);
+      st = gw__halo_ipc_copy(h, d, m, GW__HALO_PACK);
     else
       for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
         st = gw__halo_queue_copy(h, hd->seg[k].send_seg, hd->seg[k].send_view,
@@ -135,7 +135,7 @@ gw_status gw__halo_host_complete(gw_halo *h, int d) {
     gw_status st = GW_OK;
     if (g->ipc) {
       st = gw__halo_ipc_before_unpack(h, d, idx);
-      if (st == GW_OK) st = gw__halo_ipc_unpack(h, d, idx);
+      if (st == GW_OK) st = gw__halo_ipc_copy(h, d, idx, GW__HALO_UNPACK);
       if (st == GW_OK) st = gw__halo_ipc_after_unpack(h, d, idx);
     } else {
       for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)

@@ -336,9 +336,11 @@ gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes);
 gw_status gw__halo_ipc_link(gw_halo *h);
 /* Prepare each IPC message's pack and unpack batches (after the segments). */
 gw_status gw__halo_ipc_prepare(gw_halo *h);
-/* Queue the packs / unpacks of IPC message m of dim d. */
-gw_status gw__halo_ipc_pack(gw_halo *h, int d, int m);
-gw_status gw__halo_ipc_unpack(gw_halo *h, int d, int m);
+/* Which way a message's copies go: packs, from the fields' faces into the send
+ * buffer, or unpacks, from the receive buffer into the fields' halos. */
+typedef enum { GW__HALO_PACK, GW__HALO_UNPACK } gw__halo_way;
+/* Queue the packs or unpacks (`way`) of IPC message m of dim d. */
+gw_status gw__halo_ipc_copy(gw_halo *h, int d, int m, gw__halo_way way);
 /* An IPC message's two device-side steps on the update's queue: before the
  * pack, wait for the neighbour's unpacks of the previous one (its freed event,
  * where its token said it recorded one: `recorded`); after it, record landed. */

@@ -281,16 +281,12 @@ gw_status gw__halo_ipc_prepare(gw_halo *h) {
 
 /* A blocking update synchronizes its stream before returning (and after a
  * failure, quiesce): its copies need no pending-work events. */
-gw_status gw__halo_ipc_pack(gw_halo *h, int d, int m) {
-  gw__batch *b = h->dim[d].ipc_pack[h->dim[d].msg[m].side];
+gw_status gw__halo_ipc_copy(gw_halo *h, int d, int m, gw__halo_way way) {
+  gw__halo_dim *hd = &h->dim[d];
+  int side = hd->msg[m].side;
+  gw__batch *b = way == GW__HALO_PACK ? hd->ipc_pack[side] : hd->ipc_unpack[side];
   return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
-              "gw_copy packing a face", d);
-}
-
-gw_status gw__halo_ipc_unpack(gw_halo *h, int d, int m) {
-  gw__batch *b = h->dim[d].ipc_unpack[h->dim[d].msg[m].side];
-  return step(h->blocking ? gw__batch_run_unnoted(b, h->q) : gw__batch_run(b, h->q),
-              "gw_copy unpacking a face", d);
+              way == GW__HALO_PACK ? "gw_copy packing a face" : "gw_copy unpacking a face", d);
 }
 
 void gw__halo_ipc_close(gw_halo *h) {

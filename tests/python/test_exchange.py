@@ -512,3 +512,58 @@ def test_consumer_orders_producer_on_its_own_device():
     r = subprocess.run([sys.executable, "-c", _TWO_DEVICES], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, env=env, cwd="/")
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout
+
+
+# ---- the C exchange allocator: every gpuwrap dtype by its DLDataType, others refused --------------
+
+# (code, bits) per gpuwrap.DTYPES entry, as DLPack spells them (kDLInt 0, kDLUInt 1, kDLFloat 2,
+# kDLBfloat 4, kDLComplex 5, kDLBool 6): written here from the specification, apart from the
+# library's one map (gw__dtype_from_dl) that the allocator reads.
+_DL_OF = {"bool": (6, 8), "int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
+          "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64),
+          "float16": (2, 16), "bfloat16": (4, 16), "float32": (2, 32), "float64": (2, 64),
+          "complex64": (5, 64), "complex128": (5, 128)}
+_SetError = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+_Alloc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_DLTensor),
+                          ctypes.POINTER(ctypes.POINTER(_Managed)), ctypes.c_void_p, _SetError)
+
+
+def _allocate(code, bits, lanes, shape):
+    """managed_tensor_allocator for a kDLCPU prototype: (tensor or None, [(kind, message)])."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    p = get(gpuwrap.Array.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    alloc = _Alloc(ctypes.c_void_p.from_address(p + 16).value)
+    errors = []
+    on_error = _SetError(lambda _ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    proto = _DLTensor(device=_DLDevice(gpuwrap.kDLCPU, 0), ndim=len(shape), shape=dims)
+    proto.dtype[:] = [code, bits, lanes & 0xFF, lanes >> 8]
+    out = ctypes.POINTER(_Managed)()
+    rc = alloc(ctypes.byref(proto), ctypes.byref(out), None, on_error)
+    assert (rc == 0) == (not errors), (rc, errors)
+    return (out if rc == 0 else None), errors
+
+
+@pytest.mark.parametrize("name", gpuwrap.DTYPES)
+def test_exchange_allocator_makes_every_dtype(name):
+    code, bits = _DL_OF[name]
+    out, errors = _allocate(code, bits, 1, (3, 5))
+    assert not errors
+    t = out.contents.dl_tensor
+    try:
+        assert list(t.dtype) == [code, bits, 1, 0]
+        assert (t.device.device_type, t.device.device_id) == (gpuwrap.kDLCPU, 0)
+        assert [t.shape[i] for i in range(t.ndim)] == [3, 5]
+        assert t.data
+    finally:
+        out.contents.deleter(out)
+
+
+@pytest.mark.parametrize("code,bits,lanes", [(2, 32, 2), (2, 8, 1), (4, 32, 1), (6, 16, 1),
+                                             (3, 64, 1), (99, 32, 1), (5, 32, 1)])
+def test_exchange_allocator_refuses_other_dtypes(code, bits, lanes):
+    out, errors = _allocate(code, bits, lanes, (4,))
+    assert out is None
+    assert errors == [("ValueError", "gpuwrap's managed_tensor_allocator: prototype dtype "
+                       f"(code {code}, bits {bits}, lanes {lanes}) is not a type gpuwrap has")]
