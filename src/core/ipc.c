@@ -34,7 +34,7 @@ static gw_status allocation_of(gw_array *a, gw_ptrinfo *info, uint64_t *offset) 
 gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   if (!a) return gw__fail(GW_EINVAL, "a: NULL");
   if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  const gw_array *root = a->root ? a->root : a;
+  const gw_array *root = gw__root(a);
   gw_context *ctx = a->ctx;
   if (root->kind != GW_MEM_DEVICE)
     return gw__fail(GW_ENOTSUP,

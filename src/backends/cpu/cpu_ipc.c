@@ -21,6 +21,7 @@
  */
 #include "codec.h"
 #include "cpu_internal.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,25 +89,14 @@ static size_t page_round(size_t bytes) {
 
 /* Index of the first allocation with base >= p. lock held. */
 static size_t lower_bound(uintptr_t p) {
-  size_t a = 0, b = nallocs;
-  while (a < b) {
-    size_t m = a + (b - a) / 2;
-    if (allocs[m].base < p)
-      a = m + 1;
-    else
-      b = m;
-  }
-  return a;
+  return gw__vec_bound(allocs, nallocs, sizeof *allocs, offsetof(shared_alloc, base), p, false);
 }
 
+/* Room for one more in *v (vec.h): false, *v as it was, when out of memory. */
 static bool grow(void **v, size_t n, size_t *cap, size_t size) {
-  if (n < *cap) return true;
-  size_t c = *cap ? 2 * *cap : 64;
-  void *g = realloc(*v, c * size);
-  if (!g) return false;
-  *v = g;
-  *cap = c;
-  return true;
+  void *g = gw__vec_room(*v, n, cap, size);
+  if (g) *v = g;
+  return g != NULL;
 }
 
 /* ---- memory another process can map (also cpu_ipc_event.c's) ---- */
