@@ -40,14 +40,3 @@ gw_status gw__fail(gw_status s, const char *fmt, ...) {
   va_end(ap);
   return s;
 }
-
-static gw_status host_setting_int(int id, long long *out) {
-  return gw__setting_int((gw__setting_id)id, out);
-}
-static const char *host_setting_text(int id) { return gw__setting_text((gw__setting_id)id); }
-
-const gw__host_api gw__host = {.abi = GW__BACKEND_ABI,
-                               .fail = gw__fail,
-                               .nsettings = GW__SETTING_COUNT,
-                               .setting_int = host_setting_int,
-                               .setting_text = host_setting_text};

@@ -15,6 +15,7 @@
 /* ---- errors (errors.c) ---- */
 /* Record detail for gw_last_error() and return s. */
 gw_status gw__fail(gw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What plugins are given to call back into the core (plugin.c). */
 extern const gw__host_api gw__host;
 
 /* ---- element sizes (dtype.c) ---- */

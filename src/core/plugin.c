@@ -164,6 +164,20 @@ static void *open_plugin(plugin_slot *s, search_list *l) {
   return NULL;
 }
 
+/* What a plugin may call in the core: the table every plugin's entry point is given. It
+ * lives with the loader that hands it out, above errors.c and settings.c, so that neither of
+ * those two calls into the other's direction (errors.c is the bottom of the core). */
+static gw_status host_setting_int(int id, long long *out) {
+  return gw__setting_int((gw__setting_id)id, out);
+}
+static const char *host_setting_text(int id) { return gw__setting_text((gw__setting_id)id); }
+
+const gw__host_api gw__host = {.abi = GW__BACKEND_ABI,
+                               .fail = gw__fail,
+                               .nsettings = GW__SETTING_COUNT,
+                               .setting_int = host_setting_int,
+                               .setting_text = host_setting_text};
+
 static void load(plugin_slot *s) {
   search_list *l = malloc(sizeof *l);
   if (!l) {

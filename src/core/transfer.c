@@ -1,4 +1,7 @@
-/* gw_copy, gw_fill and streams: plan in the core, execute in the backend. */
+/* gw_copy and gw_fill, synchronous and on streams: plan in the core, execute in the backend
+ * (the prepared batches of copies, built on these, are batch.c). */
+#include "transfer.h"
+
 #include "internal.h"
 
 #include <stdio.h>
@@ -174,7 +177,7 @@ static gw_status exact_overlap(const gw_array *a, const char *who, int64_t n) {
  * GW_OK when they are all writable, or the map cannot be read, or the span is empty or
  * malformed (the write's own checks say what is wrong). One read of /proc/self/maps. */
 static gw_status unwritable_pages(const gw_array *a, const char *who) {
-  const gw_array *r = a->root ? a->root : a;
+  const gw_array *r = gw__root(a);
   int64_t lo, hi, n;
   if (!r->host0 ||
       gw__span(r->ndim, r->shape, r->strides, gw_dtype_size(r->dtype), &lo, &hi, &n) != GW_OK ||
@@ -200,7 +203,7 @@ static gw_status unwritable_pages(const gw_array *a, const char *who) {
  * of a device that reads pageable memory), for the root's whole span, and remembered.
  */
 static gw_status check_host_pages(const gw_array *a, const char *who) {
-  gw_array *r = (gw_array *)(a->root ? a->root : a);
+  gw_array *r = (gw_array *)gw__root(a);
   if (r->kind != GW_MEM_HOST || !r->host0 ||
       atomic_load_explicit(&r->pages_ok, memory_order_relaxed))
     return GW_OK;
@@ -284,9 +287,6 @@ static gw_status check_writable(const gw_array *a, const char *who) {
   return GW_OK;
 }
 
-/* How dst's and src's elements lie in memory relative to each other. */
-typedef enum { ALIAS_NONE, ALIAS_SAME, ALIAS_OVERLAP } alias_t;
-
 /* [base + lo, base + hi): integer arithmetic, the two arrays may be different objects. */
 static void byte_range(const char *base, int64_t lo, int64_t hi, uintptr_t *b, uintptr_t *e) {
   *b = (uintptr_t)base + (uintptr_t)lo;
@@ -369,13 +369,13 @@ static bool steps_meet(const gw_array *a, const gw_array *b, int64_t delta) {
   return grid_meets(0, n, kmin, kmax, st, elem, delta, &budget);
 }
 
-static alias_t aliasing(const gw_array *dst, const gw_array *src) {
+gw__alias gw__aliasing(const gw_array *dst, const gw_array *src) {
   size_t e = gw_dtype_size(dst->dtype);
   int64_t dlo, dhi, slo, shi, n;
   /* Both arrays are non-empty and were validated when made: their spans fit. */
   if (gw__span(dst->ndim, dst->shape, dst->strides, e, &dlo, &dhi, &n) != GW_OK ||
       gw__span(src->ndim, src->shape, src->strides, e, &slo, &shi, &n) != GW_OK)
-    return ALIAS_OVERLAP; /* cannot happen; staging is always correct */
+    return GW__ALIAS_OVERLAP; /* cannot happen; staging is always correct */
   /* One buffer may be seen through its host and its device address: compare what both
    * sides have (a host-only array and a device-only one cannot share memory). */
   const char *pairs[2][2] = {{dst->host0, src->host0}, {dst->dev0, src->dev0}};
@@ -388,21 +388,52 @@ static alias_t aliasing(const gw_array *dst, const gw_array *src) {
     if (db < se && sb < de) meet = true;
     if (pairs[k][0] == pairs[k][1]) same = true;
   }
-  if (!meet) return ALIAS_NONE;
+  if (!meet) return GW__ALIAS_NONE;
   bool alike = steps_alike(dst, src);
   /* Same first element and the same strides: each element is copied onto itself, a no-op. */
-  if (same && alike) return ALIAS_SAME;
+  if (same && alike) return GW__ALIAS_SAME;
   /* Spans that interleave need not share an element (a field's opposite faces, the halo
    * exchange's local copy): with the same steps that is decided exactly. */
   if (alike) {
     for (int k = 0; k < 2; k++) {
       if (!pairs[k][0] || !pairs[k][1]) continue;
       int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
-      if (steps_meet(dst, src, delta)) return ALIAS_OVERLAP;
+      if (steps_meet(dst, src, delta)) return GW__ALIAS_OVERLAP;
     }
-    return ALIAS_NONE;
+    return GW__ALIAS_NONE;
   }
-  return ALIAS_OVERLAP;
+  return GW__ALIAS_OVERLAP;
+}
+
+/*
+ * Whether a and b may share a byte: never when their spans (through either address) are
+ * apart; decided exactly when they have one geometry (dtype, shape and strides: two faces
+ * of one field, which interleave without meeting); otherwise assumed (the caller then
+ * copies one by one, always correct).
+ */
+bool gw__may_meet(const gw_array *a, const gw_array *b) {
+  size_t e = gw_dtype_size(a->dtype);
+  int64_t alo, ahi, blo, bhi, n;
+  if (gw__span(a->ndim, a->shape, a->strides, e, &alo, &ahi, &n) != GW_OK ||
+      gw__span(b->ndim, b->shape, b->strides, gw_dtype_size(b->dtype), &blo, &bhi, &n) != GW_OK)
+    return true;
+  const char *pairs[2][2] = {{a->host0, b->host0}, {a->dev0, b->dev0}};
+  bool meet = false;
+  for (int k = 0; k < 2; k++) {
+    if (!pairs[k][0] || !pairs[k][1]) continue;
+    uintptr_t ab, ae, bb, be;
+    byte_range(pairs[k][0], alo, ahi, &ab, &ae);
+    byte_range(pairs[k][1], blo, bhi, &bb, &be);
+    if (ab < be && bb < ae) meet = true;
+  }
+  if (!meet) return false;
+  if (!steps_alike(a, b)) return true;
+  for (int k = 0; k < 2; k++) {
+    if (!pairs[k][0] || !pairs[k][1]) continue;
+    int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
+    if (delta == 0 || steps_meet(a, b, delta)) return true;
+  }
+  return false;
 }
 
 /* Plan and run one copy on ctx (the executing backend). */
@@ -464,11 +495,11 @@ static gw_status copy_staged(gw_context *ctx, gw_array *dst, const gw_array *src
  * The pending-work records cope: an event filed as queued work that turns out to be a node
  * of a capture (event_query: GW_ENOTSUP) is re-filed as captured (stream.c, busy).
  * Captures of other streams cannot be touched by the window: relaxed mode, above.
+ * GW__CAP_ASK (transfer.h): a caller that has not asked gw__capturing yet.
  */
-#define CAP_ASK UINT64_MAX /* the caller has not asked gw__capturing yet (no capture's id) */
 
 /* Why a copy of kinds dk <- sk cannot be recorded into a graph, or NULL. */
-static const char *uncapturable_copy(gw_memkind dk, gw_memkind sk) {
+const char *gw__uncapturable_copy(gw_memkind dk, gw_memkind sk) {
   if (dk == GW_MEM_HOST || sk == GW_MEM_HOST)
     return "pageable (unregistered) host memory is copied through host threads and completes "
            "on the host, which a graph cannot record; wrap it registered (or copy through "
@@ -476,7 +507,7 @@ static const char *uncapturable_copy(gw_memkind dk, gw_memkind sk) {
   return NULL;
 }
 
-static gw_status refuse_capture(const char *who, const char *why) {
+gw_status gw__refuse_capture(const char *who, const char *why) {
   return gw__fail(GW_ENOTSUP,
                   "stream: it is being captured into a graph, and %s cannot be: %s "
                   "(refused before queueing anything: the capture stays valid)",
@@ -484,7 +515,7 @@ static gw_status refuse_capture(const char *who, const char *why) {
 }
 
 /* Record the pending-work events of work just queued on st (captured or not). */
-static gw_status note_pair(const gw_array *a, const gw_array *b, gw_stream *st, uint64_t cap) {
+gw_status gw__note_pair(const gw_array *a, const gw_array *b, gw_stream *st, uint64_t cap) {
   if (!cap) {
     gw__pending_note(a, st);
     if (b) gw__pending_note(b, st);
@@ -495,256 +526,46 @@ static gw_status note_pair(const gw_array *a, const gw_array *b, gw_stream *st, 
   return s;
 }
 
-static gw_status copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint64_t cap) {
+gw_status gw__copy_prepare(gw_array *dst, const gw_array *src, gw__xfer *x, gw_context **exec) {
+  *exec = NULL;
   if (!dst) return gw__fail(GW_EINVAL, "dst: NULL");
   if (!src) return gw__fail(GW_EINVAL, "src: NULL");
-  gw__xfer x;
-  gw_status s = gw__plan_copy(dst, src, &x); /* dtype and shape first: they name the mismatch */
+  gw_status s = gw__plan_copy(dst, src, x); /* dtype and shape first: they name the mismatch */
   if (s != GW_OK) return s;
   s = check_writable(dst, "dst");
   if (s != GW_OK || elements(dst) == 0) return s;
   gw_context *ctx = NULL;
   s = executor(dst, src, &ctx);
   if (s != GW_OK) return s;
-  if (!x.dst || !x.src) return gw__fail(GW_EINVAL, "src/dst: no address to copy through");
-  if (st && st->ctx->ops != ctx->ops)
-    return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
-                    st->ctx->ops->name, ctx->ops->name);
-  if (st && cap == CAP_ASK && (s = gw__capturing(st, &cap)) != GW_OK) return s;
-  const char *why = st && cap ? uncapturable_copy(x.dst_kind, x.src_kind) : NULL;
-  if (why) return refuse_capture("this copy", why);
-  switch (aliasing(dst, src)) {
-  case ALIAS_SAME: return GW_OK;
-  case ALIAS_OVERLAP:
-    if (st && cap)
-      return refuse_capture("this copy", "dst and src overlap in memory, so the copy goes "
-                                         "through a temporary that is freed after a host "
-                                         "synchronisation");
-    return copy_staged(ctx, dst, src, st);
-  case ALIAS_NONE: break;
-  }
-  s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
-  /* src too: a consumer may write into what is still being read */
-  if (s == GW_OK && st) s = note_pair(dst, src, st, cap);
-  return s;
-}
-
-/* The root whose pending-work event stands for a's memory. */
-static const gw_array *root_of(const gw_array *a) { return a->root ? a->root : a; }
-
-/*
- * Whether a and b may share a byte: never when their spans (through either address) are
- * apart; decided exactly when they have one geometry (dtype, shape and strides: two faces
- * of one field, which interleave without meeting); otherwise assumed (the caller then
- * copies one by one, always correct).
- */
-static bool may_meet(const gw_array *a, const gw_array *b) {
-  size_t e = gw_dtype_size(a->dtype);
-  int64_t alo, ahi, blo, bhi, n;
-  if (gw__span(a->ndim, a->shape, a->strides, e, &alo, &ahi, &n) != GW_OK ||
-      gw__span(b->ndim, b->shape, b->strides, gw_dtype_size(b->dtype), &blo, &bhi, &n) != GW_OK)
-    return true;
-  const char *pairs[2][2] = {{a->host0, b->host0}, {a->dev0, b->dev0}};
-  bool meet = false;
-  for (int k = 0; k < 2; k++) {
-    if (!pairs[k][0] || !pairs[k][1]) continue;
-    uintptr_t ab, ae, bb, be;
-    byte_range(pairs[k][0], alo, ahi, &ab, &ae);
-    byte_range(pairs[k][1], blo, bhi, &bb, &be);
-    if (ab < be && bb < ae) meet = true;
-  }
-  if (!meet) return false;
-  if (!steps_alike(a, b)) return true;
-  for (int k = 0; k < 2; k++) {
-    if (!pairs[k][0] || !pairs[k][1]) continue;
-    int64_t delta = (int64_t)((uintptr_t)pairs[k][0] - (uintptr_t)pairs[k][1]);
-    if (delta == 0 || steps_meet(a, b, delta)) return true;
-  }
-  return false;
-}
-
-/* Batches above this many pairs are copied one by one: the independence check is
- * quadratic (it runs once per prepared batch, not per run). */
-#define GW__BATCH_MAX 1024
-
-/*
- * A prepared batch (internal.h). Made once: every pair's checks, the independence test and
- * the backend transfers; a run is then one copy_batch (or the pairs one by one through
- * copy_on, which gives the same results) and one pending-work record per distinct root.
- * Valid for the life of the references it holds: an array's shape, strides, addresses,
- * kind and read-only flag never change after it is made.
- */
-struct gw__batch {
-  int n;
-  gw_array **dst;               /* [n] references */
-  const gw_array **src;         /* [n] references */
-  const gw__backend_ops **exec; /* [n] the executing backend of each pair, NULL: nothing to copy */
-  bool batched;                 /* one copy_batch of x[0..m) on ctx */
-  gw_context *ctx;
-  int m;
-  gw__xfer *x;
-  int nnote; /* arrays whose pending-work events a run records (one per root) */
-  const gw_array **note;
-  const char *uncapturable; /* why a run cannot be recorded into a graph, or NULL */
-};
-
-void gw__batch_free(gw__batch *b) {
-  if (!b) return;
-  for (int i = 0; i < b->n; i++) {
-    gw_release(b->dst ? b->dst[i] : NULL);
-    gw_release(b->src ? (gw_array *)b->src[i] : NULL);
-  }
-  free(b->dst);
-  free((void *)b->src);
-  free((void *)b->exec);
-  free(b->x);
-  free((void *)b->note);
-  free(b);
-}
-
-/* a's root is already among note[0..k) (as a dst or a src root). */
-static bool noted(const gw_array *const *note, int k, const gw_array *a) {
-  for (int q = 0; q < k; q++)
-    if (root_of(note[q]) == root_of(a)) return true;
-  return false;
-}
-
-gw_status gw__batch_make(gw_array *const *dst, const gw_array *const *src, int n, gw__batch **out) {
-  if (!out) return gw__fail(GW_EINVAL, "out: NULL");
-  *out = NULL;
-  if (n < 0) return gw__fail(GW_EINVAL, "n: %d", n);
-  if (n > 0 && (!dst || !src)) return gw__fail(GW_EINVAL, "%s: NULL", !dst ? "dst" : "src");
-  gw__batch *b = calloc(1, sizeof *b);
-  size_t k = n > 0 ? (size_t)n : 1;
-  if (b) {
-    b->dst = calloc(k, sizeof *b->dst);
-    b->src = calloc(k, sizeof *b->src);
-    b->exec = calloc(k, sizeof *b->exec);
-    b->x = calloc(k, sizeof *b->x);
-    b->note = calloc(2 * k, sizeof *b->note);
-  }
-  if (!b || !b->dst || !b->src || !b->exec || !b->x || !b->note) {
-    gw__batch_free(b);
-    return gw__fail(GW_ENOMEM, "copy batch of %d pairs: out of host memory", n);
-  }
-  b->batched = n <= GW__BATCH_MAX;
-  int *live = calloc(k, sizeof *live); /* pair of each batched transfer */
-  if (!live) b->batched = false;       /* one by one needs no more memory */
-  gw_status s = GW_OK;
-  /* Every pair's checks first, so that a bad pair fails with nothing made. */
-  for (int i = 0; i < n && s == GW_OK; i++) {
-    if (!dst[i])
-      s = gw__fail(GW_EINVAL, "dst: NULL");
-    else if (!src[i])
-      s = gw__fail(GW_EINVAL, "src: NULL");
-    gw__xfer xi;
-    if (s == GW_OK) s = gw__plan_copy(dst[i], src[i], &xi);
-    if (s == GW_OK) s = check_writable(dst[i], "dst");
-    if (s != GW_OK || elements(dst[i]) == 0) continue;
-    gw_context *c = NULL;
-    s = executor(dst[i], src[i], &c);
-    if (s != GW_OK) break;
-    if (!xi.dst || !xi.src) {
-      s = gw__fail(GW_EINVAL, "src/dst: no address to copy through");
-      break;
-    }
-    alias_t al = aliasing(dst[i], src[i]);
-    if (al == ALIAS_SAME) continue; /* each element onto itself: nothing to copy */
-    b->exec[i] = c->ops;
-    if (!b->uncapturable) b->uncapturable = uncapturable_copy(xi.dst_kind, xi.src_kind);
-    if (!b->uncapturable && al == ALIAS_OVERLAP)
-      b->uncapturable = "a pair's dst and src overlap in memory, so it is copied through a "
-                        "temporary that is freed after a host synchronisation";
-    if (!b->batched) continue;
-    /* One backend state runs the batch: the same backend and device for every pair. */
-    if (!b->ctx)
-      b->ctx = c;
-    else if (c->ops != b->ctx->ops || c->device != b->ctx->device)
-      b->batched = false;
-    if (al == ALIAS_OVERLAP) b->batched = false;
-    for (int j = 0; b->batched && j < b->m; j++) {
-      int q = live[j];
-      if (may_meet(dst[i], dst[q]) || may_meet(dst[i], src[q]) || may_meet(src[i], dst[q]))
-        b->batched = false;
-    }
-    if (b->batched) {
-      b->x[b->m] = xi;
-      live[b->m++] = i;
-    }
-  }
-  if (s == GW_OK && b->batched)
-    for (int j = 0; j < b->m; j++) {
-      const gw_array *d = dst[live[j]], *r = src[live[j]];
-      if (!noted(b->note, b->nnote, d)) b->note[b->nnote++] = d;
-      if (!noted(b->note, b->nnote, r)) b->note[b->nnote++] = r; /* a reader: see copy_on */
-    }
-  free(live);
-  if (s != GW_OK) {
-    gw__batch_free(b);
-    return s;
-  }
-  b->batched = b->batched && b->m > 0;
-  b->n = n;
-  for (int i = 0; i < n; i++) {
-    b->dst[i] = gw_retain(dst[i]);
-    b->src[i] = gw_retain((gw_array *)src[i]);
-  }
-  *out = b;
+  if (!x->dst || !x->src) return gw__fail(GW_EINVAL, "src/dst: no address to copy through");
+  *exec = ctx;
   return GW_OK;
 }
 
-/* Queue b on st (NULL: synchronous); `note`: record the roots' pending-work events; cap:
- * st's capture (0: none, CAP_ASK: not asked yet). */
-static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, uint64_t cap) {
-  if (!b) return gw__fail(GW_EINVAL, "batch: NULL");
-  for (int i = 0; st && i < b->n; i++) /* before anything is queued */
-    if (b->exec[i] && b->exec[i] != st->ctx->ops)
-      return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
-                      st->ctx->ops->name, b->exec[i]->name);
-  gw_status s = GW_OK;
-  if (st && cap == CAP_ASK && (s = gw__capturing(st, &cap)) != GW_OK) return s;
-  if (st && cap && b->uncapturable) return refuse_capture("this batch of copies", b->uncapturable);
-  if (b->batched) {
-    s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
-    /* also after a failure: a backend's fallback may have queued some */
-    for (int j = 0; st && note && j < b->nnote; j++) {
-      gw_status w = note_pair(b->note[j], NULL, st, cap);
-      if (s == GW_OK) s = w;
-    }
-  } else { /* one by one: each copy notes its own event */
-    for (int i = 0; i < b->n && s == GW_OK; i++)
-      if (b->exec[i]) s = copy_on(b->dst[i], b->src[i], st, st ? cap : 0);
+gw_status gw__copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint64_t cap) {
+  gw__xfer x;
+  gw_context *ctx = NULL;
+  gw_status s = gw__copy_prepare(dst, src, &x, &ctx);
+  if (s != GW_OK || !ctx) return s;
+  if (st && st->ctx->ops != ctx->ops)
+    return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
+                    st->ctx->ops->name, ctx->ops->name);
+  if (st && cap == GW__CAP_ASK && (s = gw__capturing(st, &cap)) != GW_OK) return s;
+  const char *why = st && cap ? gw__uncapturable_copy(x.dst_kind, x.src_kind) : NULL;
+  if (why) return gw__refuse_capture("this copy", why);
+  switch (gw__aliasing(dst, src)) {
+  case GW__ALIAS_SAME: return GW_OK;
+  case GW__ALIAS_OVERLAP:
+    if (st && cap)
+      return gw__refuse_capture("this copy", "dst and src overlap in memory, so the copy goes "
+                                             "through a temporary that is freed after a host "
+                                             "synchronisation");
+    return copy_staged(ctx, dst, src, st);
+  case GW__ALIAS_NONE: break;
   }
-  return s;
-}
-
-gw_status gw__batch_run(gw__batch *b, gw_stream *st) { return batch_run(b, st, true, CAP_ASK); }
-
-gw_status gw__batch_run_unnoted(gw__batch *b, gw_stream *st) {
-  return batch_run(b, st, false, CAP_ASK);
-}
-
-gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
-  uint64_t cap = 0;
-  if (b && st) {
-    gw_status c = gw__capturing(st, &cap);
-    if (c != GW_OK) return c;
-    if (cap)
-      return refuse_capture("a batch of copies completed on return",
-                            "it synchronizes the stream; use gw__batch_run inside a capture");
-  }
-  gw_status s = batch_run(b, st, false, 0);
-  if (!st || !b) return s;
-  /* Also after a failure: a backend's fallback may have queued some copies. */
-  gw_status w = gw_stream_synchronize(st);
-  return s != GW_OK ? s : w;
-}
-
-gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
-  gw__batch *b = NULL;
-  gw_status s = gw__batch_make(dst, src, n, &b);
-  if (s == GW_OK) s = gw__batch_run(b, st);
-  gw__batch_free(b);
+  s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+  /* src too: a consumer may write into what is still being read */
+  if (s == GW_OK && st) s = gw__note_pair(dst, src, st, cap);
   return s;
 }
 
@@ -761,20 +582,21 @@ static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
   uint64_t cap = 0;
   if (st && (s = gw__capturing(st, &cap)) != GW_OK) return s;
   if (cap && f.kind == GW_MEM_HOST && !dst->ctx->caps.pageable_access)
-    return refuse_capture("this fill", "the device cannot reach this pageable (unregistered) host "
-                                       "memory, so the host fills it, which a graph cannot "
-                                       "record; wrap it registered to capture the fill");
+    return gw__refuse_capture("this fill",
+                              "the device cannot reach this pageable (unregistered) host "
+                              "memory, so the host fills it, which a graph cannot "
+                              "record; wrap it registered to capture the fill");
   s = dst->ctx->ops->fill(dst->ctx->state, &f, st ? st->handle : NULL);
-  if (s == GW_OK && st) s = note_pair(dst, NULL, st, cap);
+  if (s == GW_OK && st) s = gw__note_pair(dst, NULL, st, cap);
   return s;
 }
 
-gw_status gw_copy(gw_array *dst, const gw_array *src) { return copy_on(dst, src, NULL, 0); }
+gw_status gw_copy(gw_array *dst, const gw_array *src) { return gw__copy_on(dst, src, NULL, 0); }
 gw_status gw_fill(gw_array *dst, const void *value) { return fill_on(dst, value, NULL); }
 
 gw_status gw_copy_async(gw_array *dst, const gw_array *src, gw_stream *s) {
   if (!s) return gw__fail(GW_EINVAL, "stream: NULL");
-  return copy_on(dst, src, s, CAP_ASK);
+  return gw__copy_on(dst, src, s, GW__CAP_ASK);
 }
 
 gw_status gw_fill_async(gw_array *dst, const void *value, gw_stream *s) {

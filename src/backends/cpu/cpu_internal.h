@@ -1,14 +1,19 @@
 /*
  * Private to the CPU backend: the pieces its files share.
  *
+ * Its files are layers, bottom first; each calls only files above it in this list (the
+ * order of GW_CORE_SOURCES in CMakeLists.txt):
  *   cpu_inject.c  per-op call counters and failure injection (gw__cpu_check)
- *   cpu_model.c   the modelled runtime: environment, devices, allocation and registration
- *                 tables, and the raw runtime calls (gw_cpu_runtime_*)
+ *   cpu_config.c  the environment: settings, the devices a process sees, their states
+ *   cpu_shm.c     memory other processes can map (memfd pages), the device-allocation table
  *   cpu_copy.c    strided N-d copy and fill loops
- *   cpu_streams.c the asynchronous streams and events (one worker thread per stream)
- *   cpu_capture.c the model of graph capture on those streams (its rules, graphs, launches)
- *   cpu_ipc.c     shareable device memory and the runtime's IPC calls
- *   cpu_ipc_event.c interprocess events (their state in shared memory)
+ *   cpu_ipc_event.c interprocess events: their shared page (counters, handle, mapping)
+ *   cpu_queue.c   the streams' core: the one lock, the queues, their workers, fork
+ *   cpu_capture.c the model of graph capture on those queues (its rules, graphs, launches)
+ *   cpu_streams.c the streams and events the ops use (one worker thread per stream)
+ *   cpu_model.c   the modelled runtime's memory: allocation and registration tables, and
+ *                 the raw runtime calls (gw_cpu_runtime_*)
+ *   cpu_ipc.c     the runtime's IPC calls on device memory
  *   cpu_ops.c     the gw__cpu_ops table
  */
 #ifndef GW_CPU_INTERNAL_H
@@ -52,7 +57,7 @@ static inline gw_status gw__cpu_check(gw_cpu_op op) {
   return gw__cpu_inject_slow(op, n);
 }
 
-/* ---- the modelled runtime (cpu_model.c) ---- */
+/* ---- the environment (cpu_config.c) ---- */
 
 typedef struct {
   int devices;                 /* GPUWRAP_CPU_DEVICES */
@@ -79,6 +84,8 @@ void gw__cpu_device_uuid(int device, unsigned char uuid[16]);
 void *gw__cpu_device_state(int device);
 int gw__cpu_state_device(const void *state);
 
+/* ---- the modelled runtime's memory (cpu_model.c) ---- */
+
 /*
  * The runtime's rules. `who` prefixes error messages. `kind` GW_MEM_UNKNOWN in free means
  * "any kind" and `device` -1 "any device" (the raw runtime free, which knows neither).
@@ -99,11 +106,25 @@ gw_status gw__cpu_model_device_address(const char *who, void *host, void **dev);
 gw_status gw__cpu_model_adopt(const char *who, int device, void *base, size_t bytes);
 gw_status gw__cpu_model_unadopt(const char *who, void *base);
 
-/* ---- shareable device memory and IPC (cpu_ipc.c) ---- */
+/* ---- memory other processes can map (cpu_shm.c) ---- */
+/* Room for one more of n elements of `size` bytes in *v (capacity *cap): false when out of
+ * memory. */
+bool gw__cpu_grow(void **v, size_t n, size_t *cap, size_t size);
 /* Page-aligned memory for a device allocation: a memfd mapped MAP_SHARED (private memory
  * when no descriptor is left); NULL when out of memory. Freed by gw__cpu_devmem_free. */
 void *gw__cpu_devmem_alloc(size_t bytes);
 void gw__cpu_devmem_free(void *p);
+/* The memfd name of device allocation <serial>: GW__CPU_DEVMEM_PREFIX "<serial>". */
+#define GW__CPU_DEVMEM_PREFIX "gw-cpu-dev-"
+/* A device allocation of this process. */
+typedef struct {
+  uintptr_t base;
+  size_t len; /* mapped bytes (whole pages) */
+  int fd;     /* -1: private memory (no descriptor was left) */
+  uint64_t serial;
+} gw__cpu_devmem;
+/* The device allocation whose base is `base`, into *out: false when there is none. */
+bool gw__cpu_devmem_find(const void *base, gw__cpu_devmem *out);
 /* The model's runtime handle of a shared page set (device memory, an interprocess event):
  * 64 bytes, each kind with its own magic; len: the bytes mapped (device memory). Its
  * bytes, little-endian (codec.h): 0 magic, 8 pid, 16 fd (int32), 20 zero (uint32),
@@ -128,6 +149,7 @@ int gw__cpu_shm_create(const char *name, size_t len, void **p);
  * `what` the object, for the message). */
 gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd, const char *name,
                           size_t len, void **out);
+/* ---- the runtime's IPC calls (cpu_ipc.c) ---- */
 /* The ops' IPC calls, after their injection check (cpu_ops.c). */
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id);
@@ -135,20 +157,27 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
                            void **base);
 gw_status gw__cpu_ipc_close(void *base);
 
-/* ---- interprocess events (cpu_ipc_event.c; their queue side in cpu_streams.c) ---- */
-/* The state every process shares: work recorded (the count of event_record calls, in any
- * process) and completed (the largest record whose stream work has run). */
-typedef struct {
-  _Atomic uint64_t recorded, completed;
-} gw__cpu_evpage;
-_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the shared counters must be lock-free atomics");
-gw_status gw__cpu_ipc_event_create(void **event, unsigned char rt[GW__IPC_RT_BYTES]);
-gw_status gw__cpu_ipc_event_open(const unsigned char rt[GW__IPC_RT_BYTES], void **event);
-/* An event of cpu_streams.c over the mapped page (len bytes; fd: the maker's descriptor,
- * -1 in an opener), which owns them from then on (GW_ENOMEM: nothing taken). */
-gw_status gw__cpu_event_create_shared(gw__cpu_evpage *page, size_t len, int fd, void **event);
-/* The page's release once nothing uses it (cpu_streams.c calls it). */
-void gw__cpu_ipc_event_unmap(gw__cpu_evpage *page, size_t len, int fd);
+/* ---- interprocess events (cpu_ipc_event.c) ---- */
+/* An interprocess event's shared page as this process maps it: its counters and its
+ * mapping, private to cpu_ipc_event.c. The streams queue and run its records and waits
+ * through the calls below; those that take or drop a reference (take, unref) are made with
+ * the streams' lock held (cpu_queue.c), which guards the count. */
+typedef struct gw__cpu_evshm gw__cpu_evshm;
+/* A new event's page, its handle written to rt / another process's event's page: one
+ * reference, dropped with gw__cpu_evshm_unref. */
+gw_status gw__cpu_ipc_event_create(gw__cpu_evshm **sh, unsigned char rt[GW__IPC_RT_BYTES]);
+gw_status gw__cpu_ipc_event_open(const unsigned char rt[GW__IPC_RT_BYTES], gw__cpu_evshm **sh);
+/* A reference for a queued item, and its value: a record's number (record) or the record a
+ * wait waits for (!record), taken when the call is made. */
+uint64_t gw__cpu_evshm_take(gw__cpu_evshm *sh, bool record);
+/* Whether the record numbered value has run, in whichever process made it (a wait's test). */
+bool gw__cpu_evshm_reached(const gw__cpu_evshm *sh, uint64_t value);
+/* Record `value` has run (a record item, on its stream's worker). */
+void gw__cpu_evshm_raise(gw__cpu_evshm *sh, uint64_t value);
+/* Whether every record made so far has run (event_query). */
+bool gw__cpu_evshm_complete(const gw__cpu_evshm *sh);
+/* Drop a reference: the page is unmapped with the last. */
+void gw__cpu_evshm_unref(gw__cpu_evshm *sh);
 
 /* ---- loops (cpu_copy.c) ---- */
 gw_status gw__cpu_copy(const gw__xfer *x);
@@ -177,8 +206,12 @@ void gw__cpu_event_destroy(void *event);
 gw_status gw__cpu_event_record(void *event, void *stream);
 gw_status gw__cpu_stream_wait_event(void *stream, void *event);
 gw_status gw__cpu_event_query(void *event);
+/* An event over an interprocess event's page (cpu_ipc_event.c), whose reference it takes
+ * over (GW_ENOMEM: nothing taken). */
+gw_status gw__cpu_event_create_shared(gw__cpu_evshm *sh, void **event);
 /* Wait for all work queued so far on every stream of `device` (-1: of every device),
- * never failing: what cudaFree's implicit synchronisation does before memory goes. */
+ * never failing: what cudaFree's implicit synchronisation does before memory goes
+ * (cpu_queue.c). */
 void gw__cpu_streams_quiesce(int device);
 /* Capture (cpu_capture.c). The thread's per-thread capture mode, exchanged (the model's
  * cudaThreadExchangeStreamCaptureMode): the ops run in GW_CPU_CAPTURE_RELAXED. */
@@ -188,7 +221,8 @@ gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m);
 gw_status gw__cpu_capture_guard(const char *call);
 gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture);
 /* fork(): the streams' lock, taken innermost (after the model's), and the child's reset
- * (no worker thread survives a fork: queues are taken over by new workers on demand). */
+ * (no worker thread survives a fork: queues are taken over by new workers on demand;
+ * cpu_queue.c). */
 void gw__cpu_streams_lock(int on);
 void gw__cpu_streams_child(void);
 

@@ -1,15 +1,8 @@
 /*
- * The CPU model's device memory, shareable between processes, and its model of the
- * runtime's IPC calls (cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle).
- *
- * A device allocation is a memfd named "gw-cpu-dev-<serial>", mapped MAP_SHARED; its
- * descriptor stays open while the allocation lives, so that another process, forked or
- * started with exec, can open /proc/<pid>/fd/<fd> (allowed for the same user and for root:
- * PTRACE_MODE_READ, which Yama's ptrace_scope does not restrict) and map the same pages.
- * The name carries the serial so that an importer can tell the allocation from whatever
- * later reuses the descriptor number (the link reads "/memfd:gw-cpu-dev-<serial> (deleted)").
- * Without a descriptor to spare (EMFILE), the allocation is private memory that export
- * refuses with the reason.
+ * The CPU model of the runtime's IPC calls on device memory (cudaIpcGetMemHandle /
+ * cudaIpcOpenMemHandle / cudaIpcCloseMemHandle). The device memory itself is shareable
+ * between processes (memfd pages, cpu_shm.c); an open maps another process's allocation
+ * and makes it device memory of this one (cpu_model.c, adopt).
  *
  * The runtime's rules, modelled: only device memory exports (the runtime's handle is of
  * an allocation's base); the exporting process cannot open its own handle (CUDA:
@@ -17,11 +10,11 @@
  * a process is refused (what makes an import table necessary); a mapped allocation is
  * device memory of the process until closed, and a free cannot unmap it.
  *
- * The tables here are guarded by one leaf mutex (never held while taking another lock).
+ * The device allocations and the memory behind them are cpu_shm.c's; the table of mappings
+ * here is guarded by one leaf mutex (never held while taking another lock).
  */
 #include "codec.h"
 #include "cpu_internal.h"
-#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,15 +27,6 @@
 #include <unistd.h>
 
 #define RT_MAGIC "GWCPUIPC"
-#define NAME_PREFIX "gw-cpu-dev-"
-
-/* A device allocation of this process. */
-typedef struct {
-  uintptr_t base;
-  size_t len; /* mapped bytes (whole pages) */
-  int fd;     /* -1: private memory (no descriptor was left) */
-  uint64_t serial;
-} shared_alloc;
 
 /* Another process's allocation mapped here. */
 typedef struct {
@@ -52,11 +36,8 @@ typedef struct {
 } mapping;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static shared_alloc *allocs; /* lock; sorted by base */
-static size_t nallocs, cap_allocs;
 static mapping *maps; /* lock; few, unsorted */
 static size_t nmaps, cap_maps;
-static uint64_t next_serial = 1; /* lock */
 
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&lock); }
@@ -70,134 +51,16 @@ static void fork_child(void) {
 }
 
 /*
- * Ordered explicitly, as cpu_streams.c's handlers are (never by link order): registered
- * after the streams' (priority 200) and before fork.c's (default priority), so, prepare
- * handlers running in the reverse order of registration, this lock is taken after the
- * core's (the import table's: the core holds it while calling ipc_open and ipc_close,
+ * Ordered explicitly, as the streams' (cpu_queue.c) and cpu_shm.c's are (never by link
+ * order): registered after the streams' (priority 200) and before cpu_shm.c's (202) and
+ * fork.c's (default priority), so, prepare handlers running in the reverse order of
+ * registration, this lock is taken after the core's (the import table's: the core holds it while calling ipc_open and ipc_close,
  * which take this one) and the model's, and before the streams'. Taken the other way, a
  * fork while another thread is inside gw_ipc_open would wait for the table's lock that
  * thread holds while it waits for this one.
  */
 __attribute__((constructor(201))) static void install(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-static size_t page_round(size_t bytes) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  return (bytes + page - 1) / page * page;
-}
-
-/* Index of the first allocation with base >= p. lock held. */
-static size_t lower_bound(uintptr_t p) {
-  return gw__vec_bound(allocs, nallocs, sizeof *allocs, offsetof(shared_alloc, base), p, false);
-}
-
-/* Room for one more in *v (vec.h): false, *v as it was, when out of memory. */
-static bool grow(void **v, size_t n, size_t *cap, size_t size) {
-  void *g = gw__vec_room(*v, n, cap, size);
-  if (g) *v = g;
-  return g != NULL;
-}
-
-/* ---- memory another process can map (also cpu_ipc_event.c's) ---- */
-
-int gw__cpu_shm_create(const char *name, size_t len, void **p) {
-  int fd = memfd_create(name, MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  void *m = MAP_FAILED;
-  if (ftruncate(fd, (off_t)len) == 0)
-    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) {
-    int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  *p = m;
-  return fd;
-}
-
-gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int fd, const char *name,
-                          size_t len, void **out) {
-  char path[64], link[128], want[96];
-  snprintf(path, sizeof path, "/proc/%llu/fd/%d", (unsigned long long)pid, fd);
-  snprintf(want, sizeof want, "/memfd:%s ", name);
-  ssize_t n = readlink(path, link, sizeof link - 1);
-  if (n < 0)
-    return gw__fail(GW_EBACKEND,
-                    "%s: %s: %s (the process that made %s is gone or released it, or it "
-                    "belongs to another user)",
-                    who, path, strerror(errno), what);
-  link[n] = '\0';
-  if (strncmp(link, want, strlen(want)) != 0)
-    return gw__fail(GW_EBACKEND, "%s: %s is '%s', not %s: the process that made it released it",
-                    who, path, link, what);
-  int mfd = open(path, O_RDWR | O_CLOEXEC);
-  if (mfd < 0) return gw__fail(GW_EBACKEND, "%s: open(%s): %s", who, path, strerror(errno));
-  struct stat st;
-  void *p = MAP_FAILED;
-  if (fstat(mfd, &st) == 0 && (uint64_t)st.st_size >= len)
-    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-  int err = errno;
-  close(mfd); /* the mapping keeps the pages */
-  if (p == MAP_FAILED)
-    return gw__fail(GW_EBACKEND, "%s: mapping %s (%zu bytes): %s", who, path, len, strerror(err));
-  *out = p;
-  return GW_OK;
-}
-
-void *gw__cpu_devmem_alloc(size_t bytes) {
-  size_t len = page_round(bytes);
-  pthread_mutex_lock(&lock);
-  uint64_t serial = next_serial++;
-  bool room = grow((void **)&allocs, nallocs, &cap_allocs, sizeof *allocs);
-  pthread_mutex_unlock(&lock);
-  if (!room) return NULL;
-  char name[64];
-  snprintf(name, sizeof name, NAME_PREFIX "%llu", (unsigned long long)serial);
-  void *p = NULL;
-  int fd = gw__cpu_shm_create(name, len, &p);
-  if (fd < 0 && errno == ENOMEM) return NULL;
-  if (fd < 0) { /* no descriptor (or no memfd): private memory, not exportable */
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (posix_memalign(&p, page, len) != 0) return NULL;
-  }
-  pthread_mutex_lock(&lock);
-  if (!grow((void **)&allocs, nallocs, &cap_allocs, sizeof *allocs)) {
-    pthread_mutex_unlock(&lock);
-    if (fd >= 0) {
-      (void)munmap(p, len);
-      (void)close(fd);
-    } else {
-      free(p);
-    }
-    return NULL;
-  }
-  size_t i = lower_bound((uintptr_t)p);
-  memmove(&allocs[i + 1], &allocs[i], (nallocs - i) * sizeof *allocs);
-  allocs[i] = (shared_alloc){(uintptr_t)p, len, fd, serial};
-  nallocs++;
-  pthread_mutex_unlock(&lock);
-  return p;
-}
-
-void gw__cpu_devmem_free(void *p) {
-  pthread_mutex_lock(&lock);
-  size_t i = lower_bound((uintptr_t)p);
-  if (i == nallocs || allocs[i].base != (uintptr_t)p) { /* not ours: cannot happen */
-    pthread_mutex_unlock(&lock);
-    return;
-  }
-  shared_alloc a = allocs[i];
-  memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
-  nallocs--;
-  pthread_mutex_unlock(&lock);
-  if (a.fd >= 0) {
-    (void)munmap(p, a.len);
-    (void)close(a.fd);
-  } else {
-    free(p);
-  }
 }
 
 /* ---- the runtime's handle (gw__cpu_rt_handle, cpu_internal.h) ---- */
@@ -240,12 +103,8 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
                     "model cudaIpcGetMemHandle(%p): not the base of a device allocation (%s "
                     "memory): invalid value",
                     base, gw_memkind_name(info.kind));
-  pthread_mutex_lock(&lock);
-  size_t i = lower_bound((uintptr_t)base);
-  bool found = i < nallocs && allocs[i].base == (uintptr_t)base;
-  shared_alloc a = found ? allocs[i] : (shared_alloc){0};
-  pthread_mutex_unlock(&lock);
-  if (!found)
+  gw__cpu_devmem a;
+  if (!gw__cpu_devmem_find(base, &a))
     return gw__fail(GW_ENOTSUP,
                     "model cudaIpcGetMemHandle(%p): the device memory is another process's "
                     "mapping; export it in the process that allocated it",
@@ -289,7 +148,7 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
                     "cudaErrorDeviceUninitialized (the runtime refuses it)");
   pthread_mutex_lock(&lock);
   bool twice = find_mapping(h.pid, h.serial) != NULL;
-  bool room = grow((void **)&maps, nmaps, &cap_maps, sizeof *maps);
+  bool room = gw__cpu_grow((void **)&maps, nmaps, &cap_maps, sizeof *maps);
   pthread_mutex_unlock(&lock);
   if (twice)
     return gw__fail(GW_EBACKEND,
@@ -298,7 +157,7 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
                     (unsigned long long)h.serial, (unsigned long long)h.pid);
   if (!room) return gw__fail(GW_ENOMEM, "model cudaIpcOpenMemHandle: out of host memory");
   char name[64], what[64];
-  snprintf(name, sizeof name, NAME_PREFIX "%llu", (unsigned long long)h.serial);
+  snprintf(name, sizeof name, GW__CPU_DEVMEM_PREFIX "%llu", (unsigned long long)h.serial);
   snprintf(what, sizeof what, "allocation %llu", (unsigned long long)h.serial);
   void *p = NULL;
   gw_status s =
@@ -311,7 +170,7 @@ gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device,
   }
   pthread_mutex_lock(&lock);
   /* Room was made above, but another open may have taken it meanwhile. */
-  if (!grow((void **)&maps, nmaps, &cap_maps, sizeof *maps)) {
+  if (!gw__cpu_grow((void **)&maps, nmaps, &cap_maps, sizeof *maps)) {
     pthread_mutex_unlock(&lock);
     (void)gw__cpu_model_unadopt("model cudaIpcOpenMemHandle", p);
     munmap(p, h.len);

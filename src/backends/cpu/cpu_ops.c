@@ -239,18 +239,30 @@ static gw_status cpu_ipc_close(void *state, int device, void *base) {
   return gw__cpu_ipc_close(base);
 }
 
+/* An interprocess event: its page (cpu_ipc_event.c) inside an event of the streams
+ * (cpu_streams.c), which neither file makes of the other; the page goes if that fails. */
+static gw_status shared_event(gw__cpu_evshm *sh, void **event) {
+  gw_status st = gw__cpu_event_create_shared(sh, event);
+  if (st != GW_OK) gw__cpu_evshm_unref(sh);
+  return st;
+}
+
 static gw_status cpu_ipc_event_create(void *state, void **event,
                                       unsigned char rt[GW__IPC_RT_BYTES]) {
   (void)state;
   CHECK(GW_CPU_OP_IPC_EVENT_CREATE);
-  return gw__cpu_ipc_event_create(event, rt);
+  gw__cpu_evshm *sh = NULL;
+  gw_status st = gw__cpu_ipc_event_create(&sh, rt);
+  return st == GW_OK ? shared_event(sh, event) : st;
 }
 
 static gw_status cpu_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES],
                                     void **event) {
   (void)state;
   CHECK(GW_CPU_OP_IPC_EVENT_OPEN);
-  return gw__cpu_ipc_event_open(rt, event);
+  gw__cpu_evshm *sh = NULL;
+  gw_status st = gw__cpu_ipc_event_open(rt, &sh);
+  return st == GW_OK ? shared_event(sh, event) : st;
 }
 
 /* Neither counted nor injected: a query, asked once per asynchronous call. */

@@ -37,233 +37,28 @@
  * wake-ups a broadcast costs. The lock is never held while work runs, and no other lock
  * of the library is taken while it is held (fork.c relies on that: it is innermost).
  * cpu_capture.c shares it (cpu_streams_internal.h): a capture changes queues.
+ *
+ * Files: the lock, the queues' state, their workers and fork are the core both sides
+ * stand on (cpu_queue.c); the capture rules are cpu_capture.c; an interprocess event's
+ * shared page and counters are cpu_ipc_event.c's; this file is the streams and events the
+ * ops use, and calls into those three, never they into it.
  */
 #include "cpu_streams_internal.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct {
-  evshm *sh; /* an interprocess event: its shared state (then q, ticket, cap_id are unused) */
-  queue *q;  /* NULL: never recorded (complete, as a fresh CUDA event) */
+  gw__cpu_evshm
+      *sh;  /* an interprocess event: its shared state (then q, ticket, cap_id are unused) */
+  queue *q; /* NULL: never recorded (complete, as a fresh CUDA event) */
   uint64_t ticket;
   uint64_t cap_id; /* last recorded in this capture (0: none): a node of its graph, not work */
 } event;
 
-pthread_mutex_t gw__cpu_streams_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond = PTHREAD_COND_INITIALIZER; /* any progress: broadcast */
-static queue legacy[GW__CPU_MAX_DEVICES];              /* lock; device set at first use */
-queue *gw__cpu_live;                                   /* lock */
-static uint64_t next_seq = 1;                          /* lock */
-bool gw__cpu_forked_child;                             /* lock: workers must be restarted */
-
-/* ---- queues (lock held) ---- */
-
-queue *gw__cpu_legacy_of(int device) {
-  queue *q = &legacy[device];
-  /* The static slots are zero: kind Q_LEGACY, owner BY_LEGACY already. Only the device is
-   * set, once: rewriting the fields on every call raced (TSan) with the readers that take
-   * no lock (gw__cpu_stream_native reads kind), harmless as the values never changed. */
-  if (q->device != device) q->device = device;
-  return q;
-}
-
-static void unref(queue *q) {
-  if (q->owner == BY_LEGACY) return;
-  if (--q->refs == 0) free(q); /* unlinked and its worker joined when the owner destroyed it */
-}
-
-/* Whether every item with seq < before on the device's blocking queues has completed. */
-static bool blocking_done_before(int device, uint64_t before) {
-  for (queue *b = gw__cpu_live; b; b = b->next_live)
-    if (b->device == device && b->kind == Q_BLOCKING && b->head && b->head->seq < before)
-      return false;
-  return true;
-}
-
-/* Whether an interprocess wait's record has run, in whichever process made it. */
-static bool shared_ready(const item *h) {
-  return atomic_load_explicit(&h->sh->page->completed, memory_order_acquire) >= h->sh_value;
-}
-
-/* The head h of q may run: its stream-ordering dependencies have completed. */
-static bool ready(const queue *q, const item *h) {
-  if (h->kind == IT_WAIT && h->wait_q->done < h->wait_ticket) return false;
-  if (h->kind == IT_SHWAIT && !shared_ready(h)) return false;
-  if (q->kind == Q_BLOCKING && h->legacy_after && legacy[q->device].done < h->legacy_after)
-    return false;
-  if (q->kind == Q_LEGACY && !blocking_done_before(q->device, h->seq)) return false;
-  return true;
-}
-
-static void *worker(void *arg);
-
-/* A wait for another process's progress, which signals nothing here: a short timed wait
- * on the condition (local progress still wakes it at once), then the caller looks again. */
-static void poll_wait(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_nsec += 50 * 1000;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  (void)pthread_cond_timedwait(&cond, &gw__cpu_streams_mutex, &ts);
-}
-
-static void evshm_unref(evshm *sh) {
-  if (--sh->refs == 0) {
-    gw__cpu_ipc_event_unmap(sh->page, sh->len, sh->fd);
-    free(sh);
-  }
-}
-
-gw_status gw__cpu_start_worker(queue *q) {
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  /* The legacy worker exits when its queue is empty and is never joined. */
-  if (q->kind == Q_LEGACY) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&q->thread, &attr, worker, q);
-  pthread_attr_destroy(&attr);
-  if (rc != 0)
-    return gw__fail(GW_EBACKEND, "cpu backend: cannot start a stream's worker thread: %s",
-                    strerror(rc));
-  q->has_thread = true;
-  return GW_OK;
-}
-
-/* Append it to q (lock held), giving it its ticket, sequence number and dependencies. */
-void gw__cpu_push(queue *q, item *it) {
-  it->next = NULL;
-  it->seq = next_seq++;
-  it->ticket = ++q->queued;
-  it->legacy_after = q->kind == Q_BLOCKING ? legacy[q->device].queued : 0;
-  if (q->tail)
-    q->tail->next = it;
-  else
-    q->head = it;
-  q->tail = it;
-  pthread_cond_broadcast(&cond);
-}
-
-/* Out of line: gcc -O3 inlines complete() into the synchronous path, whose item lives on
- * the stack with heap == false, and then warns about a free() that never runs. */
-__attribute__((noinline)) static void free_item(item *h) { free(h); }
-
-/* Pop q's head, which has run. */
-static void complete(queue *q, item *h) {
-  q->head = h->next;
-  if (!q->head) q->tail = NULL;
-  q->done = h->ticket;
-  if (h->kind == IT_WAIT) unref(h->wait_q);
-  if (h->kind == IT_SIGNAL || h->kind == IT_SHWAIT) evshm_unref(h->sh);
-  if (h->kind == IT_BATCH) free(h->u.b.x);
-  if (h->heap) free_item(h);
-  pthread_cond_broadcast(&cond);
-}
-
-static void run_item(item *h) {
-  /* Arguments were checked at call time, so the loops cannot fail here (a worker has no
-   * caller to report to). */
-  if (h->kind == IT_COPY)
-    (void)gw__cpu_copy(&h->u.x);
-  else if (h->kind == IT_FILL)
-    (void)gw__cpu_fill(&h->u.f);
-  else if (h->kind == IT_BATCH)
-    for (int i = 0; i < h->u.b.n; i++) /* in order: what the batch promises at least */
-      (void)gw__cpu_copy(&h->u.b.x[i]);
-  else if (h->kind == IT_SIGNAL) {
-    /* completed = max(completed, seq): records of several processes run in any order. The
-     * release publishes the stream's work before it to the waiter that sees the value. */
-    _Atomic uint64_t *c = &h->sh->page->completed;
-    uint64_t was = atomic_load_explicit(c, memory_order_relaxed);
-    while (was < h->sh_value &&
-           !atomic_compare_exchange_weak_explicit(c, &was, h->sh_value, memory_order_release,
-                                                  memory_order_relaxed)) {
-    }
-  }
-}
-
-/*
- * After fork() no worker exists in the child, and none is started there (the parent's
- * cannot be joined, and TSan, among others, refuses threads made after a multi-threaded
- * fork): the child's queues are run by the calling thread instead, every queued item in
- * global sequence order, which satisfies every dependency (they only point to smaller
- * numbers). So in a child each call completes its work (and all work queued before it)
- * before returning: correct, only no longer asynchronous. Lock held.
- */
-void gw__cpu_child_drain(void) {
-  while (gw__cpu_forked_child) {
-    queue *best = NULL;
-    for (int d = 0; d < GW__CPU_MAX_DEVICES; d++)
-      if (legacy[d].head && (!best || legacy[d].head->seq < best->head->seq)) best = &legacy[d];
-    for (queue *q = gw__cpu_live; q; q = q->next_live)
-      if (q->head && (!best || q->head->seq < best->head->seq)) best = q;
-    if (!best) return;
-    item *h = best->head;
-    if (h->kind == IT_CALLER) {
-      /* a thread of the child is running its own synchronous work: let it finish */
-      pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
-      continue;
-    }
-    if (h->kind == IT_SHWAIT && !shared_ready(h)) { /* another process's record: poll */
-      poll_wait();
-      continue;
-    }
-    run_item(h);
-    complete(best, h);
-  }
-}
-
-static void sleep_us(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static void *worker(void *arg) {
-  queue *q = arg;
-  long delay = gw__cpu_config_get()->stream_delay_us;
-  pthread_mutex_lock(&gw__cpu_streams_mutex);
-  for (;;) {
-    item *h = q->head;
-    if (!h) {
-      if (q->stop || q->kind == Q_LEGACY) break;
-      pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
-      continue;
-    }
-    /* Caller items are the caller's to run (it waits for the same readiness). */
-    if (h->kind == IT_SHWAIT && !shared_ready(h)) {
-      poll_wait();
-      continue;
-    }
-    if (h->kind == IT_CALLER || !ready(q, h)) {
-      pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
-      continue;
-    }
-    pthread_mutex_unlock(&gw__cpu_streams_mutex);
-    if (delay > 0 && (h->kind == IT_COPY || h->kind == IT_FILL || h->kind == IT_BATCH)) {
-      sleep_us(delay);
-      /* Through the lock after the sleep: whatever the host or another stream did
-       * during it happens-before this item's work, as it did in time (TSan sees the
-       * race the test provoked as the ordering it had, not as a data race). */
-      pthread_mutex_lock(&gw__cpu_streams_mutex);
-      pthread_mutex_unlock(&gw__cpu_streams_mutex);
-    }
-    run_item(h);
-    pthread_mutex_lock(&gw__cpu_streams_mutex);
-    complete(q, h);
-  }
-  if (q->kind == Q_LEGACY) q->has_thread = false;
-  pthread_mutex_unlock(&gw__cpu_streams_mutex);
-  return NULL;
-}
 /* Run `it` on the calling thread as an item of q: queued (so later work of other streams
  * is ordered after it as after any item of q), run once it is q's head and ready, then
  * completed. For synchronous calls (q = the legacy stream) and pageable-memory work. */
@@ -285,7 +80,7 @@ static gw_status run_here(queue *q, item *it) {
   }
   gw__cpu_child_drain();
   gw__cpu_push(q, it);
-  while (q->head != it || !ready(q, it)) pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
+  while (q->head != it || !gw__cpu_queue_ready(q, it)) gw__cpu_queue_wait();
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   return GW_OK;
 }
@@ -293,7 +88,7 @@ static gw_status run_here(queue *q, item *it) {
 /* The second half of run_here: the work ran, pop the item. */
 static void run_here_done(queue *q, item *it) {
   pthread_mutex_lock(&gw__cpu_streams_mutex);
-  complete(q, it);
+  gw__cpu_queue_complete(q, it);
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
 }
 
@@ -322,13 +117,7 @@ static gw_status enqueue(queue *q, const item *tmpl) {
   else if (!q->has_thread && !gw__cpu_forked_child)
     st = gw__cpu_start_worker(q); /* the legacy stream's: it exits when its queue is empty */
   if (st == GW_OK) {
-    /* An interprocess record is numbered, and a wait takes its target, when called: what
-     * "the last record made before the wait" means across processes. */
-    if (it->kind == IT_SIGNAL)
-      it->sh_value = atomic_fetch_add(&it->sh->page->recorded, 1) + 1;
-    else if (it->kind == IT_SHWAIT)
-      it->sh_value = atomic_load(&it->sh->page->recorded);
-    if (it->sh) it->sh->refs++;
+    if (it->sh) it->sh_value = gw__cpu_evshm_take(it->sh, it->kind == IT_SIGNAL);
     gw__cpu_push(q, it);
     gw__cpu_child_drain();
   }
@@ -415,23 +204,6 @@ gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
 
 /* ---- synchronisation ---- */
 
-/* Whether every item with seq < before of the device's queues (device -1: all) is done. */
-static bool device_done_before(int device, uint64_t before) {
-  for (int d = 0; d < GW__CPU_MAX_DEVICES; d++)
-    if ((device < 0 || d == device) && legacy[d].head && legacy[d].head->seq < before) return false;
-  for (queue *q = gw__cpu_live; q; q = q->next_live)
-    if ((device < 0 || q->device == device) && q->head && q->head->seq < before) return false;
-  return true;
-}
-
-void gw__cpu_streams_quiesce(int device) {
-  pthread_mutex_lock(&gw__cpu_streams_mutex);
-  gw__cpu_child_drain();
-  uint64_t before = next_seq;
-  while (!device_done_before(device, before)) pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
-  pthread_mutex_unlock(&gw__cpu_streams_mutex);
-}
-
 gw_status gw__cpu_device_synchronize(int device) {
   gw_status st = gw__cpu_capture_guard("a device synchronize");
   if (st == GW_OK) gw__cpu_streams_quiesce(device);
@@ -442,7 +214,7 @@ gw_status gw__cpu_device_synchronize(int device) {
 static void wait_queue(queue *q) {
   gw__cpu_child_drain();
   uint64_t target = q->queued;
-  while (q->done < target) pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
+  while (q->done < target) gw__cpu_queue_wait();
 }
 
 gw_status gw__cpu_stream_synchronize(void *stream) {
@@ -486,7 +258,7 @@ static void destroy_queue(queue *q) {
   q->dead = true;
   q->stop = true;
   gw__cpu_child_drain();
-  pthread_cond_broadcast(&cond);
+  gw__cpu_queue_wake();
   bool join = q->has_thread;
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   if (join) pthread_join(q->thread, NULL); /* it exits once the queue is drained */
@@ -497,11 +269,11 @@ static void destroy_queue(queue *q) {
       *p = q->next_live;
       break;
     }
-  pthread_cond_broadcast(&cond); /* a legacy item may have waited on its last head */
+  gw__cpu_queue_wake(); /* a legacy item may have waited on its last head */
   if (q->cap && q->cap->origin == q)
     gw__cpu_capture_close(q->cap, NULL); /* a capture never ended: its graph is lost, as on CUDA */
   q->cap = NULL;
-  unref(q);
+  gw__cpu_queue_unref(q);
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
 }
 
@@ -525,17 +297,10 @@ void gw__cpu_stream_destroy(void *stream) {
     destroy_queue(h->q);
   } else {
     pthread_mutex_lock(&gw__cpu_streams_mutex);
-    unref(h->q);
+    gw__cpu_queue_unref(h->q);
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
   }
   free(h);
-}
-
-/* A live queue by its native handle, comparing addresses only (lock held). */
-queue *gw__cpu_find_live(const void *native) {
-  for (queue *q = gw__cpu_live; q; q = q->next_live)
-    if ((const void *)q == native) return q;
-  return NULL;
 }
 
 bool gw__cpu_stream_is_native(const void *native) {
@@ -594,15 +359,9 @@ gw_status gw__cpu_event_create(void **out) {
   return GW_OK;
 }
 
-gw_status gw__cpu_event_create_shared(gw__cpu_evpage *page, size_t len, int fd, void **out) {
+gw_status gw__cpu_event_create_shared(gw__cpu_evshm *sh, void **out) {
   event *e = calloc(1, sizeof *e);
-  evshm *sh = malloc(sizeof *sh);
-  if (!e || !sh) {
-    free(e);
-    free(sh);
-    return gw__fail(GW_ENOMEM, "ipc_event: out of host memory for the event");
-  }
-  *sh = (evshm){.page = page, .len = len, .fd = fd, .refs = 1};
+  if (!e) return gw__fail(GW_ENOMEM, "ipc_event: out of host memory for the event");
   e->sh = sh;
   *out = e;
   return GW_OK;
@@ -612,8 +371,8 @@ void gw__cpu_event_destroy(void *ev) {
   event *e = ev;
   if (!e) return;
   pthread_mutex_lock(&gw__cpu_streams_mutex);
-  if (e->sh) evshm_unref(e->sh); /* queued items keep the page mapped until they ran */
-  if (e->q) unref(e->q);
+  if (e->sh) gw__cpu_evshm_unref(e->sh); /* queued items keep the page mapped until they ran */
+  if (e->q) gw__cpu_queue_unref(e->q);
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   free(e);
 }
@@ -627,7 +386,7 @@ gw_status gw__cpu_event_record(void *ev, void *stream) {
   }
   pthread_mutex_lock(&gw__cpu_streams_mutex);
   if (q->owner != BY_LEGACY) q->refs++;
-  if (e->q) unref(e->q);
+  if (e->q) gw__cpu_queue_unref(e->q);
   e->q = q;
   e->ticket = q->queued;
   e->cap_id = q->cap ? q->cap->id : 0;
@@ -699,9 +458,7 @@ gw_status gw__cpu_event_query(void *ev) {
     pthread_mutex_unlock(&gw__cpu_streams_mutex);
     return st;
   }
-  bool complete = e->sh
-                      ? atomic_load(&e->sh->page->completed) >= atomic_load(&e->sh->page->recorded)
-                      : !e->q || e->q->done >= e->ticket;
+  bool complete = e->sh ? gw__cpu_evshm_complete(e->sh) : !e->q || e->q->done >= e->ticket;
   if (!complete) gw__cpu_child_drain();
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   return complete ? GW_OK : GW_EBUSY; /* a poll: EBUSY is no failure, nothing recorded */
@@ -741,47 +498,4 @@ GW_API gw_status gw_cpu_stream_destroy_external(void *native) {
   pthread_mutex_unlock(&gw__cpu_streams_mutex);
   if (st == GW_OK) destroy_queue(q);
   return st;
-}
-/* ---- fork ---- */
-
-void gw__cpu_streams_lock(int on) {
-  if (on)
-    pthread_mutex_lock(&gw__cpu_streams_mutex);
-  else
-    pthread_mutex_unlock(&gw__cpu_streams_mutex);
-}
-
-/* A queue in a forked child: no worker survives fork (joining the parent's would hang);
- * the child's callers run its work (gw__cpu_child_drain). An item a dead worker was running stays
- * the head and runs again; a caller item belongs to a thread that is gone: it becomes a
- * no-op, so that the work queued after it is not held up forever. */
-static void orphan(queue *q) {
-  q->has_thread = false;
-  for (item *it = q->head; it; it = it->next)
-    if (it->kind == IT_CALLER) it->kind = IT_NOP;
-}
-
-/* In the child, with the lock held by this (the only) thread since the prepare handler. */
-void gw__cpu_streams_child(void) {
-  /* Threads that waited on the condition variable do not exist here: a fresh one. */
-  static const pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
-  memcpy(&cond, &fresh, sizeof cond);
-  gw__cpu_forked_child = true;
-  for (int d = 0; d < GW__CPU_MAX_DEVICES; d++) orphan(&legacy[d]);
-  for (queue *q = gw__cpu_live; q; q = q->next_live) orphan(q);
-  pthread_mutex_unlock(&gw__cpu_streams_mutex);
-}
-
-static void fork_prepare(void) { gw__cpu_streams_lock(1); }
-static void fork_parent(void) { gw__cpu_streams_lock(0); }
-
-/*
- * Registered before fork.c's handlers (a constructor priority runs it before the
- * default-priority constructors of the library): prepare handlers run in the reverse
- * order of registration, so this lock is taken LAST, innermost, after the core's and the
- * model's locks. That order is required: core code may hold its locks while calling into
- * the backend (a free, which waits for the streams), never the other way round.
- */
-__attribute__((constructor(200))) static void install_fork_handlers(void) {
-  pthread_atfork(fork_prepare, fork_parent, gw__cpu_streams_child);
 }

@@ -1,8 +1,10 @@
 /*
- * Private to the CPU model's streams (cpu_streams.c) and its graph capture
- * (cpu_capture.c): the queues, work items and captures they share, and the one lock that
- * guards all of them (see cpu_streams.c for why there is only one, and why it is the
- * innermost lock of the library). Every shared object and function below is used with
+ * Private to the CPU model's streams: their core (cpu_queue.c), its graph capture
+ * (cpu_capture.c) and the streams and events the ops use (cpu_streams.c): the queues, work
+ * items and captures they share, and the one lock that guards all of them (see
+ * cpu_streams.c for why there is only one, and why it is the innermost lock of the
+ * library). Layers: cpu_queue.c calls neither of the others, cpu_capture.c calls only
+ * cpu_queue.c, cpu_streams.c both. Every shared object and function below is used with
  * that lock held unless it says otherwise.
  */
 #ifndef GW_CPU_STREAMS_INTERNAL_H
@@ -33,14 +35,6 @@ _Static_assert(Q_LEGACY == 0 && BY_LEGACY == 0,
 typedef struct queue queue;
 typedef struct capture capture;
 
-/* An interprocess event's shared page as this process maps it. */
-typedef struct {
-  gw__cpu_evpage *page;
-  size_t len;
-  int fd;   /* the maker's descriptor (-1 in an opener) */
-  int refs; /* the event + its queued items: unmapped when the last goes */
-} evshm;
-
 typedef struct item {
   struct item *next;
   item_kind kind;
@@ -50,7 +44,7 @@ typedef struct item {
   uint64_t legacy_after; /* blocking queue: legacy ticket to wait for (0: none) */
   queue *wait_q;         /* IT_WAIT: the event's queue (referenced) and ticket */
   uint64_t wait_ticket;
-  evshm *sh;         /* IT_SIGNAL / IT_SHWAIT: the page (referenced) */
+  gw__cpu_evshm *sh; /* IT_SIGNAL / IT_SHWAIT: the page (referenced; cpu_ipc_event.c) */
   uint64_t sh_value; /* IT_SIGNAL: the record's seq; IT_SHWAIT: completed to wait for */
   union {
     gw__xfer x;
@@ -99,7 +93,7 @@ typedef struct {
 
 static inline queue *queue_of(void *stream) { return ((handle *)stream)->q; }
 
-/* ---- the streams' state and queues (cpu_streams.c) ---- */
+/* ---- the streams' state and queues (cpu_queue.c) ---- */
 
 extern pthread_mutex_t gw__cpu_streams_mutex; /* the lock */
 extern queue *gw__cpu_live;                   /* the live non-legacy queues */
@@ -114,6 +108,15 @@ gw_status gw__cpu_start_worker(queue *q);
 void gw__cpu_push(queue *q, item *it);
 /* In a forked child, run the queued work on the calling thread (no workers there). */
 void gw__cpu_child_drain(void);
+/* The head h of q may run: its stream-ordering dependencies have completed. */
+bool gw__cpu_queue_ready(const queue *q, const item *h);
+/* Pop q's head h, which has run (freeing it if it is a worker item). */
+void gw__cpu_queue_complete(queue *q, item *h);
+/* Drop a reference to q (a legacy queue has none): freed with the last. */
+void gw__cpu_queue_unref(queue *q);
+/* Wait for any progress (the lock released while waiting) / announce some. */
+void gw__cpu_queue_wait(void);
+void gw__cpu_queue_wake(void);
 
 /* ---- capture: the rules the model enforces (cpu_capture.c) ---- */
 
