@@ -38,11 +38,12 @@ static void fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void fork_child(void) { pthread_mutex_unlock(&lock); }
 
 /*
- * Ordered explicitly, as cpu_ipc.c's and the streams' handlers are: registered before
- * theirs (priorities 201, 200) and before fork.c's (default priority), so, prepare handlers
- * running in the reverse order of registration, this lock is taken after the core's and the
- * model's and before cpu_ipc.c's and the streams'. It is a leaf (no other lock is taken
- * while it is held), so any place among them would do; the priority makes it a decision.
+ * Ordered explicitly, as cpu_ipc.c's and the streams' handlers are: registered after theirs
+ * (priorities 201 and 200 run first) and before fork.c's (default priority), so, prepare
+ * handlers running in the reverse order of registration, this lock is taken after the
+ * core's and the model's and before cpu_ipc.c's and the streams'. It is a leaf (no other
+ * lock is taken while it is held), so any place among them would do; the priority makes it
+ * a decision.
  */
 __attribute__((constructor(202))) static void install(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -55,7 +56,7 @@ static size_t page_round(size_t bytes) {
 
 /* Index of the first allocation with base >= p. lock held. */
 static size_t lower_bound(uintptr_t p) {
-  return gw__vec_bound(allocs, nallocs, sizeof *allocs, offsetof(shared_alloc, base), p, false);
+  return gw__vec_bound(allocs, nallocs, sizeof *allocs, offsetof(gw__cpu_devmem, base), p, false);
 }
 
 /* Room for one more of n elements of `size` bytes in *v (capacity *cap; vec.h): false, *v
