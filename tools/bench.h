@@ -20,6 +20,7 @@ typedef struct gw_raw {
   const char *timer_what; /* how device work is timed */
   const char *query_what; /* the raw pointer query, or NULL if the runtime has none */
   const char *fill_what;  /* the raw device fill */
+  const char *device;     /* the device's name as the runtime reports it */
   /* One raw pointer query (NULL if none). 0 on success. */
   int (*query)(const void *p);
   /* Allocate/free GW_MEM_DEVICE, GW_MEM_PINNED or GW_MEM_MANAGED memory. */
@@ -59,6 +60,28 @@ typedef struct {
 } gw_stat;
 /* Sort samples (seconds per op) in place and summarise them. */
 gw_stat gw_stat_of(double *samples, int n);
+/* Paired rounds: raw[i] and gw[i] were timed in the same round, side by side (their order
+ * alternating round by round), so a drift of the machine lands on both. The summary of the
+ * per-round ratios, as gw_result_ratio orients them (gw/raw time for latencies, raw/gw time
+ * = gw/raw bandwidth for bandwidths). Call before gw_stat_of sorts either array. */
+gw_stat gw_paired_of(const double *raw, const double *gw, int n, int bandwidth);
+
+/* ---- verdicts of --strict ---------------------------------------------------------------- */
+typedef enum {
+  GW_VERDICT_NONE = -1, /* not measured */
+  GW_VERDICT_NO = 0,    /* the whole spread misses the target */
+  GW_VERDICT_YES = 1,   /* the whole spread meets it */
+  GW_VERDICT_UNSURE = 2 /* the spread straddles the target: within noise, never a miss */
+} gw_verdict;
+/* A ratio measured as per-round ratios with spread [lo, hi] (the interquartile range)
+ * against `target`, an upper bound (at_most: lower is better) or a lower bound. YES / NO
+ * only when all of [lo, hi] is on one side of the target; a bound it touches counts as met. */
+gw_verdict gw_bench_verdict(double lo, double hi, double target, int at_most);
+/* Several verdicts that must all be met (a target at every size): NO if any is NO, else
+ * UNSURE if any is UNSURE, else YES if any is YES, else NONE. */
+gw_verdict gw_verdict_all(gw_verdict a, gw_verdict b);
+/* The verdict function's fixed cases (`gpuwrap bench --self-test`): 0 when all pass. */
+int gw_bench_self_test(FILE *f);
 
 /* ---- results ----------------------------------------------------------------------------- */
 typedef enum { GW_UNIT_LATENCY, GW_UNIT_BANDWIDTH } gw_unit;
@@ -71,6 +94,10 @@ typedef struct {
   int threads;
   gw_unit unit;
   gw_stat raw, gw;
+  /* Per-round ratios of paired rounds (gw_paired_of), n == 0 when the sides were not timed
+   * side by side. The baseline is the raw side, except for "wrap pageable warm (threads)",
+   * whose pairs are against the device wrap from as many threads (its target's ratio). */
+  gw_stat paired;
   double allocs_per_op; /* heap allocations per gpuwrap op; < 0 when not counted */
 } gw_result;
 
@@ -81,12 +108,18 @@ typedef struct {
   int threads;
   size_t max_size;
   double time_scale; /* multiplies repetition counts */
+  /* The host timer's floor (gw_bench_timer_floor): its resolution, the cost of one read,
+   * and of one step of an empty timed loop; in seconds. */
+  double timer_res_s, timer_read_s, empty_loop_s;
   gw_context *ctx;
   gw_raw raw;
   int errors; /* failed calls: the run is not trustworthy */
   gw_result *res;
   int nres, cap;
 } gw_bench;
+
+/* Measure the host timer's floor into b (a few ms). */
+void gw_bench_timer_floor(gw_bench *b);
 
 gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes,
                         gw_unit unit);
@@ -133,7 +166,8 @@ void gw_bench_ipc(gw_bench *b); /* bench_ipc.c */
 
 /* Outputs. */
 void gw_bench_print_table(const gw_bench *b, FILE *f);
-/* The performance targets (docs/BENCHMARKS.md) and whether met; returns the number missed. */
+/* The performance targets (docs/BENCHMARKS.md) and their verdicts; returns the number of
+ * strict targets whose verdict is NO (UNSURE and informational lines never count). */
 int gw_bench_print_targets(const gw_bench *b, FILE *f);
 int gw_bench_write_json(const gw_bench *b, const char *path);
 int gw_bench_write_csv(const gw_bench *b, const char *path);

@@ -67,7 +67,7 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
     gw_result *r = gw_bench_add(b, section, path, s, GW_UNIT_BANDWIDTH);
     snprintf(r->note, sizeof r->note, "raw: %s",
              var == FILL_F32_VS_MEMSET ? "the runtime's 32-bit memset" : b->raw.fill_what);
-    int reps = gw_bench_reps(b, s, 5, 200);
+    int reps = gw_bench_reps(b, s, 9, 200); /* >= 9 pairs: a spread of the ratio */
     double *vr = calloc((size_t)reps, sizeof *vr), *vg = calloc((size_t)reps, sizeof *vg);
     gw_array **views = calloc((size_t)reps + 2, sizeof *views);
     int failed = !vr || !vg || !views;
@@ -112,6 +112,7 @@ static void fill_kind(gw_bench *b, gw_memkind kind, fill_variant var, const size
       }
     }
     if (!failed) {
+      r->paired = gw_paired_of(vr, vg, reps, 1);
       r->raw = gw_stat_of(vr, reps);
       r->gw = gw_stat_of(vg, reps);
       size_t off = ((size_t)(2 * reps + 3) % nslot) * s;

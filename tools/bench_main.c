@@ -40,8 +40,14 @@ static void bench_usage(FILE *f) {
       "  --max-size S    largest size, e.g. 256M (default 1G, quick 1M)\n"
       "  --threads N     threads for the contended query and wrap rows (default 8)\n"
       "  --scale X       multiply repetition counts by X (default 1)\n"
-      "  --strict        exit 1 when a performance target is missed (the targets are an\n"
-      "                  H200's: on the CPU backend they are shown, not judged)\n"
+      "  --strict        exit 1 when a strict performance target reads NO. Each ratio target\n"
+      "                  is timed in alternating rounds with its raw baseline and judged on\n"
+      "                  the per-round ratios: YES / NO only when their interquartile range\n"
+      "                  is all on one side of the target, else UNSURE (within noise), which\n"
+      "                  never fails. Absolute times (<= 150 ns) are informational, shown\n"
+      "                  with the host timer's floor. The targets were set for an H100 or\n"
+      "                  H200: the run prints its device; on the CPU backend they are shown,\n"
+      "                  not judged, and --strict never fails on a timing\n"
       "  --json/--csv/--svg FILE   write the results (SVG: bandwidth against size per path)\n"
       "Progress goes to stderr, results to stdout. Exit status: 0 ok, 1 a call failed or data\n"
       "was wrong (or --strict and a target missed), 2 bad usage, 77 backend not available.\n");
@@ -90,6 +96,9 @@ int gw_tool_bench(int argc, char **argv) {
     } else if (strcmp(a, "--strict") == 0) {
       strict = 1;
       continue;
+    } else if (strcmp(a, "--self-test") == 0) {
+      /* not in --help: the verdict function's fixed cases, for the test suite */
+      return gw_bench_self_test(stdout);
     }
     static const char *const with_value[] = {"--backend", "--device",   "--threads",
                                              "--scale",   "--max-size", "--only",
@@ -161,6 +170,7 @@ int gw_tool_bench(int argc, char **argv) {
              ? "counted (malloc & co. defined by the tool, see tools/alloc_count.h)"
              : "not counted in this build");
 
+  gw_bench_timer_floor(&b);
   double t0 = gw_tool_now();
   for (int i = 0; i < NSECTIONS; i++)
     if (in_list(only, sections[i].name)) sections[i].run(&b);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static int cmp_double(const void *a, const void *b) {
@@ -32,6 +33,117 @@ gw_stat gw_stat_of(double *samples, int n) {
   s.q1 = quantile(samples, n, 0.25);
   s.q3 = quantile(samples, n, 0.75);
   return s;
+}
+
+gw_stat gw_paired_of(const double *raw, const double *gw, int n, int bandwidth) {
+  gw_stat s;
+  memset(&s, 0, sizeof s);
+  double *q = n > 0 ? malloc((size_t)n * sizeof *q) : NULL;
+  if (!q) return s;
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (!(raw[i] > 0) || !(gw[i] > 0)) continue; /* a round below the timer's resolution */
+    q[m++] = bandwidth ? raw[i] / gw[i] : gw[i] / raw[i];
+  }
+  s = gw_stat_of(q, m);
+  free(q);
+  return s;
+}
+
+void gw_bench_timer_floor(gw_bench *b) {
+  struct timespec res;
+  b->timer_res_s = clock_getres(CLOCK_MONOTONIC, &res) == 0
+                       ? (double)res.tv_sec + (double)res.tv_nsec * 1e-9
+                       : 0;
+  enum { ROUNDS = 31, STEPS = 2000 };
+  double read[ROUNDS], loop[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = gw_tool_now();
+    for (int k = 0; k < STEPS; k++) (void)gw_tool_now();
+    read[r] = (gw_tool_now() - t0) / STEPS;
+    /* the batches' loop around nothing: what a batch of a timed row costs on its own */
+    t0 = gw_tool_now();
+    for (int k = 0; k < STEPS; k++) __asm__ __volatile__("" ::: "memory");
+    loop[r] = (gw_tool_now() - t0) / STEPS;
+  }
+  b->timer_read_s = gw_stat_of(read, ROUNDS).med;
+  b->empty_loop_s = gw_stat_of(loop, ROUNDS).med;
+}
+
+gw_verdict gw_bench_verdict(double lo, double hi, double target, int at_most) {
+  if (!(lo > 0) || !(hi >= lo)) return GW_VERDICT_NONE;
+  if (at_most)
+    return hi <= target ? GW_VERDICT_YES : lo > target ? GW_VERDICT_NO : GW_VERDICT_UNSURE;
+  return lo >= target ? GW_VERDICT_YES : hi < target ? GW_VERDICT_NO : GW_VERDICT_UNSURE;
+}
+
+gw_verdict gw_verdict_all(gw_verdict a, gw_verdict b) {
+  if (a == GW_VERDICT_NO || b == GW_VERDICT_NO) return GW_VERDICT_NO;
+  if (a == GW_VERDICT_UNSURE || b == GW_VERDICT_UNSURE) return GW_VERDICT_UNSURE;
+  if (a == GW_VERDICT_YES || b == GW_VERDICT_YES) return GW_VERDICT_YES;
+  return GW_VERDICT_NONE;
+}
+
+int gw_bench_self_test(FILE *f) {
+  static const struct {
+    double lo, hi, target;
+    int at_most;
+    gw_verdict want;
+  } vc[] = {
+      /* "<= 1.10x": the spread below, above, across, touching the bound */
+      {1.02, 1.08, 1.10, 1, GW_VERDICT_YES},
+      {1.12, 1.19, 1.10, 1, GW_VERDICT_NO},
+      {1.07, 1.13, 1.10, 1, GW_VERDICT_UNSURE},
+      {1.05, 1.10, 1.10, 1, GW_VERDICT_YES},
+      {1.10, 1.12, 1.10, 1, GW_VERDICT_UNSURE},
+      {1.11, 1.11, 1.10, 1, GW_VERDICT_NO},
+      /* ">= 0.97x" */
+      {0.98, 1.03, 0.97, 0, GW_VERDICT_YES},
+      {0.92, 0.94, 0.97, 0, GW_VERDICT_NO},
+      {0.95, 0.99, 0.97, 0, GW_VERDICT_UNSURE},
+      {0.97, 0.99, 0.97, 0, GW_VERDICT_YES},
+      {0.95, 0.97, 0.97, 0, GW_VERDICT_UNSURE},
+      /* not measured: no spread, or a spread that is not one */
+      {0, 0, 1.10, 1, GW_VERDICT_NONE},
+      {-1, -1, 0.97, 0, GW_VERDICT_NONE},
+      {1.2, 1.1, 1.10, 1, GW_VERDICT_NONE},
+  };
+  static const struct {
+    gw_verdict a, b, want;
+  } ac[] = {
+      {GW_VERDICT_YES, GW_VERDICT_YES, GW_VERDICT_YES},
+      {GW_VERDICT_YES, GW_VERDICT_UNSURE, GW_VERDICT_UNSURE},
+      {GW_VERDICT_UNSURE, GW_VERDICT_NO, GW_VERDICT_NO},
+      {GW_VERDICT_NONE, GW_VERDICT_YES, GW_VERDICT_YES},
+      {GW_VERDICT_NONE, GW_VERDICT_NONE, GW_VERDICT_NONE},
+  };
+  int bad = 0, n = 0;
+  for (size_t i = 0; i < sizeof vc / sizeof vc[0]; i++, n++) {
+    gw_verdict v = gw_bench_verdict(vc[i].lo, vc[i].hi, vc[i].target, vc[i].at_most);
+    if (v != vc[i].want)
+      bad += fprintf(f, "verdict [%.2f..%.2f] %s %.2f: got %d, want %d\n", vc[i].lo, vc[i].hi,
+                     vc[i].at_most ? "<=" : ">=", vc[i].target, (int)v, (int)vc[i].want) > 0;
+  }
+  for (size_t i = 0; i < sizeof ac / sizeof ac[0]; i++, n++) {
+    gw_verdict v = gw_verdict_all(ac[i].a, ac[i].b);
+    if (v != ac[i].want)
+      bad += fprintf(f, "all(%d, %d): got %d, want %d\n", (int)ac[i].a, (int)ac[i].b, (int)v,
+                     (int)ac[i].want) > 0;
+  }
+  /* Paired rounds: latency gw/raw, bandwidth raw/gw per round; the median and quartiles of
+   * those, not the ratio of the sides' medians. Rounds of 0 s (below the timer) are left out. */
+  {
+    const double raw[5] = {100, 200, 100, 200, 0}, gw[5] = {110, 220, 120, 200, 5};
+    gw_stat l = gw_paired_of(raw, gw, 5, 0), w = gw_paired_of(raw, gw, 5, 1);
+    n += 2;
+    if (l.n != 4 || l.min != 1.0 || l.max != 1.2 || l.med < 1.0999 || l.med > 1.1001)
+      bad += fprintf(f, "paired latency: n %d med %g [%g..%g]\n", l.n, l.med, l.min, l.max) > 0;
+    if (w.n != 4 || w.max != 1.0 || w.min < 0.8333 || w.min > 0.8334)
+      bad += fprintf(f, "paired bandwidth: n %d med %g [%g..%g]\n", w.n, w.med, w.min, w.max) > 0;
+  }
+  fprintf(f, "gpuwrap bench --self-test: %s%d of %d cases passed\n", bad ? "FAILED, " : "", n - bad,
+          n);
+  return bad ? 1 : 0;
 }
 
 gw_result *gw_bench_add(gw_bench *b, const char *section, const char *path, size_t bytes,

@@ -59,7 +59,7 @@ static gw_stat time_ops(gw_bench *b, void *p, size_t bytes, int use_gw, int raw_
  * 302 ns, another 55 against 114.
  */
 static void time_interleaved(gw_bench *b, void *p, size_t bytes, int samples, int batch,
-                             gw_stat *raw, gw_stat *gw) {
+                             gw_stat *raw, gw_stat *gw, gw_stat *paired) {
   double *vr = calloc((size_t)samples, sizeof *vr), *vg = calloc((size_t)samples, sizeof *vg);
   int failed = !vr || !vg, failed_gw = 0;
   for (int w = 0; w < 2 && !failed; w++) /* warm-up */
@@ -79,6 +79,7 @@ static void time_interleaved(gw_bench *b, void *p, size_t bytes, int samples, in
     gw_bench_error(b, "wrap: %s failed: %s", failed_gw ? "gw_wrap" : "raw call",
                    failed_gw ? gw_last_error() : b->raw.last_error());
   else {
+    *paired = gw_paired_of(vr, vg, samples, 0);
     *raw = gw_stat_of(vr, samples);
     *gw = gw_stat_of(vg, samples);
   }
@@ -126,39 +127,79 @@ static int query_slice(void *arg, int thread, int n, char *err, size_t errn) {
   return 0;
 }
 
-/*
- * A "(threads)" row: b->threads threads each wrap + release their own slice of p, at once.
- * The raw side is the raw pointer query of the same slices from as many threads: one query
- * is the least a wrap must ask, and the runtime serialises it, so the ratio is gpuwrap's own
- * overhead under contention rather than the runtime's lock.
- */
-static void wrap_threads(gw_bench *b, const char *path, const char *of, char *p, size_t bytes,
-                         int samples, int batch) {
-  if (b->threads <= 1) return;
-  size_t slice =
-      bytes / (size_t)b->threads / 256 * 256; /* keep every slice float- and line-aligned */
-  if (!slice) return;
-  gw_bench_progress("%s, %d threads", path, b->threads);
+/* A "(threads)" row: its note, and its raw side, the raw pointer query of the same slices
+ * from as many threads: one query is the least a wrap must ask, and the runtime serialises
+ * it, so the ratio is gpuwrap's own overhead under contention rather than the runtime's
+ * lock. Returns the row's index (rows move when the list grows). */
+static int threads_row(gw_bench *b, const char *path, const char *of, const slices *w, int samples,
+                       int batch) {
   gw_result *r = gw_bench_add(b, "wrap", path, 0, GW_UNIT_LATENCY);
+  int at = b->nres - 1;
   r->threads = b->threads;
   char sz[32];
-  snprintf(r->note, sizeof r->note, "own %s slice of %s per thread; raw: its pointer query%s",
-           gw_tool_fmt_size(slice, sz, sizeof sz), of, b->raw.query ? "" : " - none here");
-  slices w = {.b = b, .base = p, .slice = slice};
+  snprintf(r->note, sizeof r->note,
+           "own %s slice of %s per thread; gpuwrap: medians of rounds; raw: its pointer query%s",
+           gw_tool_fmt_size(w->slice, sz, sizeof sz), of, b->raw.query ? "" : " - none here");
   if (b->raw.query)
-    r->raw =
-        gw_bench_threads(b, "wrap: raw query", b->threads, samples, batch, query_slice, &w, NULL);
-  r->gw = gw_bench_threads(b, "wrap: gw_wrap + gw_release", b->threads, samples, batch, wrap_slice,
-                           &w, &r->allocs_per_op);
+    r->raw = gw_bench_threads(b, "wrap: raw query", b->threads, samples, batch, query_slice,
+                              (void *)w, NULL);
+  return at;
+}
+
+/*
+ * The two "(threads)" rows, b->threads threads each wrapping + releasing their own slice at
+ * once: of device memory (the contended floor: nothing is shared but the runtime query) and
+ * of a gw_pin'ned range (each wrap also takes and drops a registry reference under the
+ * registry's read lock). Their ratio is a target, so the two are timed in alternating
+ * rounds (device warm | warm device | ...), each round a few batches of every thread, and
+ * the target is judged on the per-round ratios: a phase of the host lands on both.
+ */
+static void wrap_threads_paired(gw_bench *b, char *dp, char *hp, size_t bytes, int batch) {
+  size_t slice =
+      bytes / (size_t)b->threads / 256 * 256; /* keep every slice float- and line-aligned */
+  if (b->threads <= 1 || !slice) return;
+  gw_bench_progress("wrap device and pageable warm (threads), %d threads, alternating rounds",
+                    b->threads);
+  int rounds = b->quick ? 5 : 15, samples = b->quick ? 9 : 31;
+  slices wd = {.b = b, .base = dp, .slice = slice}, ww = {.b = b, .base = hp, .slice = slice};
+  int rd = threads_row(b, "wrap device (threads)", "1 MiB", &wd, samples, batch);
+  int rw = threads_row(b, "wrap pageable warm (threads)", "1 MiB gw_pin'ned", &ww, samples, batch);
+  double *v = calloc(2 * (size_t)rounds, sizeof *v), al[2] = {0, 0};
+  int ok = v != NULL, counted = 1;
+  for (int r = 0; r < rounds && ok; r++) {
+    for (int side = 0; side < 2 && ok; side++) {
+      int warm = side ^ (r & 1);
+      double a = -1;
+      gw_stat st = gw_bench_threads(
+          b, warm ? "wrap: warm gw_wrap + gw_release" : "wrap: device gw_wrap + gw_release",
+          b->threads, 3, batch, wrap_slice, warm ? &ww : &wd, &a);
+      ok = st.n > 0;
+      v[(size_t)warm * (size_t)rounds + (size_t)r] = st.med;
+      if (a < 0) counted = 0;
+      al[warm] += a / rounds;
+    }
+  }
+  if (ok) {
+    b->res[rw].paired = gw_paired_of(v, v + rounds, rounds, 0);
+    b->res[rd].gw = gw_stat_of(v, rounds);
+    b->res[rw].gw = gw_stat_of(v + rounds, rounds);
+    if (counted) {
+      b->res[rd].allocs_per_op = al[0];
+      b->res[rw].allocs_per_op = al[1];
+    }
+  } else if (!v) {
+    gw_bench_error(b, "wrap: out of host memory");
+  }
+  free(v);
 }
 
 void gw_bench_wrap(gw_bench *b) {
   size_t bytes = 1 << 20;
   int samples = b->quick ? 9 : 31, batch = b->quick ? 200 : 2000;
   static const gw_memkind kinds[] = {GW_MEM_DEVICE, GW_MEM_PINNED, GW_MEM_MANAGED};
-  /* each kind, pageable cold and warm, and with threads the two "(threads)" rows */
+  /* each kind, pageable cold and warm, and with threads the two "(threads)" rows (one step) */
   gw_bench_progress_plan("wrap",
-                         (int)(sizeof kinds / sizeof kinds[0]) + 2 + (b->threads > 1 ? 2 : 0));
+                         (int)(sizeof kinds / sizeof kinds[0]) + 2 + (b->threads > 1 ? 1 : 0));
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     void *p = NULL;
     if (b->raw.alloc(kinds[i], bytes, &p) != 0) {
@@ -173,25 +214,19 @@ void gw_bench_wrap(gw_bench *b) {
     snprintf(r->note, sizeof r->note, "1 MiB; raw: one pointer query (the least a wrap must ask)%s",
              b->raw.query ? ", sides interleaved" : " - none here");
     if (b->raw.query)
-      time_interleaved(b, p, bytes, samples, batch, &r->raw, &r->gw);
+      time_interleaved(b, p, bytes, samples, batch, &r->raw, &r->gw, &r->paired);
     else
       r->gw = time_ops(b, p, bytes, 1, 0, samples, batch);
     r->allocs_per_op = allocs_per_wrap(b, p, bytes);
     b->raw.free(kinds[i], p);
   }
-  /* Device memory is the contended floor: nothing but the runtime query is shared. After
-   * every one-thread row: measured on the H200 (2026-12-01), the rows right after 8 busy
-   * threads run slow for a while on both sides (the raw query 55-60 -> 85-95 ns, a plain
-   * malloc/free 10 -> 16 ns), which made the pinned row, measured next, read 215-229 ns
-   * where the same wraps take 110-117 ns in a quiet state. */
-  void *dp = NULL;
-  if (b->raw.alloc(GW_MEM_DEVICE, bytes, &dp) == 0) {
-    wrap_threads(b, "wrap device (threads)", "1 MiB", dp, bytes, samples, batch);
-    b->raw.free(GW_MEM_DEVICE, dp);
-  }
 
   void *h = gw_bench_host_alloc(bytes, 1);
-  if (!h) return;
+  if (!h) {
+    gw_bench_error(b, "wrap: no pageable host memory: not measured");
+    gw_bench_progress_done();
+    return;
+  }
   gw_bench_progress("wrap+release pageable (cold: registers each time)");
   gw_result *r = gw_bench_add(b, "wrap", "wrap pageable cold", 0, GW_UNIT_LATENCY);
   snprintf(r->note, sizeof r->note, "1 MiB touched; raw: register + unregister");
@@ -211,9 +246,21 @@ void gw_bench_wrap(gw_bench *b) {
              "1 MiB after gw_pin; raw: cold register + unregister (what gw_pin saves)");
     r->gw = time_ops(b, h, bytes, 1, 0, samples, batch / 4);
     r->allocs_per_op = allocs_per_wrap(b, h, bytes);
-    /* Still pinned: every thread's wrap takes and drops a registry reference under the
-     * registry lock, and the raw query of the slices finds them registered. */
-    wrap_threads(b, "wrap pageable warm (threads)", "1 MiB gw_pin'ned", h, bytes, samples, batch);
+    /* The threaded rows after every one-thread row: measured on the H200 (2026-12-01), the
+     * rows right after 8 busy threads run slow for a while on both sides (the raw query
+     * 55-60 -> 85-95 ns, a plain malloc/free 10 -> 16 ns). Still pinned: every thread's
+     * warm wrap takes and drops a registry reference, and the raw query of the slices finds
+     * them registered. */
+    void *dp = NULL;
+    if (b->threads > 1) {
+      if (b->raw.alloc(GW_MEM_DEVICE, bytes, &dp) == 0) {
+        wrap_threads_paired(b, dp, h, bytes, batch);
+        b->raw.free(GW_MEM_DEVICE, dp);
+      } else {
+        gw_bench_error(b, "wrap: no device memory (%s): the threaded rows are not measured",
+                       b->raw.last_error());
+      }
+    }
     if (gw_unpin(b->ctx, h, bytes) != GW_OK) gw_bench_error(b, "gw_unpin: %s", gw_last_error());
     b->res[warm].raw = time_ops(b, h, bytes, 0, 1, cold, 1);
   }

@@ -72,6 +72,7 @@ int gw_raw_cpu_open(int device, gw_raw *out, char *err, size_t n) {
       .timer_what = "host clock (CLOCK_MONOTONIC)",
       .query_what = NULL,
       .fill_what = "32-bit store loop",
+      .device = "gpuwrap's CPU model (no GPU)",
       .query = NULL,
       .alloc = cpu_alloc,
       .free = cpu_free,

@@ -313,8 +313,8 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
     fill_fn = NULL;
     raw_fill_what = "cuMemsetD32 (proxy: the PTX kernel failed to load)";
   }
-  static char name[160];
-  char devname[96] = "?";
+  static char name[160], devname[96];
+  snprintf(devname, sizeof devname, "?");
   cu.cuDeviceGetName(devname, sizeof devname, dev);
   snprintf(name, sizeof name, "CUDA driver API via dlopen(libcuda.so.1), %s", devname);
   *out = (gw_raw){
@@ -322,6 +322,7 @@ int gw_raw_cuda_open(int device, gw_raw *out, char *err, size_t n) {
       .timer_what = "CUDA events on the legacy default stream (both sides synchronous)",
       .query_what = "cuPointerGetAttributes (the same 7 attributes, one call)",
       .fill_what = raw_fill_what,
+      .device = devname,
       .query = cuda_query,
       .alloc = cuda_alloc,
       .free = cuda_free,
