@@ -93,7 +93,9 @@ static void destroy_root(gw_array *a) {
   if (a->in_deleter_table) gw__owned_forget_deleter(&a->deleter_slot);
   if (a->ipc) gw__ipc_unref(a->ipc); /* an opened allocation's mapping: the last one closes it */
   switch (a->freeway) {
-  case GW__FREE_BACKEND: (void)ctx->ops->free(ctx->state, a->kind, a->device, a->free_ptr); break;
+  case GW__FREE_BACKEND:
+    (void)ctx->ops->mem_free(ctx->state, a->kind, a->device, a->free_ptr);
+    break;
   case GW__FREE_LIBC: free(a->free_ptr); break;
   case GW__FREE_DELETER: a->deleter(a->free_ptr, a->deleter_user); break;
   case GW__FREE_NONE: break;

@@ -32,17 +32,18 @@
  * stream_capturing. 8: caps.device_uuid and caps.concurrent_processes (the halo's choice
  * of the IPC path). 9: ipc_event_create and ipc_event_open (added after 8 was set), and
  * gw_ptrinfo's struct_size. 10: device_uuid (an IPC handle names its device by UUID, which
- * the importer maps to its own ordinal). A plugin of another ABI is refused at load
- * (plugin.c), never called with the wrong argument list (nor with a table shorter than this
- * one). CTest abi.backend checks the number against the hash of what it covers
+ * the importer maps to its own ordinal). 11: the members named by role (the same table:
+ * dev_, ctx_, mem_, host_, xfer_, stream_, event_, ipc_, proc_). A plugin of another ABI
+ * is refused at load (plugin.c), never called with the wrong argument list (nor with a
+ * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 10
+#define GW__BACKEND_ABI 11
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
 #define GW__IPC_RT_BYTES 64
 
-/* What a context's device can do; filled by context_init. */
+/* What a context's device can do; filled by ctx_init. */
 typedef struct {
   int pageable_access;         /* device reads pageable host memory directly (HMM/ATS) */
   int host_ptr_for_registered; /* device uses the host address of registered memory */
@@ -110,25 +111,30 @@ typedef struct {
   unsigned char value[16]; /* elem bytes */
 } gw__fillspec;
 
+/* Each member's name starts with its role (as UCX's md_mem_reg, iface_query), so a reader
+ * or a code browser never takes ctx->ops->mem_query for a free function of that name:
+ * dev_ the devices, ctx_ a context, mem_ memory (classify, allocate, free), host_ host
+ * registrations, xfer_ copies and fills, stream_ and event_ ordering, ipc_ sharing between
+ * processes, proc_ the process (fork). */
 typedef struct gw__backend_ops {
   const char *name; /* "cpu", "cuda", "hip" */
   gw_backend id;
   int abi; /* GW__BACKEND_ABI */
 
-  gw_status (*device_count)(int *count);
+  gw_status (*dev_count)(int *count);
   /* Per-context state for `device`; fills caps. */
-  gw_status (*context_init)(int device, void **state, gw__caps *caps);
-  void (*context_fini)(void *state);
+  gw_status (*ctx_init)(int device, void **state, gw__caps *caps);
+  void (*ctx_fini)(void *state);
 
   /* Classify ptr: kind, device (-1 none), base/extent (NULL/0 unknown), device_ptr,
    * host_ptr, flags (GW_PTR_HOST_REGISTERED where known; the core adds
    * GW_PTR_GPUWRAP_REGISTERED). Pageable memory is GW_MEM_HOST with device -1. */
-  gw_status (*query)(void *state, const void *ptr, gw_ptrinfo *out);
+  gw_status (*mem_query)(void *state, const void *ptr, gw_ptrinfo *out);
 
   /* Allocate/free `kind` memory (PINNED, DEVICE, MANAGED) on the context's device;
    * free gets the device the memory belongs to. */
-  gw_status (*alloc)(void *state, gw_memkind kind, size_t bytes, void **out);
-  gw_status (*free)(void *state, gw_memkind kind, int device, void *ptr);
+  gw_status (*mem_alloc)(void *state, gw_memkind kind, size_t bytes, void **out);
+  gw_status (*mem_free)(void *state, gw_memkind kind, int device, void *ptr);
 
   /* Page-lock exactly [base, base+bytes) (any alignment); flags are GW__REG_* (others:
    * GW_EINVAL). GW_EALREADY if any part of it is registered already; GW_EINVAL when the
@@ -138,10 +144,10 @@ typedef struct gw__backend_ops {
   gw_status (*host_register)(void *state, void *base, size_t bytes, unsigned flags);
   gw_status (*host_unregister)(void *state, void *base);
   /* Device address of registered or pinned host memory. */
-  gw_status (*device_address)(void *state, void *host, void **dev);
+  gw_status (*mem_device_address)(void *state, void *host, void **dev);
 
   /* Transfers and fills; stream NULL = synchronous (complete on return). */
-  gw_status (*copy)(void *state, const gw__xfer *x, void *stream);
+  gw_status (*xfer_copy)(void *state, const gw__xfer *x, void *stream);
   /* n transfers (n >= 0) as one operation on `stream` (NULL: synchronous, as copy): what
    * the halo's local periodic copies of one dim are, so that they cost one queued item /
    * one kernel launch instead of n. The core guarantees the transfers are INDEPENDENT: no
@@ -149,9 +155,9 @@ typedef struct gw__backend_ops {
    * and dst sharing memory (gw__copy_many checks it), so a backend may run them in any
    * order or all at once. Checked as copy checks each transfer; on a failure of a check
    * nothing is queued. Counts as one backend call (the CPU model's GW_CPU_OP_COPY). */
-  gw_status (*copy_batch)(void *state, const gw__xfer *x, int n, void *stream);
-  gw_status (*fill)(void *state, const gw__fillspec *f, void *stream);
-  gw_status (*synchronize)(void *state);
+  gw_status (*xfer_copy_batch)(void *state, const gw__xfer *x, int n, void *stream);
+  gw_status (*xfer_fill)(void *state, const gw__fillspec *f, void *stream);
+  gw_status (*ctx_synchronize)(void *state);
   /* Streams. A backend stream object is made by stream_create (a new blocking stream that
    * stream_destroy destroys) or stream_borrow (the caller's native stream; NULL = the
    * legacy default stream; stream_destroy frees only the object, never the native
@@ -186,11 +192,11 @@ typedef struct gw__backend_ops {
    * the runtimes refuse it) on `device`; *base is the allocation's base here. The core
    * opens one allocation once per process (a second open is refused by the runtimes).
    * ipc_close: unmap what ipc_open gave. */
-  gw_status (*ipc_export)(void *state, void *base, size_t extent, int device,
-                          unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
-  gw_status (*ipc_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
-                        size_t extent, void **base);
-  gw_status (*ipc_close)(void *state, int device, void *base);
+  gw_status (*ipc_mem_export)(void *state, void *base, size_t extent, int device,
+                              unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
+  gw_status (*ipc_mem_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
+                            size_t extent, void **base);
+  gw_status (*ipc_mem_close)(void *state, int device, void *base);
 
   /* Interprocess events (src/core/ipc_event.c; the halo's IPC path signals with them).
    * ipc_event_create: an event of the context's device that another process can open
@@ -208,12 +214,12 @@ typedef struct gw__backend_ops {
    * backend in its own order; fork_lock(0) releases them, in the parent and the child
    * alike, so a child forked while another thread was inside the backend finds no lock
    * held by a thread that does not exist there (src/core/fork.c). */
-  void (*fork_lock)(int on);
+  void (*proc_fork_lock)(int on);
   /* Optional (NULL: cannot tell). Whether native is a live stream handle of THIS backend.
    * A GPU runtime cannot tell a foreign pointer from its own stream without reading through
    * it, so gw_stream_wrap asks the backends that can tell (the CPU model) before handing a
    * handle of theirs to another backend. */
-  bool (*owns_native_stream)(const void *native);
+  bool (*stream_owns_native)(const void *native);
 
   /* Graph capture (ABI 7; the core's rules are src/core/transfer.c, "Capture"). Whether the
    * stream (a backend stream object, never NULL) is being captured into a graph now
@@ -232,7 +238,7 @@ typedef struct gw__backend_ops {
    * caps.device_uuid; all zero when the runtime does not say), without making a context
    * on it: gw_ipc_open maps a handle's device UUID to this process's ordinal. NULL: the
    * backend cannot tell (handles then go by the exporter's ordinal). */
-  gw_status (*device_uuid)(int device, unsigned char uuid[16]);
+  gw_status (*dev_uuid)(int device, unsigned char uuid[16]);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

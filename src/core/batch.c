@@ -147,7 +147,7 @@ static gw_status batch_run(gw__batch *b, gw_stream *st, bool note, uint64_t cap)
   if (st && cap && b->uncapturable)
     return gw__refuse_capture("this batch of copies", b->uncapturable);
   if (b->batched) {
-    s = b->ctx->ops->copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
+    s = b->ctx->ops->xfer_copy_batch(b->ctx->state, b->x, b->m, st ? st->handle : NULL);
     /* also after a failure: a backend's fallback may have queued some */
     for (int j = 0; st && note && j < b->nnote; j++) {
       gw_status w = gw__note_pair(b->note[j], NULL, st, cap);

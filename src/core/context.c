@@ -38,7 +38,7 @@ gw_status gw_backend_device_count(gw_backend b, int *count) {
   const gw__backend_ops *ops = gw__backend_get(b);
   if (!ops) return GW_ENODEV;
   int n = 0;
-  s = ops->device_count(&n);
+  s = ops->dev_count(&n);
   if (s != GW_OK) return s;
   *count = n;
   return GW_OK;
@@ -67,7 +67,7 @@ gw_status gw_context_create(gw_backend backend, int device, gw_context **out) {
   const gw__backend_ops *ops = gw__backend_get(backend);
   if (!ops) return GW_ENODEV;
   int n = 0;
-  s = ops->device_count(&n);
+  s = ops->dev_count(&n);
   if (s != GW_OK) return s;
   if (device >= n)
     return gw__fail(GW_ENODEV, "device: %d, but backend %s has %d device%s", device, ops->name, n,
@@ -76,7 +76,7 @@ gw_status gw_context_create(gw_backend backend, int device, gw_context **out) {
   gw_context *ctx = aligned_alloc(_Alignof(gw_context), sizeof *ctx);
   if (!ctx) return gw__fail(GW_ENOMEM, "gw_context_create: out of host memory");
   memset(ctx, 0, sizeof *ctx);
-  s = ops->context_init(device, &ctx->state, &ctx->caps);
+  s = ops->ctx_init(device, &ctx->state, &ctx->caps);
   if (s != GW_OK) {
     free(ctx);
     return s;
@@ -117,7 +117,7 @@ static int slot_of_thread(void) {
 
 static void drop_central(gw_context *ctx, uint64_t n) {
   if (atomic_fetch_sub_explicit(&ctx->central, n, memory_order_acq_rel) != n) return;
-  ctx->ops->context_fini(ctx->state);
+  ctx->ops->ctx_fini(ctx->state);
   free(ctx);
 }
 
@@ -171,5 +171,5 @@ void gw__context_device_identity(const gw_context *ctx, unsigned char uuid[16],
 
 gw_status gw_synchronize(gw_context *ctx) {
   if (!ctx) return gw__fail(GW_EINVAL, "ctx: NULL");
-  return ctx->ops->synchronize(ctx->state);
+  return ctx->ops->ctx_synchronize(ctx->state);
 }

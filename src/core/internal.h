@@ -78,7 +78,7 @@ typedef struct {
 /* ---- arrays (array.c) ---- */
 typedef enum {
   GW__FREE_NONE = 0, /* borrowed */
-  GW__FREE_BACKEND,  /* ops->free(kind, device, base) */
+  GW__FREE_BACKEND,  /* ops->mem_free(kind, device, base) */
   GW__FREE_LIBC,     /* free(base): an owned pageable wrap (Base.unsafe_wrap semantics) */
   GW__FREE_DELETER,  /* deleter(base, user) */
 } gw__freeway;

@@ -16,7 +16,7 @@
  * interior pointer's handle at the allocation's base). */
 static gw_status allocation_of(gw_array *a, gw_ptrinfo *info, uint64_t *offset) {
   gw_context *ctx = a->ctx;
-  gw_status s = ctx->ops->query(ctx->state, a->dev0, info);
+  gw_status s = ctx->ops->mem_query(ctx->state, a->dev0, info);
   if (s != GW_OK) return s;
   if (info->kind != GW_MEM_DEVICE || !info->base || !info->extent)
     return gw__fail(GW_ENOTSUP, "a: %p is %s memory of no known device allocation now",
@@ -42,7 +42,7 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
                     "(the runtimes' IPC maps device allocations; host memory is shared with "
                     "shm/mmap and wrapped on the other side)",
                     gw_memkind_name(root->kind));
-  if (!ctx->ops->ipc_export)
+  if (!ctx->ops->ipc_mem_export)
     return gw__fail(GW_ENOTSUP, "a: the %s backend cannot export memory", ctx->ops->name);
   if (!a->dev0)
     return gw__fail(GW_EINVAL, "a: has no memory to export (no elements, NULL address)");
@@ -58,13 +58,13 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   memset(&f, 0, sizeof f);
   gw_status s = allocation_of(a, &info, &f.offset);
   if (s != GW_OK) return s;
-  s = ctx->ops->ipc_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id);
+  s = ctx->ops->ipc_mem_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id);
   if (s != GW_OK) return s;
   /* The device's UUID: the context's where the memory is its device's, else the backend's
    * (zero where neither can say; the importer then goes by the ordinal). */
   if (info.device == ctx->device)
     memcpy(f.uuid, ctx->caps.device_uuid, 16);
-  else if (ctx->ops->device_uuid && ctx->ops->device_uuid(info.device, f.uuid) != GW_OK)
+  else if (ctx->ops->dev_uuid && ctx->ops->dev_uuid(info.device, f.uuid) != GW_OK)
     memset(f.uuid, 0, 16);
   gw__proc_identity(&f.pid, &f.nonce);
   f.backend = ctx->backend;
@@ -113,7 +113,7 @@ static void uuid_text(const unsigned char u[16], char out[37]) {
  * exporter's ordinal where the UUID is unknown (all zero) on either side. */
 static gw_status local_device(gw_context *ctx, const gw__ipc_fields *d, int *out) {
   int count = 0;
-  gw_status s = ctx->ops->device_count(&count);
+  gw_status s = ctx->ops->dev_count(&count);
   if (s != GW_OK) return s;
   static const unsigned char zero[16];
   bool known = memcmp(d->uuid, zero, 16) != 0;
@@ -121,10 +121,10 @@ static gw_status local_device(gw_context *ctx, const gw__ipc_fields *d, int *out
     *out = ctx->device;
     return GW_OK;
   }
-  if (known && ctx->ops->device_uuid) {
+  if (known && ctx->ops->dev_uuid) {
     for (int i = 0; i < count; i++) {
       unsigned char u[16];
-      s = ctx->ops->device_uuid(i, u);
+      s = ctx->ops->dev_uuid(i, u);
       if (s != GW_OK) return s; /* it said why */
       if (memcmp(u, d->uuid, 16) == 0) {
         *out = i;
@@ -152,7 +152,7 @@ static gw_status local_device(gw_context *ctx, const gw__ipc_fields *d, int *out
 static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device) {
   void *base = (void *)(uintptr_t)d->base;
   gw_ptrinfo info;
-  gw_status s = ctx->ops->query(ctx->state, base, &info);
+  gw_status s = ctx->ops->mem_query(ctx->state, base, &info);
   if (s != GW_OK) return s;
   if (info.kind != GW_MEM_DEVICE)
     return gw__fail(GW_EBACKEND,
@@ -169,7 +169,7 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
   if (d->alloc_id == 0) return GW_OK; /* the runtime has no id (HIP): base and extent it is */
   unsigned char rt[GW__IPC_RT_BYTES];
   uint64_t id = 0;
-  s = ctx->ops->ipc_export(ctx->state, base, (size_t)d->extent, device, rt, &id);
+  s = ctx->ops->ipc_mem_export(ctx->state, base, (size_t)d->extent, device, rt, &id);
   if (s != GW_OK) {
     char why[256];
     snprintf(why, sizeof why, "%s", gw_last_error());
@@ -196,7 +196,7 @@ gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out) {
   if (d.backend != ctx->backend)
     return gw__fail(GW_EINVAL, "h: exported by the %s backend; ctx is a %s context",
                     gw_backend_name(d.backend), ctx->ops->name);
-  if (!ctx->ops->ipc_open)
+  if (!ctx->ops->ipc_mem_open)
     return gw__fail(GW_ENOTSUP, "ctx: the %s backend cannot open memory of another process",
                     ctx->ops->name);
   int device = -1;

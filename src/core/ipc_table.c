@@ -93,7 +93,7 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
      * cannot return it) and the entry goes all the same: kept, it would pin its context
      * for the life of the process. What the runtime kept is the runtime's; a later open
      * of the allocation asks the runtime again. */
-    (void)m->ops->ipc_close(m->ctx->state, m->device, m->local);
+    (void)m->ops->ipc_mem_close(m->ctx->state, m->device, m->local);
   }
   gw__owned_drop(m->local);
   pthread_mutex_unlock(&lock);
@@ -107,12 +107,12 @@ static gw_status map_new(gw_context *ctx, const gw__ipc_fields *d, int device,
   struct gw__ipc_map *m = calloc(1, sizeof *m);
   if (!m) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
   void *local = NULL;
-  gw_status s = ctx->ops->ipc_open(ctx->state, d->rt, device, (size_t)d->extent, &local);
+  gw_status s = ctx->ops->ipc_mem_open(ctx->state, d->rt, device, (size_t)d->extent, &local);
   if (s == GW_OK) {
     /* Owned by the table: an owning wrap of any of its bytes would free (cudaFree) a
      * mapping, which only a close may undo. */
     s = gw__owned_claim(local, (size_t)d->extent, false, false);
-    if (s != GW_OK) (void)ctx->ops->ipc_close(ctx->state, device, local);
+    if (s != GW_OK) (void)ctx->ops->ipc_mem_close(ctx->state, device, local);
   }
   if (s != GW_OK) {
     free(m);

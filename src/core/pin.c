@@ -50,7 +50,7 @@ gw_status gw_pin(gw_context *ctx, void *ptr, size_t bytes) {
   gw_status s = check_args(ctx, ptr, bytes);
   if (s != GW_OK) return s;
   gw_ptrinfo info;
-  s = ctx->ops->query(ctx->state, ptr, &info);
+  s = ctx->ops->mem_query(ctx->state, ptr, &info);
   if (s != GW_OK) return s;
   if (info.kind == GW_MEM_DEVICE || info.kind == GW_MEM_MANAGED)
     return gw__fail(GW_EINVAL, "ptr: %p is %s memory, not host memory", ptr,

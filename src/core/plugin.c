@@ -219,15 +219,15 @@ void gw__backends_fork_lock(int on) {
   const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
   for (int k = 0; k < 3; k++) {
     int i = on ? k : 2 - k;
-    if (all[i] && all[i]->fork_lock) all[i]->fork_lock(on);
+    if (all[i] && all[i]->proc_fork_lock) all[i]->proc_fork_lock(on);
   }
 }
 
 const gw__backend_ops *gw__backend_owning_stream(const gw__backend_ops *self, const void *native) {
   const gw__backend_ops *all[3] = {&gw__cpu_ops, loaded(&cuda_slot), loaded(&hip_slot)};
   for (int i = 0; i < 3; i++)
-    if (all[i] && all[i] != self && all[i]->owns_native_stream &&
-        all[i]->owns_native_stream(native))
+    if (all[i] && all[i] != self && all[i]->stream_owns_native &&
+        all[i]->stream_owns_native(native))
       return all[i];
   return NULL;
 }

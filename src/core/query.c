@@ -21,7 +21,7 @@ gw_status gw_pointer_query(gw_context *ctx, const void *ptr, gw_ptrinfo *out) {
     if (st == GW_OK) gw__out_copy(out, &full, layouts, sizeof layouts / sizeof layouts[0]);
     return st;
   }
-  gw_status s = ctx->ops->query(ctx->state, ptr, out);
+  gw_status s = ctx->ops->mem_query(ctx->state, ptr, out);
   if (s == GW_OK) out->struct_size = bytes;
   if (__builtin_expect(s != GW_OK || out->kind != GW_MEM_PINNED, 1)) return s;
   /* Pinned: gpuwrap's own registration reports its exact range (no call and no lock while

@@ -291,7 +291,7 @@ static void drop_starts(gw_context *ctx, table *t, const uintptr_t *starts, size
  * runtime says), 0 no, <0 the query's failure status. */
 static int pinned_elsewhere(gw_context *ctx, uintptr_t p, uintptr_t *start, uintptr_t *end) {
   gw_ptrinfo info;
-  gw_status s = ctx->ops->query(ctx->state, (const void *)p, &info);
+  gw_status s = ctx->ops->mem_query(ctx->state, (const void *)p, &info);
   if (s != GW_OK) return s;
   if (info.kind == GW_MEM_HOST) return 0;
   size_t page = gw__page_size();

@@ -442,7 +442,7 @@ static gw_status run_copy(gw_context *ctx, gw_array *dst, const gw_array *src, g
   gw_status s = gw__plan_copy(dst, src, &x);
   if (s != GW_OK) return s;
   if (!x.dst || !x.src) return gw__fail(GW_EINVAL, "src/dst: no address to copy through");
-  return ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+  return ctx->ops->xfer_copy(ctx->state, &x, st ? st->handle : NULL);
 }
 
 /*
@@ -563,7 +563,7 @@ gw_status gw__copy_on(gw_array *dst, const gw_array *src, gw_stream *st, uint64_
     return copy_staged(ctx, dst, src, st);
   case GW__ALIAS_NONE: break;
   }
-  s = ctx->ops->copy(ctx->state, &x, st ? st->handle : NULL);
+  s = ctx->ops->xfer_copy(ctx->state, &x, st ? st->handle : NULL);
   /* src too: a consumer may write into what is still being read */
   if (s == GW_OK && st) s = gw__note_pair(dst, src, st, cap);
   return s;
@@ -586,7 +586,7 @@ static gw_status fill_on(gw_array *dst, const void *value, gw_stream *st) {
                               "the device cannot reach this pageable (unregistered) host "
                               "memory, so the host fills it, which a graph cannot "
                               "record; wrap it registered to capture the fill");
-  s = dst->ctx->ops->fill(dst->ctx->state, &f, st ? st->handle : NULL);
+  s = dst->ctx->ops->xfer_fill(dst->ctx->state, &f, st ? st->handle : NULL);
   if (s == GW_OK && st) s = gw__note_pair(dst, NULL, st, cap);
   return s;
 }

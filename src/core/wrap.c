@@ -95,9 +95,9 @@ static gw_status device_address_of(gw_context *ctx, char *first, char *last, cha
     return GW_OK;
   }
   void *d0, *d1;
-  gw_status s = ctx->ops->device_address(ctx->state, first, &d0);
+  gw_status s = ctx->ops->mem_device_address(ctx->state, first, &d0);
   if (s == GW_OK && last != first)
-    s = ctx->ops->device_address(ctx->state, last, &d1);
+    s = ctx->ops->mem_device_address(ctx->state, last, &d1);
   else
     d1 = (char *)d0;
   if (s != GW_OK) return s;
@@ -159,7 +159,7 @@ static gw_status own_rules(const gw_context *ctx, void *ptr, const gw_ptrinfo *i
 static gw_status classify(gw_context *ctx, char *p, unsigned flags, gw_ptrinfo *info, bool *ours,
                           char *lo, char *hi, gw__regsnap *snap) {
   for (;;) {
-    gw_status s = ctx->ops->query(ctx->state, p, info);
+    gw_status s = ctx->ops->mem_query(ctx->state, p, info);
     if (s != GW_OK) return s;
     *ours = false;
     if (__builtin_expect(info->kind != GW_MEM_PINNED, 1)) break;
@@ -232,7 +232,7 @@ static void attach_host(gw_context *ctx, gw_array *a, char *p, bool own) {
  */
 static gw_status own_empty(gw_context *ctx, gw_array *a, char *p, size_t *own_bytes) {
   gw_ptrinfo info;
-  gw_status s = ctx->ops->query(ctx->state, p, &info);
+  gw_status s = ctx->ops->mem_query(ctx->state, p, &info);
   if (s != GW_OK) return s;
   if (info.kind == GW_MEM_PINNED && gw__registry_contains(ctx->ops, (uintptr_t)p, NULL, NULL)) {
     a->kind = GW_MEM_HOST; /* pageable memory gpuwrap registered for another wrap */
@@ -483,7 +483,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim, c
     atomic_store_explicit(&a->pages_ok, true, memory_order_relaxed); /* our own: writable */
     if (ctx->caps.pageable_access) a->dev0 = p;
   } else {
-    s = ctx->ops->alloc(ctx->state, kind, bytes, &p);
+    s = ctx->ops->mem_alloc(ctx->state, kind, bytes, &p);
     if (s != GW_OK) {
       free(a);
       return s;
@@ -496,7 +496,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim, c
       char *d;
       s = device_address_of(ctx, p, (char *)p + bytes - 1, &d);
       if (s != GW_OK) {
-        (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
+        (void)ctx->ops->mem_free(ctx->state, kind, ctx->device, p);
         free(a);
         return s;
       }
@@ -511,7 +511,7 @@ gw_status gw_alloc(gw_context *ctx, gw_memkind kind, gw_dtype dtype, int ndim, c
     if (kind == GW_MEM_HOST)
       free(p);
     else
-      (void)ctx->ops->free(ctx->state, kind, ctx->device, p);
+      (void)ctx->ops->mem_free(ctx->state, kind, ctx->device, p);
     free(a);
     return s;
   }
