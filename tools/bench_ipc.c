@@ -144,7 +144,9 @@ static int gw_open_release(void *arg) {
 static int raw_open_close(void *arg) {
   ipc_args *a = arg;
   cu_ipc_handle rh;
-  memcpy(rh.reserved, a->h->bytes + 64, sizeof rh.reserved); /* docs/IPC.md: the runtime's handle */
+  /* the runtime's handle inside a version 2 handle (docs/IPC.md, "Handle layout (version 2)";
+   * src/core/ipc_handle.c, OFF_RT) */
+  memcpy(rh.reserved, a->h->bytes + 73, sizeof rh.reserved);
   unsigned long long p = 0;
   if (a->cu_open(&p, rh, 1 /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */) != 0) return -1;
   return a->cu_close(p) != 0;
