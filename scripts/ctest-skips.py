@@ -21,7 +21,10 @@ def reason(out, message):
         m = re.match(r"^SKIP \S+ \(\w+\): (.*)$", ln)
         if m:
             return m.group(1)
-    text = lines[-1] if lines else (message or "no reason given")
+    # a test's own "skipped: ..." line before what a launcher (mpiexec) prints after it
+    said = [ln for ln in lines if re.match(r"^(SKIP|skipped)\b", ln, re.I)]
+    lines = [ln for ln in lines if re.search(r"[A-Za-z0-9]", ln)]  # not a rule of dashes
+    text = said[0] if said else (lines[-1] if lines else (message or "no reason given"))
     text = re.sub(r"/[^\s,;:)'\"]+", "<path>", text)
     return text[:160]
 
