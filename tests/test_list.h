@@ -58,7 +58,8 @@
 #define TEST_LIST_test_classify(T, H) \
   T(table, ALL, "")                   \
   T(negative_ordinals, ALL, "")       \
-  T(unknown_types, ALL, "")
+  T(unknown_types, ALL, "")           \
+  T(vmm_range, ALL, "")
 
 /* gpu/test_cuda.c */
 #define TEST_LIST_test_cuda(T, H) \
@@ -89,6 +90,16 @@
   T(current_device, ALL, "")         \
   T(bandwidth, ALL, "")              \
   T(ceiling, ALL, "")
+
+/* gpu/test_vmm_cuda.c */
+#define TEST_LIST_test_vmm_cuda(T, H) \
+  T(vmm_two_chunks, ALL, "")          \
+  T(vmm_three_chunks, ALL, "")        \
+  T(vmm_hole_and_end, ALL, "")        \
+  T(pool_interior, ALL, "")           \
+  T(pool_reuse, ALL, "")              \
+  T(pool_trim_destroy, ALL, "")       \
+  T(export_refused, ALL, "")
 
 /* gpu/test_streams_cuda.c */
 #define TEST_LIST_test_streams_cuda(T, H) \
@@ -385,6 +396,18 @@
   T(model_refuses_unmapped, cpu, "")  \
   T(wrap_unmapped, cpu, "")           \
   T(model_refuses_noaccess, cpu, "")
+
+/* test_vmm.c */
+#define TEST_LIST_test_vmm(T, H)  \
+  T(vmm_two_chunks, cpu, "")      \
+  T(vmm_three_chunks, cpu, "")    \
+  T(vmm_hole_and_end, cpu, "")    \
+  T(pool_interior, cpu, "")       \
+  T(pool_reuse, cpu, "")          \
+  T(pool_trim_destroy, cpu, "")   \
+  T(export_refused, cpu, "")      \
+  T(vmm_controls_refuse, cpu, "") \
+  T(pageable_access_no_register, cpu, "GPUWRAP_CPU_PAGEABLE_ACCESS=1")
 
 /* test_version.c */
 #define TEST_LIST_test_version(T, H) \

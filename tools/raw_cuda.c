@@ -29,8 +29,10 @@ enum {
   CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
   CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
   CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+  CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17,
   CU_MEMORYTYPE_HOST = 1,
   CU_MEMORYTYPE_DEVICE = 2,
   CU_MEMORYTYPE_UNIFIED = 4,
@@ -117,17 +119,17 @@ static int cuda_query(const void *p) {
   /* The same seven attributes gpuwrap's backend asks for, in one call (gwv_query in
    * src/backends/gpu/vendor_cuda.h), so the ratio is gpuwrap's overhead over the runtime
    * answering the same question. */
-  int attrs[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_CONTEXT,
-                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                  CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  int attrs[7] = {
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_IS_MANAGED,
+      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
   unsigned mt = 0, managed = 0;
-  int ord = -1;
-  CUcontext c = NULL;
+  int ord = -1, legacy = 1;
   CUdeviceptr base = 0;
   size_t size = 0;
-  unsigned long long bufid = 0;
-  void *vals[7] = {&mt, &managed, &ord, &c, &base, &size, &bufid};
+  void *pool = NULL;
+  void *vals[7] = {&mt, &managed, &ord, &legacy, &base, &size, &pool};
   return check(cu.cuPointerGetAttributes(7, attrs, vals, (CUdeviceptr)(uintptr_t)p),
                "cuPointerGetAttributes");
 }

@@ -68,6 +68,64 @@ GW_API long gw_cpu_failures_injected(void);
 /** Calls of `op` so far (injected failures included); GW_CPU_OP_COUNT gives all ops. */
 GW_API long gw_cpu_op_calls(gw_cpu_op op);
 
+/*
+ * The model's VMM memory and stream-ordered pools (src/backends/cpu/cpu_vmm.c), made as a
+ * framework makes them outside gpuwrap, so that gpuwrap's rules for them are tested on the
+ * CPU model. The model's pointer query answers for them as CUDA does (docs/IPC.md, the
+ * allocator table):
+ *   - VMM (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease,
+ *     cuMemAddressFree): a mapped byte is GW_MEM_DEVICE of the chunk's device; base/extent
+ *     are the contiguous mapped range around it (mappings of one reservation back to back,
+ *     up to a hole or the reservation's end); a byte of a hole is not device memory.
+ *   - pools (cudaMallocAsync's default pool, cudaMemPoolCreate, cudaMallocFromPoolAsync,
+ *     cudaFreeAsync, cudaMemPoolTrimTo, cudaMemPoolDestroy): a byte of a live allocation
+ *     is GW_MEM_DEVICE with that allocation's base/extent (interior pointers too); a freed
+ *     byte the pool still holds is GW_MEM_DEVICE with no extent (base NULL, extent 0);
+ *     trimmed away or destroyed, it is not device memory. Allocations are first-fit at
+ *     page granularity, so an allocation after a free reuses its address. The calls are
+ *     synchronous (as if their stream's work had completed).
+ *   - neither is legacy-IPC capable: gw_ipc_export refuses them (GW_ENOTSUP) naming how to
+ *     allocate them shareable (handle_types GW_CPU_HANDLE_POSIX_FD at creation).
+ * Sizes and addresses are multiples of gw_cpu_vmm_granularity() (the page size) where
+ * the call says so. All are thread-safe; none is counted or injected.
+ */
+/** A shareable handle type requested at creation (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR /
+ *  cudaMemHandleTypePosixFileDescriptor). */
+#define GW_CPU_HANDLE_POSIX_FD 1u
+typedef struct gw_cpu_vmm_chunk_s *gw_cpu_vmm_chunk;
+typedef struct gw_cpu_pool_s *gw_cpu_pool;
+/** cuMemGetAllocationGranularity: the page size. */
+GW_API size_t gw_cpu_vmm_granularity(void);
+/** Reserve `bytes` (a granularity multiple) of address space, nothing mapped: *base. */
+GW_API gw_status gw_cpu_vmm_reserve(size_t bytes, void **base);
+/** Free a reservation (exact base and size); GW_EBUSY while a mapping is left in it. */
+GW_API gw_status gw_cpu_vmm_free(void *base, size_t bytes);
+/** A physical chunk of `bytes` (a granularity multiple) on `device`; handle_types 0 or
+ *  GW_CPU_HANDLE_POSIX_FD. Its reference is dropped by gw_cpu_vmm_release; each mapping
+ *  holds one of its own (as cuMemRelease after cuMemMap). */
+GW_API gw_status gw_cpu_vmm_create(int device, size_t bytes, unsigned handle_types,
+                                   gw_cpu_vmm_chunk *chunk);
+GW_API gw_status gw_cpu_vmm_release(gw_cpu_vmm_chunk chunk);
+/** Map the whole chunk at `at` (granularity-aligned, inside one reservation, overlapping
+ *  no mapping); bytes must be the chunk's size. */
+GW_API gw_status gw_cpu_vmm_map(void *at, size_t bytes, gw_cpu_vmm_chunk chunk);
+/** Unmap a mapping of gw_cpu_vmm_map (its exact address and size). */
+GW_API gw_status gw_cpu_vmm_unmap(void *at, size_t bytes);
+/** A pool of `max_bytes` (a granularity multiple) on `device`; handle_types as above. */
+GW_API gw_status gw_cpu_pool_create(int device, size_t max_bytes, unsigned handle_types,
+                                    gw_cpu_pool *pool);
+/** The device's default pool (no handle type; never destroyed). */
+GW_API gw_status gw_cpu_pool_default(int device, gw_cpu_pool *pool);
+GW_API gw_status gw_cpu_pool_alloc(gw_cpu_pool pool, size_t bytes, void **out);
+/** Free a pool allocation (its exact base): the pool keeps its pages until trimmed. */
+GW_API gw_status gw_cpu_pool_free(void *ptr);
+/** Give back the freed pages until at most keep_bytes stay backed (cudaMemPoolTrimTo). */
+GW_API gw_status gw_cpu_pool_trim(gw_cpu_pool pool, size_t keep_bytes);
+/** Destroy a pool: its free pages go now, the pool itself with its last allocation. */
+GW_API gw_status gw_cpu_pool_destroy(gw_cpu_pool pool);
+/** Mappings and pools (default pools included) alive now. */
+GW_API size_t gw_cpu_vmm_live(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,9 @@
  *   cpu_queue.c   the streams' core: the one lock, the queues, their workers, fork
  *   cpu_capture.c the model of graph capture on those queues (its rules, graphs, launches)
  *   cpu_streams.c the streams and events the ops use (one worker thread per stream)
+ *   cpu_vmm.c     the model of VMM reservations/chunks and stream-ordered pools: their
+ *                 tables, the testing controls (gw_cpu_vmm_*, gw_cpu_pool_*), their
+ *                 pointer query and why IPC refuses them
  *   cpu_model.c   the modelled runtime's memory: allocation and registration tables, and
  *                 the raw runtime calls (gw_cpu_runtime_*)
  *   cpu_ipc.c     the runtime's IPC calls on device memory
@@ -83,6 +86,13 @@ void gw__cpu_device_uuid(int device, unsigned char uuid[16]);
 /* A context's state is a per-device slot, so context_init never allocates. */
 void *gw__cpu_device_state(int device);
 int gw__cpu_state_device(const void *state);
+
+/* ---- VMM memory and stream-ordered pools (cpu_vmm.c) ---- */
+/* What ptr is when it is VMM or pool memory (true, *out written), else false; lock-free
+ * while none exists. */
+bool gw__cpu_vmm_query(const void *ptr, gw_ptrinfo *out);
+/* Why IPC cannot export ptr (VMM or pool memory), written into buf, or NULL. */
+const char *gw__cpu_vmm_refusal(const void *ptr, char *buf, size_t n);
 
 /* ---- the modelled runtime's memory (cpu_model.c) ---- */
 

@@ -4,7 +4,8 @@
  * between processes (memfd pages, cpu_shm.c); an open maps another process's allocation
  * and makes it device memory of this one (cpu_model.c, adopt).
  *
- * The runtime's rules, modelled: only device memory exports (the runtime's handle is of
+ * The runtime's rules, modelled: only device memory exports, not VMM or pool memory
+ * (cpu_vmm.c: refused naming how to allocate it shareable) (the runtime's handle is of
  * an allocation's base); the exporting process cannot open its own handle (CUDA:
  * cudaErrorDeviceUninitialized, measured on the H200); a second open of one allocation in
  * a process is refused (what makes an import table necessary); a mapped allocation is
@@ -96,6 +97,12 @@ _Static_assert(RT_END <= GW__IPC_RT_BYTES, "the model's handle fits the runtime'
 
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
                              uint64_t *alloc_id) {
+  /* Pool and VMM memory first: legacy IPC cannot export them (as
+   * IS_LEGACY_CUDA_IPC_CAPABLE = 0 says on CUDA), and the refusal says how to allocate
+   * them shareable. */
+  char why[512];
+  if (gw__cpu_vmm_refusal(base, why, sizeof why))
+    return gw__fail(GW_ENOTSUP, "model cudaIpcGetMemHandle(%p): %s", base, why);
   gw_ptrinfo info;
   gw__cpu_model_query(base, &info);
   if (info.kind != GW_MEM_DEVICE || info.base != base)

@@ -142,7 +142,14 @@ void gw__cpu_model_query(const void *ptr, gw_ptrinfo *out) {
       info.flags = GW_PTR_HOST_REGISTERED;
     }
     pthread_mutex_unlock(&model_lock);
+    if (info.kind == GW_MEM_HOST && !info.flags && gw__cpu_vmm_query(ptr, out)) return;
+  } else if (gw__cpu_vmm_query(ptr, out)) {
+    return; /* VMM memory and pools are not in these tables (cpu_vmm.c) */
   }
+  /* Pageable memory is device-accessible where it is on a device that reads pageable
+   * memory directly (HMM/ATS), as CUDA's answer is classified (gpu_classify.h). */
+  if (info.kind == GW_MEM_HOST && gw__cpu_config_get()->pageable_access)
+    info.device_ptr = (void *)ptr;
   *out = info;
 }
 

@@ -93,11 +93,32 @@ static __attribute__((cold, noinline)) gw_status query_failed(const void *ptr, i
  * offset of an interior pointer). Classified into a local first, so that *out stays as it
  * was when the look-up fails (backend.h: a query writes *out only when it succeeds).
  */
+/*
+ * Pool and VMM memory (gwc_needs_range): classified as any device memory, then its extent
+ * found with more calls (gwc_mapped_range: the pool allocation, or the contiguous mapped
+ * range of VMM chunks), out of the hot path.
+ */
+static __attribute__((noinline)) gw_status query_mapped(const void *ptr, const gwc_attrs *a,
+                                                        const gwc_caps *caps, gw_ptrinfo *out) {
+  gw_ptrinfo r;
+  gw_status s = gwc_classify_inline(ptr, a, caps, &r);
+  if (s != GW_OK) return query_failed(ptr, a->status, s);
+  uintptr_t b = 0;
+  size_t n = 0;
+  if (gwc_mapped_range(ptr, a, gwv_chunk, NULL, &b, &n)) {
+    r.base = (void *)b;
+    r.extent = n;
+  }
+  *out = r;
+  return GW_OK;
+}
+
 static __attribute__((noinline)) gw_status query_lookup(void *state, const void *ptr,
                                                         gw_ptrinfo *out) {
   gwg_ctx *c = state;
   gwc_attrs a;
   gwv_query(ptr, &a);
+  if (gwc_needs_range(&a)) return query_mapped(ptr, &a, &c->ccaps, out);
   gw_ptrinfo r;
   gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, &r);
   if (s != GW_OK) return query_failed(ptr, a.status, s);
@@ -124,8 +145,9 @@ static __attribute__((noinline)) gw_status query_lookup(void *state, const void 
 static gw_status query(void *state, const void *ptr, gw_ptrinfo *out) {
   const gwg_ctx *c = state;
   if (__builtin_expect(!c->ccaps.host_ptr_for_registered, 0)) return query_lookup(state, ptr, out);
-  gwc_attrs a; /* never in memory: only its fields, which the classification reads once */
+  gwc_attrs a; /* only its fields matter: the classification reads each once */
   gwv_query(ptr, &a);
+  if (__builtin_expect(gwc_needs_range(&a), 0)) return query_mapped(ptr, &a, &c->ccaps, out);
   gw_status s = gwc_classify_inline(ptr, &a, &c->ccaps, out);
   if (__builtin_expect(s != GW_OK, 0)) return query_failed(ptr, a.status, s);
   return GW_OK;

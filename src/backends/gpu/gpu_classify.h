@@ -60,6 +60,12 @@ typedef struct {
   uintptr_t host_pointer;
   uintptr_t range_start; /* allocation/registration holding ptr; 0 = unknown */
   size_t range_size;
+  /* CUDA only (0 elsewhere and in recordings without them): IS_LEGACY_CUDA_IPC_CAPABLE
+   * said 0, and MEMPOOL_HANDLE. Device memory that is not legacy-IPC capable is pool
+   * memory (mempool != 0) or VMM memory, whose RANGE_* are not its extent: see
+   * gwc_needs_range. */
+  int not_legacy_ipc;
+  uintptr_t mempool;
 } gwc_attrs;
 
 /* What the device can do, as far as classification cares. */
@@ -76,6 +82,45 @@ typedef struct {
  * (the device cannot use the host address and the query did not give one).
  */
 gw_status gwc_classify(const void *ptr, const gwc_attrs *a, const gwc_caps *caps, gw_ptrinfo *out);
+
+/*
+ * Whether the extent of ptr needs more runtime calls than the one query (gwc_mapped_range):
+ * device memory (not managed) the runtime says is not legacy-IPC capable. That is
+ * stream-ordered pool memory (cudaMallocAsync, cudaMallocFromPoolAsync), whose RANGE_*
+ * the driver does not document as the allocation, or VMM memory (cuMemCreate + cuMemMap),
+ * whose RANGE_* are the whole cuMemAddressReserve reservation, mostly unmapped in
+ * PyTorch's expandable segments (driver API text of cuPointerGetAttribute). Ordinary
+ * cudaMalloc memory (capable) never takes the slower path.
+ */
+static inline int gwc_needs_range(const gwc_attrs *a) {
+  return a->not_legacy_ipc && a->status == 0 && !a->is_managed && a->gen == GWC_GEN_CUDA &&
+         a->memtype == GWC_CU_DEVICE;
+}
+
+/* What the runtime says of the mapping holding address q (cuMemGetAddressRange and
+ * cuPointerGetAttributes of q): ok 0 when q is not mapped device memory or the runtime
+ * cannot say. */
+typedef struct {
+  int ok;
+  uintptr_t base; /* the mapping (one VMM chunk, one pool allocation) */
+  size_t size;
+  uintptr_t range_start; /* RANGE_START_ADDR of q: the reservation for VMM memory */
+  int device;
+} gwc_chunk;
+typedef void (*gwc_chunk_fn)(void *user, uintptr_t q, gwc_chunk *out);
+
+/*
+ * The extent of pool or VMM memory at ptr (a: its attributes, gwc_needs_range true), asking
+ * `chunk` about addresses: a pool allocation is its own mapping (interior pointers report
+ * it); VMM memory is the CONTIGUOUS MAPPED RANGE around ptr: from ptr's chunk, the chunks
+ * of the same reservation (same RANGE_START_ADDR) and device mapped back to back on either
+ * side, up to an unmapped hole or the reservation's end (never the whole reservation,
+ * never one chunk when the next is mapped right after it). Returns 1 with *base and *extent,
+ * or 0 when ptr's own mapping is unknown (a freed pool allocation, an unmapped address):
+ * then no extent is reported, never a stale one. Pure: tests drive it with a fake table.
+ */
+int gwc_mapped_range(const void *ptr, const gwc_attrs *a, gwc_chunk_fn chunk, void *user,
+                     uintptr_t *base, size_t *extent);
 
 /*
  * The same, inline: what the backend's pointer query uses, so that on its hot path (every
@@ -160,8 +205,10 @@ static inline gw_status gwc_classify_inline(const void *ptr, const gwc_attrs *a,
     return GW_OK;
   }
   out->device = a->device >= 0 ? a->device : -1; /* -2 (and any negative) means none */
-  if (a->range_start != 0 && a->range_size != 0 && (uintptr_t)ptr >= a->range_start &&
-      (uintptr_t)ptr - a->range_start < a->range_size) {
+  /* Pool and VMM memory: RANGE_* may be the reservation; the backend finds the extent
+   * (gwc_mapped_range), never this. */
+  if (!a->not_legacy_ipc && a->range_start != 0 && a->range_size != 0 &&
+      (uintptr_t)ptr >= a->range_start && (uintptr_t)ptr - a->range_start < a->range_size) {
     out->base = (void *)a->range_start;
     out->extent = a->range_size;
   } else {

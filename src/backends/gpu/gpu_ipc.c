@@ -7,8 +7,9 @@
  * Legacy IPC cannot export stream-ordered pool memory or VMM memory; they fail with
  * GW_ENOTSUP naming why: on CUDA found before the call from the pointer's attributes
  * (IS_LEGACY_CUDA_IPC_CAPABLE, MEMPOOL_HANDLE), on HIP from the runtime's refusal
- * (invalid value). Their shareable handles (a file descriptor that must travel over a
- * Unix socket) are not offered.
+ * (invalid value), each message saying how to allocate the memory shareable (a POSIX
+ * file descriptor handle type at creation). Their shareable handles (a file descriptor
+ * that travels by pidfd_getfd or over a Unix socket) are the next step (issue 45).
  */
 #include "gpu_internal.h"
 
@@ -35,8 +36,13 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
       return gwg_fail_as(GW_ENOTSUP, e,
                          GWV_CALL("IpcGetMemHandle(%p)") " refused the allocation: legacy IPC "
                                                          "exports plain device allocations only "
-                                                         "(not stream-ordered pool or "
-                                                         "VMM memory)",
+                                                         "(not stream-ordered pool or VMM "
+                                                         "memory, which gpuwrap does not "
+                                                         "share yet (planned); allocate with "
+                                                         "a POSIX file descriptor handle type "
+                                                         "(a pool created with it, or "
+                                                         "MemCreate's requestedHandleTypes) so "
+                                                         "that they can be shared)",
                          base);
     return gwg_fail(e, GWV_CALL("IpcGetMemHandle(%p)"), base);
   }

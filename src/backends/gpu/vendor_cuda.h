@@ -113,7 +113,10 @@ typedef cudaIpcEventHandle_t gwv_ipc_event_handle;
 /* Why legacy IPC cannot export the allocation at ptr, or NULL when it can (or the driver
  * cannot say: then cudaIpcGetMemHandle's own refusal is mapped). Stream-ordered pool
  * memory (cudaMallocAsync) and VMM memory (cuMemCreate) are not legacy-IPC capable:
- * measured, cudaIpcGetMemHandle of cudaMallocAsync memory is cudaErrorInvalidValue. */
+ * measured, cudaIpcGetMemHandle of cudaMallocAsync memory is cudaErrorInvalidValue.
+ * gpuwrap's IPC of them (their shareable handles: a file descriptor) is planned; the
+ * refusal says how to allocate them so that they can be shared (a POSIX-fd handle type:
+ * ALLOWED_HANDLE_TYPES tells whether they have one). */
 static inline const char *gwv_ipc_refusal(const void *ptr) {
   int capable = 1;
   if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
@@ -121,15 +124,33 @@ static inline const char *gwv_ipc_refusal(const void *ptr) {
       capable)
     return NULL;
   void *pool = NULL;
+  unsigned long long types = 0;
+  if (cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
+    types = 0;
+  int shareable = (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
   if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
                             (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
       pool)
-    return "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) is not "
-           "legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0); export "
-           "pool memory with cudaMemPoolExportPointer, or allocate with cudaMalloc";
-  return "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
-         "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0); share it with "
-         "cuMemExportToShareableHandle, or allocate with cudaMalloc";
+    return shareable ? "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) "
+                       "is not legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_"
+                       "CAPABLE = 0) and gpuwrap does not share it yet (planned)"
+                     : "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) "
+                       "is not legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_"
+                       "CAPABLE = 0) and gpuwrap does not share it yet (planned); its pool has "
+                       "no shareable handle type (a device's default pool never has): "
+                       "allocate from a pool made by cudaMemPoolCreate with handleTypes = "
+                       "cudaMemHandleTypePosixFileDescriptor so that it can be shared, or "
+                       "with cudaMalloc";
+  return shareable ? "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
+                     "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0) and gpuwrap does "
+                     "not share it yet (planned)"
+                   : "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
+                     "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0) and gpuwrap does "
+                     "not share it yet (planned); it has no shareable handle type: allocate "
+                     "it with cuMemCreate and requestedHandleTypes = "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR so that it can be shared, or "
+                     "with cudaMalloc";
 }
 /* An id that tells an allocation from a later one at the same address (0: none). */
 static inline uint64_t gwv_buffer_id(const void *ptr) {
@@ -357,24 +378,28 @@ _Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST &&
 /*
  * One cuPointerGetAttributes call: it answers for any pointer (pageable ones give memory
  * type 0 and ordinal -2 with CUDA_SUCCESS), needs no current context, so it works whatever
- * the caller's current device is (MPICH #5897). CONTEXT and BUFFER_ID are read along
- * because they cost almost nothing in the same call.
+ * the caller's current device is (MPICH #5897). IS_LEGACY_CUDA_IPC_CAPABLE and
+ * MEMPOOL_HANDLE tell pool and VMM memory from cudaMalloc memory in the same call (what
+ * UCX's cuda_ipc and NCCL decide by), so only those pay for finding their extent
+ * (gwv_chunk, gwc_mapped_range); they took the places of CONTEXT and BUFFER_ID, which
+ * nothing read, so the call asks for as many attributes as before.
  */
 static inline void gwv_query(const void *ptr, gwc_attrs *a) {
   /* The attribute list is the same for every call: one static table instead of seven
    * stores per query (the driver only reads it; its prototype is just not const). */
   static CUpointer_attribute at[7] = {
       CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_IS_MANAGED,
-      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_CONTEXT,
+      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,   CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
       CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-      CU_POINTER_ATTRIBUTE_BUFFER_ID};
+      CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
   unsigned int memtype = 0, managed = 0;
   int ordinal = -2;
-  CUcontext ctx = NULL;
+  /* 1 unless the driver says 0: a driver that leaves it unwritten keeps the fast path. */
+  int legacy = 1;
   CUdeviceptr start = 0;
   size_t size = 0;
-  unsigned long long buffer_id = 0;
-  void *v[7] = {&memtype, &managed, &ordinal, &ctx, &start, &size, &buffer_id};
+  CUmemoryPool pool = NULL;
+  void *v[7] = {&memtype, &managed, &ordinal, &legacy, &start, &size, &pool};
   CUresult r = cuPointerGetAttributes(7, at, v, (CUdeviceptr)(uintptr_t)ptr);
   a->gen = GWC_GEN_CUDA;
   a->status = (int)r;
@@ -385,6 +410,29 @@ static inline void gwv_query(const void *ptr, gwc_attrs *a) {
   a->host_pointer = 0;
   a->range_start = (uintptr_t)start;
   a->range_size = size;
+  a->not_legacy_ipc = legacy == 0;
+  a->mempool = (uintptr_t)pool;
+}
+/* The mapping holding q (gwc_mapped_range's callback): cuMemGetAddressRange gives one VMM
+ * chunk or one pool allocation; RANGE_START_ADDR tells which reservation q is in, MAPPED
+ * whether q is backed at all (0 in a reservation's hole). */
+static inline void gwv_chunk(void *user, uintptr_t q, gwc_chunk *out) {
+  (void)user;
+  static CUpointer_attribute at[4] = {
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_MAPPED};
+  unsigned int memtype = 0;
+  int ordinal = -2, mapped = 0;
+  CUdeviceptr start = 0, base = 0;
+  size_t size = 0;
+  void *v[4] = {&memtype, &ordinal, &start, &mapped};
+  out->ok = cuPointerGetAttributes(4, at, v, (CUdeviceptr)q) == CUDA_SUCCESS &&
+            memtype == CU_MEMORYTYPE_DEVICE && mapped &&
+            cuMemGetAddressRange(&base, &size, (CUdeviceptr)q) == CUDA_SUCCESS;
+  out->base = (uintptr_t)base;
+  out->size = size;
+  out->range_start = (uintptr_t)start;
+  out->device = ordinal;
 }
 static inline const char *gwv_query_error_name(int status) {
   const char *s = NULL;

@@ -1,0 +1,391 @@
+/*
+ * VMM memory and stream-ordered pool memory on CUDA (issue 45 build 1): the cases of
+ * tests/test_vmm.c with the driver's own calls (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ * cuMemSetAccess; cudaMallocAsync, cudaMemPoolCreate, cudaMallocFromPoolAsync,
+ * cudaMemPoolTrimTo, cudaMemPoolDestroy). Classification, the extent a wrap is checked
+ * against (the contiguous mapped range of VMM chunks; a pool allocation's own), no stale
+ * extent after a free, an unmap, a trim or a destroy, every element written and read back
+ * through gw_copy, and the IPC refusal naming how to allocate the memory shareable.
+ * Every test skips (77) without a CUDA device, or where the device has no VMM or pools.
+ */
+#include "gpuwrap.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_assert.h"
+
+#define ASSERT_CU(x)                   \
+  do {                                 \
+    CUresult tst_r_ = (x);             \
+    if (tst_r_ != CUDA_SUCCESS) {      \
+      const char *tst_n_ = "?";        \
+      cuGetErrorName(tst_r_, &tst_n_); \
+      TST_FAIL("%s: %s", #x, tst_n_);  \
+    }                                  \
+  } while (0)
+
+static gw_context *ctx;
+
+static void setup(void) {
+  int n = 0;
+  if (gw_backend_device_count(GW_BACKEND_CUDA, &n) != GW_OK || n < 1) {
+    printf("no CUDA device (%s)\n", gw_last_error());
+    TEST_SKIP("no CUDA device");
+  }
+  ASSERT_OK(gw_context_create(GW_BACKEND_CUDA, 0, &ctx));
+  ASSERT_CUDA(cudaSetDevice(0));
+  ASSERT_CUDA(cudaFree(NULL)); /* the primary context current: the driver calls need it */
+}
+
+static gw_ptrinfo query(const void *p) {
+  gw_ptrinfo i;
+  memset(&i, 0, sizeof i);
+  ASSERT_OK(gw_pointer_query(ctx, p, &i));
+  return i;
+}
+
+static void expect_device(const void *p, const void *base, size_t extent) {
+  gw_ptrinfo i = query(p);
+  TEST_CONTEXT("query(%p)", p);
+  ASSERT_EQ_INT(i.kind, GW_MEM_DEVICE);
+  ASSERT_EQ_INT(i.device, 0);
+  ASSERT_EQ_PTR(i.base, base);
+  ASSERT_EQ_SIZE(i.extent, extent);
+  ASSERT_EQ_PTR(i.device_ptr, p);
+  TEST_CONTEXT("%s", "");
+}
+
+/* Wrap n uint32 at device address p; gw_copy random values in from a host array and back
+ * out into another; every element checked, and the device bytes by cudaMemcpy too. */
+static void roundtrip(void *p, int64_t n) {
+  uint32_t *src = malloc((size_t)n * 4), *back = calloc((size_t)n, 4), *raw = calloc((size_t)n, 4);
+  ASSERT_TRUE(src && back && raw);
+  for (int64_t k = 0; k < n; k++) src[k] = (uint32_t)tst_rand64();
+  gw_array *d = NULL, *hs = NULL, *hb = NULL;
+  ASSERT_OK(gw_wrap(ctx, p, GW_UINT32, 1, &n, NULL, 0, &d));
+  ASSERT_EQ_INT(gw_kind(d), GW_MEM_DEVICE);
+  ASSERT_OK(gw_wrap(ctx, src, GW_UINT32, 1, &n, NULL, 0, &hs));
+  ASSERT_OK(gw_wrap(ctx, back, GW_UINT32, 1, &n, NULL, 0, &hb));
+  ASSERT_OK(gw_copy(d, hs));
+  ASSERT_CUDA(cudaMemcpy(raw, p, (size_t)n * 4, cudaMemcpyDeviceToHost));
+  ASSERT_ELEMS_EQ(raw, src, (size_t)n, 4);
+  ASSERT_OK(gw_copy(hb, d));
+  ASSERT_ELEMS_EQ(back, src, (size_t)n, 4);
+  gw_release(d);
+  gw_release(hs);
+  gw_release(hb);
+  free(src);
+  free(back);
+  free(raw);
+}
+
+/* ---- VMM: a reservation of `slots` chunks, chunk k mapped where mapped[k] ---- */
+
+typedef struct {
+  CUdeviceptr r;
+  size_t cs;
+  int slots;
+} segment;
+
+static CUmemAllocationProp vmm_prop(int shareable) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes =
+      shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  return prop;
+}
+
+static void vmm_require(int shareable) {
+  CUdevice dev;
+  int vmm = 0, fd = 0;
+  ASSERT_CU(cuDeviceGet(&dev, 0));
+  ASSERT_CU(
+      cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
+  if (!vmm) TEST_SKIP("the device has no virtual memory management");
+  if (shareable) {
+    ASSERT_CU(cuDeviceGetAttribute(
+        &fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
+    if (!fd) TEST_SKIP("the device has no POSIX file descriptor handles");
+  }
+}
+
+static segment seg_make(int slots, const int *mapped, int shareable) {
+  vmm_require(shareable);
+  CUmemAllocationProp prop = vmm_prop(shareable);
+  segment s = {.slots = slots};
+  ASSERT_CU(cuMemGetAllocationGranularity(&s.cs, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  ASSERT_CU(cuMemAddressReserve(&s.r, s.cs * (size_t)slots, 0, 0, 0));
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = 0;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (int k = 0; k < slots; k++) {
+    if (!mapped[k]) continue;
+    CUmemGenericAllocationHandle h;
+    ASSERT_CU(cuMemCreate(&h, s.cs, &prop, 0));
+    ASSERT_CU(cuMemMap(s.r + (size_t)k * s.cs, s.cs, 0, h, 0));
+    ASSERT_CU(cuMemRelease(h)); /* the mapping holds its own reference */
+    ASSERT_CU(cuMemSetAccess(s.r + (size_t)k * s.cs, s.cs, &acc, 1));
+  }
+  return s;
+}
+
+static void seg_free(segment *s, const int *mapped) {
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  for (int k = 0; k < s->slots; k++)
+    if (mapped[k]) ASSERT_CU(cuMemUnmap(s->r + (size_t)k * s->cs, s->cs));
+  ASSERT_CU(cuMemAddressFree(s->r, s->cs * (size_t)s->slots));
+}
+
+#define AT(s, off) ((char *)(uintptr_t)(s).r + (off))
+
+TEST_IMPL(vmm_two_chunks) {
+  setup();
+  const int mapped[4] = {1, 1, 0, 0};
+  segment s = seg_make(4, mapped, 0);
+  expect_device(AT(s, 0), AT(s, 0), 2 * s.cs);
+  expect_device(AT(s, s.cs - 1), AT(s, 0), 2 * s.cs);
+  expect_device(AT(s, s.cs + 8), AT(s, 0), 2 * s.cs);
+  expect_device(AT(s, 2 * s.cs - 1), AT(s, 0), 2 * s.cs);
+  roundtrip(AT(s, s.cs / 2), (int64_t)(s.cs / 4)); /* across the boundary */
+  roundtrip(AT(s, 0), (int64_t)(2 * s.cs / 4));    /* the whole mapped range */
+  seg_free(&s, mapped);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+TEST_IMPL(vmm_three_chunks) {
+  setup();
+  const int mapped[4] = {0, 1, 1, 1};
+  segment s = seg_make(4, mapped, 0);
+  for (int k = 1; k <= 3; k++) expect_device(AT(s, (size_t)k * s.cs + 12), AT(s, s.cs), 3 * s.cs);
+  roundtrip(AT(s, s.cs + 4), (int64_t)((3 * s.cs - 8) / 4));
+  roundtrip(AT(s, 2 * s.cs + 4), (int64_t)((2 * s.cs - 4) / 4));
+  seg_free(&s, mapped);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+TEST_IMPL(vmm_hole_and_end) {
+  setup();
+  const int mapped[3] = {1, 0, 1};
+  segment s = seg_make(3, mapped, 0);
+  expect_device(AT(s, 5), AT(s, 0), s.cs);
+  expect_device(AT(s, 2 * s.cs + 5), AT(s, 2 * s.cs), s.cs);
+  gw_ptrinfo hole = query(AT(s, s.cs));
+  printf("a reservation's hole: %s, extent %zu\n", gw_memkind_name(hole.kind), hole.extent);
+  ASSERT_TRUE(hole.extent == 0);
+  gw_array *a = NULL;
+  int64_t n = (int64_t)(s.cs / 4 + 1);
+  ASSERT_STATUS(gw_wrap(ctx, AT(s, 0), GW_UINT32, 1, &n, NULL, 0, &a), GW_ERANGE);
+  ASSERT_STATUS(gw_wrap(ctx, AT(s, 2 * s.cs), GW_UINT32, 1, &n, NULL, 0, &a), GW_ERANGE);
+  ASSERT_NULL(a);
+  roundtrip(AT(s, 2 * s.cs), (int64_t)(s.cs / 4));
+  seg_free(&s, mapped);
+
+  /* Two chunks, the second unmapped later: the first's extent is one chunk again. */
+  const int two[2] = {1, 1};
+  segment t = seg_make(2, two, 0);
+  expect_device(AT(t, 0), AT(t, 0), 2 * t.cs);
+  ASSERT_CU(cuMemUnmap(t.r + t.cs, t.cs));
+  expect_device(AT(t, 0), AT(t, 0), t.cs);
+  n = (int64_t)(t.cs / 4 + 1);
+  ASSERT_STATUS(gw_wrap(ctx, AT(t, 0), GW_UINT32, 1, &n, NULL, 0, &a), GW_ERANGE);
+  ASSERT_CU(cuMemUnmap(t.r, t.cs));
+  ASSERT_TRUE(query(AT(t, 0)).extent == 0);
+  ASSERT_CU(cuMemAddressFree(t.r, 2 * t.cs));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- pools ---- */
+
+static void pools_require(void) {
+  int ok = 0;
+  ASSERT_CUDA(cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, 0));
+  if (!ok) TEST_SKIP("the device has no stream-ordered pools");
+}
+
+static cudaMemPool_t pool_create(int shareable) {
+  struct cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  props.handleTypes = shareable ? cudaMemHandleTypePosixFileDescriptor : cudaMemHandleTypeNone;
+  cudaMemPool_t pool;
+  ASSERT_CUDA(cudaMemPoolCreate(&pool, &props));
+  return pool;
+}
+
+/* Interior pointers report their allocation, in the default pool and a created one. */
+TEST_IMPL(pool_interior) {
+  setup();
+  pools_require();
+  cudaMemPool_t mine = pool_create(0);
+  for (int k = 0; k < 2; k++) {
+    TEST_CONTEXT("%s pool", k ? "created" : "default");
+    char *a = NULL, *b = NULL;
+    size_t na = 3 * 65536, nb = 2 * 65536;
+    if (k) {
+      ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&a, na, mine, 0));
+      ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&b, nb, mine, 0));
+    } else {
+      ASSERT_CUDA(cudaMallocAsync((void **)&a, na, 0));
+      ASSERT_CUDA(cudaMallocAsync((void **)&b, nb, 0));
+    }
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+    gw_ptrinfo i = query(a + 65536 + 100);
+    ASSERT_EQ_INT(i.kind, GW_MEM_DEVICE);
+    ASSERT_EQ_PTR(i.base, a);
+    ASSERT_TRUE(i.extent >= na);
+    ASSERT_EQ_SIZE(query(a + na - 1).extent, i.extent);
+    gw_ptrinfo j = query(b + 65536 + 1);
+    ASSERT_EQ_PTR(j.base, b);
+    ASSERT_TRUE(j.extent >= nb);
+    roundtrip(a + 8, (int64_t)((na - 8) / 4));
+    roundtrip(b, (int64_t)(nb / 4));
+    gw_array *arr = NULL;
+    int64_t n = (int64_t)(i.extent / 4 + 1);
+    ASSERT_STATUS(gw_wrap(ctx, a, GW_UINT32, 1, &n, NULL, 0, &arr), GW_ERANGE);
+    ASSERT_CUDA(cudaFreeAsync(a, 0));
+    ASSERT_CUDA(cudaFreeAsync(b, 0));
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+  }
+  ASSERT_CUDA(cudaMemPoolDestroy(mine));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A free, then an allocation at the same address: the new extent, never the old one. */
+TEST_IMPL(pool_reuse) {
+  setup();
+  pools_require();
+  cudaMemPool_t pool = pool_create(0);
+  uint64_t keep = UINT64_MAX; /* keep freed memory in the pool, so the address is reused */
+  ASSERT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  char *a = NULL, *c = NULL;
+  size_t big = 1 << 20, small = 4096;
+  ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&a, big, pool, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_ptrinfo i = query(a + 100);
+  ASSERT_EQ_PTR(i.base, a);
+  size_t old = i.extent;
+  ASSERT_TRUE(old >= big);
+  ASSERT_CUDA(cudaFreeAsync(a, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_ptrinfo f = query(a + 100);
+  printf("a freed pool allocation the pool keeps: %s, base %p, extent %zu\n",
+         gw_memkind_name(f.kind), f.base, f.extent);
+  ASSERT_TRUE(!(f.base == a && f.extent == old)); /* never the stale extent */
+  ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&c, small, pool, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_ptrinfo j = query(c);
+  ASSERT_EQ_PTR(j.base, c);
+  ASSERT_TRUE(j.extent >= small);
+  if (c == a) {
+    ASSERT_TRUE(j.extent < old);
+    gw_array *arr = NULL;
+    int64_t n = (int64_t)(old / 4);
+    ASSERT_STATUS(gw_wrap(ctx, c, GW_UINT32, 1, &n, NULL, 0, &arr), GW_ERANGE);
+  } else {
+    printf("the pool gave %p, not the freed %p: the reuse case did not arise\n", (void *)c,
+           (void *)a);
+  }
+  roundtrip(c, (int64_t)(small / 4));
+  ASSERT_CUDA(cudaFreeAsync(c, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  ASSERT_CUDA(cudaMemPoolDestroy(pool));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Trimmed or destroyed, a pool's freed memory is no device memory with an extent. */
+TEST_IMPL(pool_trim_destroy) {
+  setup();
+  pools_require();
+  cudaMemPool_t pool = pool_create(0);
+  uint64_t keep = UINT64_MAX;
+  ASSERT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  char *a = NULL, *b = NULL;
+  ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&a, 1 << 20, pool, 0));
+  ASSERT_CUDA(cudaMallocFromPoolAsync((void **)&b, 1 << 20, pool, 0));
+  ASSERT_CUDA(cudaFreeAsync(b, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  ASSERT_CUDA(cudaMemPoolTrimTo(pool, 0));
+  gw_ptrinfo t = query(b);
+  printf("trimmed: %s, base %p, extent %zu\n", gw_memkind_name(t.kind), t.base, t.extent);
+  ASSERT_TRUE(!(t.kind == GW_MEM_DEVICE && t.extent != 0));
+  gw_ptrinfo i = query(a + 1);
+  ASSERT_EQ_PTR(i.base, a);
+  ASSERT_TRUE(i.extent >= (1u << 20));
+  roundtrip(a, (int64_t)((1 << 20) / 4));
+  ASSERT_CUDA(cudaFreeAsync(a, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  ASSERT_CUDA(cudaMemPoolDestroy(pool));
+  gw_ptrinfo d = query(a);
+  printf("destroyed: %s, base %p, extent %zu\n", gw_memkind_name(d.kind), d.base, d.extent);
+  ASSERT_TRUE(!(d.kind == GW_MEM_DEVICE && d.extent != 0));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+static void expect_export_refused(void *p, size_t bytes, const char *needle) {
+  gw_array *a = NULL;
+  int64_t n = (int64_t)bytes;
+  ASSERT_OK(gw_wrap(ctx, p, GW_UINT8, 1, &n, NULL, 0, &a));
+  gw_ipc_handle h;
+  ASSERT_STATUS(gw_ipc_export(a, &h), GW_ENOTSUP);
+  ASSERT_ERROR_MENTIONS("not share it yet");
+  if (needle) ASSERT_ERROR_MENTIONS(needle);
+  gw_release(a);
+}
+
+/* Export of pool and VMM memory: GW_ENOTSUP, naming how to allocate it shareable. */
+TEST_IMPL(export_refused) {
+  setup();
+  const int two[2] = {1, 1};
+  segment s = seg_make(2, two, 0);
+  expect_export_refused(AT(s, s.cs - 4), 8,
+                        "requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
+  seg_free(&s, two);
+  int fd = 0;
+  CUdevice dev;
+  ASSERT_CU(cuDeviceGet(&dev, 0));
+  ASSERT_CU(cuDeviceGetAttribute(
+      &fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
+  if (fd) {
+    s = seg_make(2, two, 1);
+    expect_export_refused(AT(s, 0), 2 * s.cs, NULL);
+    seg_free(&s, two);
+  }
+  pools_require();
+  void *p = NULL;
+  ASSERT_CUDA(cudaMallocAsync(&p, 65536, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  expect_export_refused(p, 65536, "default pool never has");
+  ASSERT_ERROR_MENTIONS("cudaMemHandleTypePosixFileDescriptor");
+  ASSERT_CUDA(cudaFreeAsync(p, 0));
+  if (fd) {
+    cudaMemPool_t pool = pool_create(1);
+    ASSERT_CUDA(cudaMallocFromPoolAsync(&p, 65536, pool, 0));
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+    expect_export_refused(p, 65536, NULL);
+    ASSERT_CUDA(cudaFreeAsync(p, 0));
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+    ASSERT_CUDA(cudaMemPoolDestroy(pool));
+  }
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_context_destroy(ctx);
+  return 0;
+}
