@@ -390,5 +390,30 @@ TEST_IMPL(vmm_range) {
   a.is_managed = 0;
   a.memtype = GWC_CU_HOST;
   ASSERT_TRUE(!gwc_needs_range(&a));
+  /* Pinned and managed memory are not legacy-IPC capable either (cuPointerGetAttributes on
+   * an H100, 2026-12-07: IS_LEGACY_CUDA_IPC_CAPABLE 0 for both): their RANGE_* are still
+   * their allocation, reported as it is. */
+  const uintptr_t P = 0x7f4576800000ull;
+  gwc_attrs pin = {.gen = GWC_GEN_CUDA,
+                   .memtype = GWC_CU_HOST,
+                   .device = 0,
+                   .range_start = P,
+                   .range_size = MIB,
+                   .not_legacy_ipc = 1};
+  ASSERT_OK(gwc_classify((void *)(P + 8), &pin, &H200, &o));
+  ASSERT_EQ_INT(o.kind, GW_MEM_PINNED);
+  ASSERT_EQ_PTR(o.base, (void *)P);
+  ASSERT_EQ_SIZE(o.extent, MIB);
+  gwc_attrs man = {.gen = GWC_GEN_CUDA,
+                   .memtype = GWC_CU_DEVICE,
+                   .is_managed = 1,
+                   .device = 0,
+                   .range_start = P,
+                   .range_size = MIB,
+                   .not_legacy_ipc = 1};
+  ASSERT_OK(gwc_classify((void *)(P + 8), &man, &H200, &o));
+  ASSERT_EQ_INT(o.kind, GW_MEM_MANAGED);
+  ASSERT_EQ_PTR(o.base, (void *)P);
+  ASSERT_EQ_SIZE(o.extent, MIB);
   return 0;
 }

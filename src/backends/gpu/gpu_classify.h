@@ -206,8 +206,9 @@ static inline gw_status gwc_classify_inline(const void *ptr, const gwc_attrs *a,
   }
   out->device = a->device >= 0 ? a->device : -1; /* -2 (and any negative) means none */
   /* Pool and VMM memory: RANGE_* may be the reservation; the backend finds the extent
-   * (gwc_mapped_range), never this. */
-  if (!a->not_legacy_ipc && a->range_start != 0 && a->range_size != 0 &&
+   * (gwc_mapped_range), never this. Only device memory: pinned and managed memory are
+   * never legacy-IPC capable either (measured on an H100), and their RANGE_* are theirs. */
+  if (!gwc_needs_range(a) && a->range_start != 0 && a->range_size != 0 &&
       (uintptr_t)ptr >= a->range_start && (uintptr_t)ptr - a->range_start < a->range_size) {
     out->base = (void *)a->range_start;
     out->extent = a->range_size;
