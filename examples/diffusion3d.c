@@ -977,13 +977,23 @@ int main(int argc, char **argv) {
            "steps\n",
            size, dims[0], dims[1], dims[2], (long long)m, (long long)N[0], (long long)N[1],
            (long long)N[2], o.periodic ? "periodic" : "Dirichlet", o.steps);
-    printf("  backend %s, memory %s, stencil %s, halo path %s%s (MPI GPU-aware: %s), %s\n",
+    /* AUTO may pick per mode (ranks sharing a GPU under MPS): the host-ordered calls'
+     * path, the stream-ordered calls', and the one this run's steps take */
+    char halo_path[160];
+    const char *shm = info.shared_memory ? " via shared memory" : "";
+    if (info.path_stream_ordered == info.path)
+      snprintf(halo_path, sizeof halo_path, "%s%s", gw_halo_path_name(info.path), shm);
+    else
+      snprintf(halo_path, sizeof halo_path,
+               "%s (blocking) / %s%s (stream-ordered), AUTO per mode, this run's steps: %s",
+               gw_halo_path_name(info.path), gw_halo_path_name(info.path_stream_ordered), shm,
+               gw_halo_path_name(main_s ? info.path_stream_ordered : info.path));
+    printf("  backend %s, memory %s, stencil %s, halo path %s (MPI GPU-aware: %s), %s\n",
            gw_backend_name(backend), gw_memkind_name(o.mem),
            o.halo_only ? "none"
            : gpu       ? "gpu (CUDA kernel)"
                        : "host",
-           gw_halo_path_name(info.path), info.shared_memory ? " via shared memory" : "",
-           info.gpu_aware ? "yes" : "no",
+           halo_path, info.gpu_aware ? "yes" : "no",
            o.halo_only ? "halo only"
            : graph     ? (overlap ? "overlap (stream-ordered split phase), replayed as a CUDA graph"
                                   : "blocking update_on + stencil, replayed as a CUDA graph")

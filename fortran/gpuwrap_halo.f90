@@ -47,6 +47,7 @@ module gpuwrap_halo
     integer(c_size_t) :: bytes_local = 0
     integer(c_size_t) :: buffer_bytes = 0
     integer(c_int) :: shared_memory = 0
+    integer(c_int) :: path_stream_ordered = 0 ! the stream-ordered calls' path (AUTO per mode)
   end type gw_halo_info
 
   ! gw_halo_field: one field of gw_halo_create_multi and its widths (gw_halo_field(f, [1,1,1])).

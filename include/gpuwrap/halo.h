@@ -113,7 +113,10 @@ typedef enum {
  * the MPI messages only order each record before its wait. Neighbours on other nodes (the node: MPI_COMM_TYPE_SHARED, or
  * GPUWRAP_HALO_SHM_GROUP consecutive ranks) go through the host path in the same plan;
  * gw_halo_neighbour() says which path each neighbour takes. The path is every rank's or
- * none's. It needs device memory (GW_MEM_DEVICE) for every field and a backend that
+ * none's. Where AUTO takes it only because ranks share a GPU under MPS, it does so for the
+ * host-ordered calls only, and the plan also holds the host path for the stream-ordered
+ * ones (faster there when overlapped: docs/HALO.md, "AUTO per mode";
+ * gw_halo_info.path_stream_ordered; GPUWRAP_HALO_AUTO_MPS). It needs device memory (GW_MEM_DEVICE) for every field and a backend that
  * exports it and has interprocess events (CUDA, HIP, the CPU model): forcing it elsewhere
  * fails on every rank with GW_EINVAL (a field's memory kind) or the export's or the
  * event's status (GW_ENOTSUP), saying why.
@@ -322,6 +325,16 @@ typedef struct {
                             into the neighbour's receive buffer; MPI carries 0-byte tokens
                             only; neighbours on other nodes still go through MPI); 0: MPI
                             carries every face (GPUWRAP_HALO_SHM=0 forces it) */
+  gw_halo_path path_stream_ordered; /**< the path of the stream-ordered calls
+                            (gw_halo_start_on, gw_halo_finish_on, gw_halo_update_on); `path`
+                            is that of gw_halo_update and gw_halo_start/finish. They differ
+                            only where AUTO picks per mode: ranks sharing a GPU under MPS
+                            take IPC for the host-ordered calls and HOST for the
+                            stream-ordered ones (docs/HALO.md, "AUTO";
+                            GPUWRAP_HALO_AUTO_MPS). The plan then holds both paths'
+                            buffers (buffer_bytes counts both; shared_memory says the host
+                            path's). The struct's second layout; on LP64 it fills what was
+                            tail padding, so sizeof(gw_halo_info) is unchanged */
 } gw_halo_info;
 
 /** Fill *out (set out->struct_size first: gpuwrap.h, Conventions). GW_EINVAL for NULL
@@ -333,7 +346,9 @@ GW_API gw_status gw_halo_query(const gw_halo *h, gw_halo_info *out);
  * communicator (*rank, MPI_PROC_NULL where there is none) and the path its faces take
  * (*path: HOST, DEVICE, NCCL or IPC; GW_HALO_PATH_AUTO where no message goes: no
  * neighbour, a width of 0, or the rank itself along a periodic dim, copied locally). An
- * IPC plan says IPC for its neighbours on this node and HOST for the others. GW_EINVAL
+ * IPC plan says IPC for its neighbours on this node and HOST for the others (for the
+ * host-ordered calls: where AUTO picks per mode, the stream-ordered ones take HOST for
+ * every remote neighbour, gw_halo_info.path_stream_ordered). GW_EINVAL
  * for a NULL plan or output, a dim outside the plan's or a side other than 0 or 1.
  */
 GW_API gw_status gw_halo_neighbour(const gw_halo *h, int dim, int side, int *rank,

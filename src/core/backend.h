@@ -33,11 +33,12 @@
  * of the IPC path). 9: ipc_event_create and ipc_event_open (added after 8 was set), and
  * gw_ptrinfo's struct_size. 10: device_uuid (an IPC handle names its device by UUID, which
  * the importer maps to its own ordinal). 11: the members named by role (the same table:
- * dev_, ctx_, mem_, host_, xfer_, stream_, event_, ipc_, proc_). A plugin of another ABI
+ * dev_, ctx_, mem_, host_, xfer_, stream_, event_, ipc_, proc_). 12: the setting
+ * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 11
+#define GW__BACKEND_ABI 12
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */

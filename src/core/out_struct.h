@@ -32,9 +32,12 @@
 #define GW__SETTING_INFO_LAYOUTS \
   { GW__SETTING_INFO_V1 }
 #define GW__HALO_INFO_V1 GW__LAYOUT_END(gw_halo_info, shared_memory)
-#define GW__HALO_INFO_LAST GW__HALO_INFO_V1
+/* v2: path_stream_ordered (AUTO per mode). On LP64 it fills v1's tail padding, so both
+ * sizes are 56 bytes: a v1 caller's struct has room for it, and gets it. */
+#define GW__HALO_INFO_V2 GW__LAYOUT_END(gw_halo_info, path_stream_ordered)
+#define GW__HALO_INFO_LAST GW__HALO_INFO_V2
 #define GW__HALO_INFO_LAYOUTS \
-  { GW__HALO_INFO_V1 }
+  { GW__HALO_INFO_V1, GW__HALO_INFO_V2 }
 #define GW__GRID_INFO_V1 GW__LAYOUT_END(gw_grid_info, offset)
 #define GW__GRID_INFO_LAST GW__GRID_INFO_V1
 #define GW__GRID_INFO_LAYOUTS \

@@ -92,6 +92,10 @@
   X(HALO_NCCL_SELF, "GPUWRAP_HALO_NCCL_SELF", BOOL, "0", 0, 1, "", "halo",                    \
     "a rank's own periodic neighbour goes through NCCL too (default: direct face copies, "    \
     "which are faster)")                                                                      \
+  X(HALO_AUTO_MPS, "GPUWRAP_HALO_AUTO_MPS", CHOICE, "mode", 0, 0, "mode|ipc|host", "halo",    \
+    "AUTO between ranks sharing a device under MPS: mode (by the call: IPC for "              \
+    "gw_halo_update and gw_halo_start/finish, the host path for the stream-ordered calls), "  \
+    "ipc (IPC for both) or host (the host path for both)")                                    \
   X(NCCL_LIB, "GPUWRAP_NCCL_LIB", TEXT, "libnccl.so.2", 0, 0, "", "halo",                     \
     "the NCCL library the halo's NCCL path loads")                                            \
   X(LIB, "GPUWRAP_LIB", TEXT, "", 0, 0, "", "python",                                         \

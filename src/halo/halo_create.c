@@ -135,7 +135,8 @@ static gw_status agree_chunk(gw_halo *h, gw_halo_path path, MPI_Comm *node) {
  * rank together: its communicator is collective, so no rank may take it alone. Then IPC
  * (forced, or AUTO's choice for device fields without a GPU-aware MPI, where it pays:
  * halo_ipc.c), then AUTO's host or device path; then the message pieces. *path becomes the
- * path taken; h->info says it. */
+ * path taken; h->info says it. (Where AUTO picks per mode, this is the host-ordered calls'
+ * path, IPC, and phase 12 makes the stream-ordered calls' plan.) */
 static gw_status choose_path(gw_halo *h, const char *fn, gw_halo_path *path_io) {
   gw_halo_path path = *path_io;
   int device_ok = 1, device_only = 1;
@@ -203,9 +204,22 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   if (st == GW_OK && h->nccl && h->stream) st = gw__halo_nccl_connect(h);
   /* 11: a plan on some ranks only would leave the others waiting in their first update */
   st = gw__halo_agree_once(h->comm, st, fn, &failed);
+  /* 12: AUTO per mode (h->per_mode, alike on every rank: gw__halo_ipc_decide): the
+   * stream-ordered calls' plan over the same fields, on the host path AUTO takes without
+   * IPC (the IPC choice needs MPI not GPU-aware, and NCCL was not taken). A whole create
+   * of its own, ending in its own agreement: it fails on every rank alike, and this plan
+   * is then freed on every rank alike. */
+  if (st == GW_OK && h->per_mode)
+    st = create(fn, fields, nfields, cart, GW_HALO_PATH_HOST, &h->alt, strict, NULL);
   if (st != GW_OK) {
     gw__halo_plan_free(h);
     return st;
+  }
+  h->info.path_stream_ordered = h->info.path;
+  if (h->alt) {
+    h->info.path_stream_ordered = h->alt->info.path;
+    h->info.buffer_bytes += h->alt->info.buffer_bytes;
+    h->info.shared_memory |= h->alt->info.shared_memory;
   }
   *out = h;
   return GW_OK;

@@ -84,7 +84,14 @@ typedef struct {
   int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
   size_t chunk;  /* GPUWRAP_HALO_CHUNK */
   int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
+  int auto_mps;  /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
 } gw__halo_settings;
+
+/* What AUTO takes between ranks sharing a device under MPS (GPUWRAP_HALO_AUTO_MPS, in the
+ * order of its choices): IPC for the host-ordered calls and the host path for the
+ * stream-ordered ones (a plan holding both, gw_halo.alt), IPC for both, the host path for
+ * both. */
+enum { AUTO_MPS_PER_MODE = 0, AUTO_MPS_IPC, AUTO_MPS_HOST };
 
 enum { LINK_NONE = 0, LINK_MPI, LINK_SELF };
 
@@ -227,6 +234,14 @@ struct gw_halo {
   gw_ipc_handle ipc_handle;
   int ipc_only; /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
+  /* AUTO's choice per mode (GPUWRAP_HALO_AUTO_MPS=mode): where AUTO took IPC only
+   * because ranks share a device under MPS, IPC is faster for the host-ordered calls but
+   * the host path for the stream-ordered ones (docs/HALO.md, "AUTO"). This plan is then
+   * the IPC one, and `alt` a second plan over the same fields on the host path (its own
+   * communicator, buffers and stream), made and freed with this one and on every rank
+   * alike; gw_halo_start_on / finish_on / update_on run on it. NULL: one path for all. */
+  struct gw_halo *alt;
+  int per_mode; /* (at create, alike on every rank) make `alt` */
   int blocking; /* this update's unpacks are complete before it returns: gw_halo_update
                    (it synchronizes its stream) or a plan without a queue (every copy
                    runs to completion), so its IPC copies need no pending-work events

@@ -30,17 +30,20 @@
  * Without MPS the contexts of two processes on one GPU are time-sliced and every copy
  * waits for the other's slice, which made the IPC update several times slower than the
  * host path on the H200 (docs/HALO.md; the figures: see docs/BENCHMARKS.md, 'Measurements
- * behind the code's choices'). A device of unknown identity counts as shared. Collective
- * over `node` (every rank of it gathers every identity).
+ * behind the code's choices'). A device of unknown identity counts as shared. *mps: IPC
+ * pays only because this rank shares its device with another under MPS (where the
+ * measurement splits by mode: faster for a blocking update, slower for a stream-ordered
+ * one; see gw__halo_ipc_decide). Collective over `node` (every rank of it gathers every
+ * identity).
  */
-static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
+static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays, int *mps) {
   typedef struct {
     unsigned char uuid[16];
     int concurrent;
   } identity;
   identity me;
   int n = 0, r = 0;
-  *pays = 0;
+  *pays = *mps = 0;
   gw__context_device_identity(h->ctx, me.uuid, &me.concurrent);
   MPI_Comm_size(node, &n);
   MPI_Comm_rank(node, &r);
@@ -55,28 +58,37 @@ static gw_status ipc_pays(gw_halo *h, MPI_Comm node, int *pays) {
         MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, node),
         "MPI_Allgather (the node's devices)", -1);
   static const unsigned char unknown[16];
-  int shared = 0;
+  int shared = 0, concurrent = 0;
   for (int j = 0; st == GW_OK && j < n; j++)
-    if (j != r && (!memcmp(all[j].uuid, me.uuid, 16) || !memcmp(me.uuid, unknown, 16)))
+    if (j != r && (!memcmp(all[j].uuid, me.uuid, 16) || !memcmp(me.uuid, unknown, 16))) {
       shared |= !(me.concurrent && all[j].concurrent);
+      concurrent = 1; /* (counts only where none of them is time-sliced: shared is 0) */
+    }
   free(all);
   /* (the path signals with interprocess events: a backend without them cannot
    * take it) */
   *pays = !shared && gw__ipc_event_supported(h->ctx);
+  *mps = *pays && concurrent;
   return st;
 }
 
 gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
                               MPI_Comm node) {
-  int rank = 0, pays = 0;
+  int rank = 0, pays = 0, mps = 0;
   MPI_Comm_rank(h->comm, &rank);
-  gw_status mine = ipc_pays(h, node, &pays);
+  gw_status mine = ipc_pays(h, node, &pays, &mps);
+  /* GPUWRAP_HALO_AUTO_MPS=host: ranks sharing a device under MPS take the host path as
+   * without MPS */
+  if (mps && h->set.auto_mps == AUTO_MPS_HOST) pays = 0;
   /* forced: 2; AUTO that could take it (device fields, MPI not GPU-aware, IPC
    * pays): 1; else 0; -1: this rank failed (every rank then fails, below) */
   int can = mine != GW_OK                                                            ? -1
             : path == GW_HALO_PATH_IPC                                               ? 2
             : path == GW_HALO_PATH_AUTO && device_only && !h->info.gpu_aware && pays ? 1
                                                                                      : 0;
+  /* AUTO per mode: some rank takes IPC only because it shares its device under MPS, and
+   * no rank's setting says otherwise (max of {mps, not "mode"} over every rank) */
+  int flags[2] = {can == 1 && mps, h->set.auto_mps != AUTO_MPS_PER_MODE}, any[2] = {0, 0};
   struct {
     int v, rank;
   } in = {can, rank}, lo, hi;
@@ -85,6 +97,8 @@ gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int
   if (st == GW_OK)
     st = gw__halo_mpi(MPI_Allreduce(&in, &hi, 1, MPI_2INT, MPI_MAXLOC, h->comm), "MPI_Allreduce",
                       -1);
+  if (st == GW_OK)
+    st = gw__halo_mpi(MPI_Allreduce(flags, any, 2, MPI_INT, MPI_MAX, h->comm), "MPI_Allreduce", -1);
   if (st != GW_OK) return st;
   if (lo.v < 0)
     return mine != GW_OK
@@ -98,6 +112,8 @@ gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int
                          "none's)",
                          fn, hi.rank, lo.rank);
   h->ipc = lo.v >= 1;
+  /* (lo.v == 1: every rank is AUTO, none forced) */
+  h->per_mode = lo.v == 1 && any[0] && !any[1];
   return GW_OK;
 }
 

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 
 void gw__halo_plan_free(gw_halo *h) {
+  /* (collective, as this one: every rank's plan has its alt or none's) */
+  if (h->alt) gw__halo_plan_free(h->alt);
+  h->alt = NULL;
   gw_stream_destroy(h->stream); /* waits for its work: nothing reads the buffers after this */
   gw__halo_shm_close(h);        /* tokens in flight, the neighbours' segments pinned here */
   gw__halo_nccl_close(h);
@@ -55,7 +58,7 @@ void gw__halo_plan_free(gw_halo *h) {
 
 void gw_halo_destroy(gw_halo *h) {
   if (!h) return;
-  if (h->started) (void)gw_halo_finish(h);
+  if (h->started || (h->alt && h->alt->started)) (void)gw_halo_finish(h);
   gw__halo_plan_free(h);
 }
 

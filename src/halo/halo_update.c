@@ -192,9 +192,37 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
   return st;
 }
 
+/* AUTO per mode (gw_halo.alt): the plan a call runs on. The host-ordered calls run on the
+ * plan itself (IPC), the stream-ordered ones on alt (the host path): a pure function of the
+ * call, so every rank makes the same choice for each update. An update in flight stays on
+ * the plan it was started on (finish follows its start, whichever finish is called), and
+ * a new one is refused by that plan's begin() as for any update in flight. */
+static gw_halo *mode_plan(gw_halo *h, int stream_ordered) {
+  if (!h || !h->alt) return h;
+  if (h->started || h->alt->started) return h->started ? h : h->alt;
+  return stream_ordered ? h->alt : h;
+}
+
+/* A host-ordered update after a stream-ordered one of the other mode's plan: that one's
+ * unpacks may still be queued on its stream, writing halo cells this update's packs read
+ * (the edges and corners of the later dims). Its own next update waits for them in
+ * begin() (h->tail); this plan waits here, as that begin() would: a query by now, not a
+ * stall. */
+static gw_status after_other_mode(gw_halo *h, const char *fn) {
+  if (!h || !h->alt || h->started || h->alt->started || !h->alt->tail || !h->alt->stream)
+    return GW_OK;
+  gw_status st = gw_stream_synchronize(h->alt->stream);
+  return st == GW_OK
+             ? GW_OK
+             : gw__halo_call_failed(st, fn, -1); /* (the plans stay idle: nothing started) */
+}
+
 gw_status gw_halo_update(gw_halo *h) {
+  gw_status st = after_other_mode(h, "gw_halo_update: waiting for the previous update's unpacks");
+  if (st != GW_OK) return st;
+  h = mode_plan(h, 0);
   GW_TRACE_NOW(t0);
-  gw_status st = begin(h, "gw_halo_update", 0, NULL);
+  st = begin(h, "gw_halo_update", 0, NULL);
   GW_TRACE_NOW(t1);
   if (st == GW_OK) {
     /* Complete when it returns; a plan without messages waited for its copies
@@ -211,7 +239,10 @@ gw_status gw_halo_update(gw_halo *h) {
 }
 
 gw_status gw_halo_start(gw_halo *h) {
-  gw_status st = begin(h, "gw_halo_start", 1, NULL);
+  gw_status st = after_other_mode(h, "gw_halo_start: waiting for the previous update's unpacks");
+  if (st != GW_OK) return st;
+  h = mode_plan(h, 0);
+  st = begin(h, "gw_halo_start", 1, NULL);
   /* Without a dim in flight (every exchange local) the copies complete here, as
    * a start that sent nothing has nothing for finish to wait on; with one, finish
    * completes them with the rest (the program reads no halo cell before it). */
@@ -241,6 +272,7 @@ static gw_status finish(gw_halo *h, const char *fn, gw_stream *s) {
 }
 
 gw_status gw_halo_finish(gw_halo *h) {
+  h = mode_plan(h, 0);
   if (h && h->started && h->captured)
     return gw__halo_fail(GW_ENOTSUP, "gw_halo_finish: the update was started in a graph "
                                      "capture; finish it with gw_halo_finish_on on a "
@@ -309,6 +341,7 @@ static gw_status check_capture(const gw_halo *h, const char *fn, gw_stream *s, i
 
 /* start_on and finish_on under the name of the call the caller made. */
 static gw_status start_on(gw_halo *h, gw_stream *s, const char *fn) {
+  h = mode_plan(h, 1);
   if (!h) return gw__halo_fail(GW_EINVAL, "%s: plan is NULL", fn);
   if (!s)
     return gw__halo_fail(GW_EINVAL, "%s: stream is NULL (%s is the host-ordered call)", fn,
@@ -327,6 +360,7 @@ static gw_status start_on(gw_halo *h, gw_stream *s, const char *fn) {
 }
 
 static gw_status finish_on(gw_halo *h, gw_stream *s, const char *fn) {
+  h = mode_plan(h, 1);
   if (h && !s)
     return gw__halo_fail(GW_EINVAL,
                          "%s: stream is NULL (gw_halo_finish is the "
