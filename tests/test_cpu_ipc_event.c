@@ -96,7 +96,7 @@ static int consume(void *state, const unsigned char *evh, const unsigned char *m
   void *ev = NULL, *s = NULL, *shm = NULL;
   ASSERT_OK(ops->ipc_event_open(state, evh, &ev));
   ASSERT_EQ_INT(evt_maps(), maps0 + 1);
-  ASSERT_OK(ops->ipc_mem_open(state, memh, 0, N * 8, &shm));
+  ASSERT_OK(ops->ipc_mem_open(state, memh, 0, N * 8, NULL, &shm));
   ASSERT_OK(ops->stream_create(state, &s));
   char c = 0;
   ASSERT_EQ_INT(read(rfd, &c, 1), 1);
@@ -113,7 +113,7 @@ static int consume(void *state, const unsigned char *evh, const unsigned char *m
   free(got);
   ASSERT_OK(ops->stream_destroy(state, s));
   ASSERT_OK(ops->event_destroy(state, ev));
-  ASSERT_OK(ops->ipc_mem_close(state, 0, shm));
+  ASSERT_OK(ops->ipc_mem_close(state, 0, NULL, shm));
   ASSERT_EQ_INT(evt_maps(), maps0);
   ASSERT_EQ_INT(open_fds(), fds0);
   return 0;
@@ -183,7 +183,9 @@ static int ordered(int use_fork) {
   ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, N * 8, &src));
   ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, N * 8, &shm));
   uint64_t alloc_id = 0;
-  ASSERT_OK(ops->ipc_mem_export(st, shm, N * 8, 0, memh, &alloc_id));
+  gw__ipc_share sh;
+  ASSERT_OK(ops->ipc_mem_export(st, shm, N * 8, 0, memh, &alloc_id, &sh));
+  ASSERT_EQ_INT(sh.kind, GW__IPC_LEGACY);
   uint64_t seed = tst_rand64() | 1;
   uint64_t *data = seeded(seed);
   memcpy(src, data, N * 8);

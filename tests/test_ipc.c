@@ -1018,10 +1018,10 @@ TEST_IMPL(foreign_newer_and_missing_device) {
   ASSERT_STATUS(gw_ipc_open(ctx, &f, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS(tst_is_cpu() ? "cuda backend" : "cpu backend");
   gw_ipc_handle v = h;
-  v.bytes[4] = 3;
+  v.bytes[4] = 4;
   reseal(&v);
   ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("handle version 3 is newer than this gpuwrap's 2");
+  ASSERT_ERROR_MENTIONS("handle version 4 is newer than this gpuwrap's 3");
   v.bytes[4] = 200; /* a newer layout may have another check value: version comes first */
   ASSERT_STATUS(gw_ipc_open(ctx, &v, &out), GW_EINVAL);
   ASSERT_ERROR_MENTIONS("version 200 is newer");

@@ -99,7 +99,9 @@
   T(pool_interior, ALL, "")           \
   T(pool_reuse, ALL, "")              \
   T(pool_trim_destroy, ALL, "")       \
-  T(export_refused, ALL, "")
+  T(export_refused, ALL, "")          \
+  T(pool_ipc_two_processes, ALL, "")  \
+  H(pool_ipc_child, pool_ipc_child)
 
 /* gpu/test_streams_cuda.c */
 #define TEST_LIST_test_streams_cuda(T, H) \
@@ -279,6 +281,14 @@
   T(event_injected_failures, cpu, "")                                                      \
   T(event_fork_child, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=150000")                           \
   H(ipc_child, child_main)
+
+/* test_ipc_pool.c */
+#define TEST_LIST_test_ipc_pool(T, H) \
+  T(pool_parent_to_child, cpu, "")    \
+  T(pool_child_to_parent, cpu, "")    \
+  T(pool_cycles, cpu, "")             \
+  T(pool_injected_failures, cpu, "")  \
+  H(pool_child, pool_child)
 
 /* test_overlap.c */
 #define TEST_LIST_test_overlap(T, H)            \

@@ -44,13 +44,18 @@ typedef enum {
   GW_CPU_OP_IPC_CLOSE,
   GW_CPU_OP_IPC_EVENT_CREATE,
   GW_CPU_OP_IPC_EVENT_OPEN,
+  /* appended: cudaMemPoolImportFromShareableHandle (pool memory from another process;
+   * cudaMemPoolExportPointer counts as ipc_export, cudaMemPoolImportPointer as ipc_open,
+   * the importer's cudaFree as ipc_close) */
+  GW_CPU_OP_IPC_POOL_IMPORT,
   GW_CPU_OP_COUNT
 } gw_cpu_op;
 
 /** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
  *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize",
  *  "stream_borrow", "event_create", "event_record", "stream_wait_event", "ipc_export",
- *  "ipc_open", "ipc_close". (Event destroy
+ *  "ipc_open", "ipc_close", "ipc_event_create", "ipc_event_open", "ipc_pool_import".
+ *  (Event destroy
  *  and event query are neither counted nor injected: a destroy cannot report, a query is
  *  a poll whose "not yet" is no failure.) */
 GW_API const char *gw_cpu_op_name(gw_cpu_op op);
@@ -84,8 +89,12 @@ GW_API long gw_cpu_op_calls(gw_cpu_op op);
  *     trimmed away or destroyed, it is not device memory. Allocations are first-fit at
  *     page granularity, so an allocation after a free reuses its address. The calls are
  *     synchronous (as if their stream's work had completed).
- *   - neither is legacy-IPC capable: gw_ipc_export refuses them (GW_ENOTSUP) naming how to
- *     allocate them shareable (handle_types GW_CPU_HANDLE_POSIX_FD at creation).
+ *   - neither is legacy-IPC capable. Memory of a pool created with GW_CPU_HANDLE_POSIX_FD
+ *     is shared as CUDA's IPC pools are (docs/IPC.md): gw_ipc_export gives a version-3
+ *     handle naming the pool's descriptor, which the importer takes with pidfd_getfd.
+ *     Other pool memory and VMM memory are refused (GW_ENOTSUP) naming how to allocate
+ *     them shareable (handle_types GW_CPU_HANDLE_POSIX_FD at creation; VMM sharing is
+ *     planned).
  * Sizes and addresses are multiples of gw_cpu_vmm_granularity() (the page size) where
  * the call says so. All are thread-safe; none is counted or injected.
  */
@@ -125,6 +134,12 @@ GW_API gw_status gw_cpu_pool_trim(gw_cpu_pool pool, size_t keep_bytes);
 GW_API gw_status gw_cpu_pool_destroy(gw_cpu_pool pool);
 /** Mappings and pools (default pools included) alive now. */
 GW_API size_t gw_cpu_vmm_live(void);
+/** Pools imported from other processes plus pointers imported from them, alive now. */
+GW_API size_t gw_cpu_ipc_pool_mappings(void);
+/** Make gw_ipc_open's pidfd_getfd of a pool's descriptor fail with errno `err` (EPERM,
+ *  ENOSYS, ...) as the kernel would; 0 restores the real call. (The call is the core's,
+ *  on every backend; the control is here with the model's.) */
+GW_API void gw_cpu_ipc_force_pidfd_errno(int err);
 
 #ifdef __cplusplus
 }

@@ -34,15 +34,29 @@
  * gw_ptrinfo's struct_size. 10: device_uuid (an IPC handle names its device by UUID, which
  * the importer maps to its own ordinal). 11: the members named by role (the same table:
  * dev_, ctx_, mem_, host_, xfer_, stream_, event_, ipc_, proc_). 12: the setting
- * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). A plugin of another ABI
+ * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). 13: IPC of stream-ordered
+ * pool memory (gw__ipc_share in ipc_mem_export, the pool in ipc_mem_open and ipc_mem_close,
+ * ipc_pool_import and ipc_pool_release). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 12
+#define GW__BACKEND_ABI 13
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
 #define GW__IPC_RT_BYTES 64
+
+/* How an exported allocation is shared (ipc_mem_export fills it; docs/IPC.md). */
+enum { GW__IPC_LEGACY = 0, GW__IPC_POOL = 1 };
+typedef struct {
+  int kind;         /* GW__IPC_LEGACY: rt is the runtime's legacy handle; GW__IPC_POOL: rt is the
+             * pool's export data of the allocation (cudaMemPoolExportPointer) */
+  int fd;           /* GW__IPC_POOL: the pool's shareable descriptor in the exporting process
+             * (cudaMemPoolExportToShareableHandle), kept open there by the backend while the
+             * pool lives (the CPU model) or for the life of the process (CUDA, HIP) */
+  uint64_t pool_id; /* GW__IPC_POOL: the pool's id in the exporting process, never reused
+                     * there; the importer imports each (exporter, pool_id) once */
+} gw__ipc_share;
 
 /* What a context's device can do; filled by ctx_init. */
 typedef struct {
@@ -187,17 +201,29 @@ typedef struct gw__backend_ops {
    * ipc_export: the runtime's IPC handle of the device allocation [base, base+extent) of
    * `device` (base is an allocation's base, from query) into rt, and an id that tells this
    * allocation from a later one at the same address (CUDA's buffer id; 0 where the
-   * runtime has none). GW_ENOTSUP for device memory the runtime cannot export (a
-   * stream-ordered pool, VMM memory), naming why.
+   * runtime has none); *sh says how it is shared (legacy IPC, or memory of a pool with a
+   * POSIX file descriptor handle type: then rt holds the pointer's export data and sh the
+   * pool's descriptor and id). GW_ENOTSUP for device memory the runtime cannot export (a
+   * pool without a shareable handle type, VMM memory), naming why and how to allocate it
+   * shareable.
    * ipc_open: map a handle exported by ANOTHER process (the core never asks for its own:
-   * the runtimes refuse it) on `device`; *base is the allocation's base here. The core
-   * opens one allocation once per process (a second open is refused by the runtimes).
-   * ipc_close: unmap what ipc_open gave. */
+   * the runtimes refuse it) on `device`; *base is the allocation's base here. pool NULL:
+   * a legacy handle; else the pool ipc_pool_import gave, rt the pointer's export data
+   * (cudaMemPoolImportPointer). The core opens one allocation once per process (a second
+   * open is refused by the runtimes).
+   * ipc_close: unmap what ipc_open gave (pool: the pool it was opened from; cudaFree).
+   * ipc_pool_import: the pool behind `fd`, a descriptor of this process that the core
+   * closes after the call (cudaMemPoolImportFromShareableHandle), on `device`;
+   * ipc_pool_release: destroy it (its last pointer is closed). The core imports each
+   * pool of each exporter once (ipc_table.c). NULL: the backend shares no pool memory. */
   gw_status (*ipc_mem_export)(void *state, void *base, size_t extent, int device,
-                              unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
+                              unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                              gw__ipc_share *sh);
   gw_status (*ipc_mem_open)(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
-                            size_t extent, void **base);
-  gw_status (*ipc_mem_close)(void *state, int device, void *base);
+                            size_t extent, void *pool, void **base);
+  gw_status (*ipc_mem_close)(void *state, int device, void *pool, void *base);
+  gw_status (*ipc_pool_import)(void *state, int fd, int device, void **pool);
+  gw_status (*ipc_pool_release)(void *state, int device, void *pool);
 
   /* Interprocess events (src/core/ipc_event.c; the halo's IPC path signals with them).
    * ipc_event_create: an event of the context's device that another process can open

@@ -47,7 +47,7 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   if (!a->dev0)
     return gw__fail(GW_EINVAL, "a: has no memory to export (no elements, NULL address)");
   /* The geometry first: what does not fit is refused before any runtime call. */
-  if (!gw__ipc_geometry_fits(a->ndim, a->shape, a->strides))
+  if (!gw__ipc_geometry_fits(GW__IPC_LEGACY, a->ndim, a->shape, a->strides))
     return gw__fail(GW_ENOTSUP,
                     "a: its %d dims' shape and strides do not fit the %d bytes a handle has "
                     "for them (any array of up to 6 dims fits, more when the extents and "
@@ -58,8 +58,18 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   memset(&f, 0, sizeof f);
   gw_status s = allocation_of(a, &info, &f.offset);
   if (s != GW_OK) return s;
-  s = ctx->ops->ipc_mem_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id);
+  s = ctx->ops->ipc_mem_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id,
+                               &f.share);
   if (s != GW_OK) return s;
+  /* Pool memory's handle (version 3) has 13 bytes less for the geometry; nothing to undo
+   * (the pool's descriptor stays the backend's, whatever is exported). */
+  if (!gw__ipc_geometry_fits(f.share.kind, a->ndim, a->shape, a->strides))
+    return gw__fail(GW_ENOTSUP,
+                    "a: pool memory: its %d dims' shape and strides do not fit the %d bytes a "
+                    "pool memory handle has for them (any array of up to 5 dims fits, more "
+                    "when the extents and strides are small); export a reshaped or "
+                    "smaller-dimensional view",
+                    a->ndim, GW__IPC_GEOM_BYTES_V3);
   /* The device's UUID: the context's where the memory is its device's, else the backend's
    * (zero where neither can say; the importer then goes by the ordinal). */
   if (info.device == ctx->device)
@@ -166,10 +176,12 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
                     "its address reused)",
                     base, (unsigned long long)d->extent, device, info.base, info.extent,
                     info.device);
-  if (d->alloc_id == 0) return GW_OK; /* the runtime has no id (HIP): base and extent it is */
+  if (d->alloc_id == 0 && d->share.kind == GW__IPC_LEGACY)
+    return GW_OK; /* the runtime has no id (HIP): base and extent it is */
   unsigned char rt[GW__IPC_RT_BYTES];
   uint64_t id = 0;
-  s = ctx->ops->ipc_mem_export(ctx->state, base, (size_t)d->extent, device, rt, &id);
+  gw__ipc_share sh;
+  s = ctx->ops->ipc_mem_export(ctx->state, base, (size_t)d->extent, device, rt, &id, &sh);
   if (s != GW_OK) {
     char why[256];
     snprintf(why, sizeof why, "%s", gw_last_error());
@@ -178,6 +190,12 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
                     "identified now: %s",
                     base, why);
   }
+  if (sh.kind != d->share.kind || sh.pool_id != d->share.pool_id ||
+      (sh.kind == GW__IPC_POOL && memcmp(rt, d->rt, GW__IPC_RT_BYTES) != 0))
+    return gw__fail(GW_EBACKEND,
+                    "h: exported by this process as %s memory, but the allocation at %p now is "
+                    "another allocation (released, its address reused)",
+                    d->share.kind == GW__IPC_POOL ? "pool" : "device", base);
   if (id != d->alloc_id)
     return gw__fail(GW_EBACKEND,
                     "h: exported by this process as allocation %llu at %p, which was released: "

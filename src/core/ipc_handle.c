@@ -25,6 +25,16 @@
  *   138 114  geometry: shape as unsigned LEB128, then strides as zigzag LEB128 (elements);
  *            the bytes after L are zero
  *   252   4  CRC-32 (ISO-HDLC, as zlib's crc32) of bytes 0..251
+ * Version 3, memory of a stream-ordered pool with a POSIX file descriptor handle type
+ * (written only for it: legacy memory keeps writing version 2, which stays readable):
+ * bytes 0..137 as above, the runtime's bytes being the pointer's export data
+ * (cudaMemPoolExportPointer), then
+ *   138 101  geometry (as above, 101 bytes)
+ *   239   1  kind: 1 = pool
+ *   240   4  the pool's descriptor in the exporting process (int32), which the importer
+ *            takes with pidfd_getfd
+ *   244   8  the pool's id in the exporting process (never reused there)
+ *   252   4  CRC-32 of bytes 0..251
  * Sixteen dims of two int64 do not fit beside the rest; varints do for any array of up to
  * 6 dims (6 x (9 + 10) = 114 bytes) and for up to 16 when the values are small. What does
  * not fit is refused at export (GW_ENOTSUP), never truncated. Version 1 (device by
@@ -40,7 +50,8 @@
 #include <string.h>
 
 #define IPC_MAGIC "GWIP"
-#define IPC_VERSION 2
+#define IPC_VERSION 3
+#define IPC_VERSION_LEGACY 2
 #define FLAG_READONLY 1u
 #define OFF_DEVICE 9
 #define OFF_PID 13
@@ -55,9 +66,17 @@
 #define OFF_GEOM 138
 #define GEOM_BYTES GW__IPC_GEOM_BYTES
 #define OFF_CHECK 252
+#define OFF_KIND 239
+#define OFF_POOL_FD 240
+#define OFF_POOL_ID 244
+#define GEOM_BYTES_V3 GW__IPC_GEOM_BYTES_V3
 _Static_assert(OFF_UUID + 16 == OFF_RT && OFF_RT + GW__IPC_RT_BYTES == OFF_GEOM_LEN &&
                    OFF_GEOM + GEOM_BYTES == OFF_CHECK && OFF_CHECK + 4 == GW_IPC_HANDLE_BYTES,
                "the handle's fields tile its 256 bytes");
+_Static_assert(OFF_GEOM + GEOM_BYTES_V3 == OFF_KIND && OFF_POOL_ID + 8 == OFF_CHECK,
+               "version 3's fields tile its 256 bytes");
+
+static int geom_bytes(int kind) { return kind == GW__IPC_LEGACY ? GEOM_BYTES : GEOM_BYTES_V3; }
 
 /* ---- encode ---- */
 
@@ -70,18 +89,23 @@ static bool put_geometry(unsigned char **at, const unsigned char *end, int ndim,
   return fits;
 }
 
-bool gw__ipc_geometry_fits(int ndim, const int64_t *shape, const int64_t *strides) {
+bool gw__ipc_geometry_fits(int kind, int ndim, const int64_t *shape, const int64_t *strides) {
   unsigned char geom[GEOM_BYTES], *at = geom;
-  return put_geometry(&at, geom + GEOM_BYTES, ndim, shape, strides);
+  return put_geometry(&at, geom + geom_bytes(kind), ndim, shape, strides);
 }
 
 void gw__ipc_handle_encode(const gw__ipc_fields *f, gw_ipc_handle *out) {
   unsigned char b[GW_IPC_HANDLE_BYTES] = {0};
   unsigned char *at = b + OFF_GEOM;
-  (void)put_geometry(&at, at + GEOM_BYTES, f->ndim, f->shape, f->strides);
+  (void)put_geometry(&at, at + geom_bytes(f->share.kind), f->ndim, f->shape, f->strides);
   b[OFF_GEOM_LEN] = (unsigned char)(at - (b + OFF_GEOM));
   memcpy(b, IPC_MAGIC, 4);
-  b[4] = IPC_VERSION;
+  b[4] = f->share.kind == GW__IPC_LEGACY ? IPC_VERSION_LEGACY : IPC_VERSION;
+  if (f->share.kind != GW__IPC_LEGACY) {
+    b[OFF_KIND] = (unsigned char)f->share.kind;
+    gw__put_le32(b + OFF_POOL_FD, (uint32_t)f->share.fd);
+    gw__put_le64(b + OFF_POOL_ID, f->share.pool_id);
+  }
   b[5] = (unsigned char)f->backend;
   b[6] = (unsigned char)f->dtype;
   b[7] = (unsigned char)f->ndim;
@@ -121,7 +145,7 @@ static gw_status check_envelope(const unsigned char *b) {
                "same gpuwrap version)",
                b[4], IPC_VERSION);
   if (b[4] == 0) return bad("handle version 0 does not exist (damaged handle)");
-  if (b[4] < IPC_VERSION)
+  if (b[4] < IPC_VERSION_LEGACY)
     return bad("handle version %d is older than this gpuwrap's %d and no longer opened: it "
                "names the device by the exporter's ordinal, which this process may number "
                "differently (CUDA_VISIBLE_DEVICES); export it again with this gpuwrap",
@@ -155,6 +179,16 @@ static gw_status read_fields(const unsigned char *b, gw__ipc_fields *r) {
   r->offset = gw__get_le64(b + OFF_OFFSET);
   memcpy(r->uuid, b + OFF_UUID, 16);
   memcpy(r->rt, b + OFF_RT, GW__IPC_RT_BYTES);
+  memset(&r->share, 0, sizeof r->share);
+  if (b[4] == IPC_VERSION) {
+    if (b[OFF_KIND] != GW__IPC_POOL)
+      return bad("version 3 kind %d is not 1 (pool memory)", b[OFF_KIND]);
+    r->share.kind = GW__IPC_POOL;
+    r->share.fd = (int32_t)gw__get_le32(b + OFF_POOL_FD);
+    r->share.pool_id = gw__get_le64(b + OFF_POOL_ID);
+    if (r->share.fd < 0) return bad("pool descriptor %d is negative", r->share.fd);
+    if (r->share.pool_id == 0) return bad("pool id is zero (damaged handle)");
+  }
   if (r->pid == 0 || r->pid > INT32_MAX)
     return bad("exporter pid %llu is not a pid", (unsigned long long)r->pid);
   if (r->nonce == 0) return bad("exporter nonce is zero (damaged handle)");
@@ -167,8 +201,8 @@ static gw_status read_fields(const unsigned char *b, gw__ipc_fields *r) {
 
 /* Shape and strides, and nothing but zeros after them. */
 static gw_status read_geometry(const unsigned char *b, gw__ipc_fields *r) {
-  unsigned len = b[OFF_GEOM_LEN];
-  if (len > GEOM_BYTES) return bad("geometry length %u exceeds %d", len, GEOM_BYTES);
+  unsigned len = b[OFF_GEOM_LEN], room = (unsigned)geom_bytes(r->share.kind);
+  if (len > room) return bad("geometry length %u exceeds %u", len, room);
   const unsigned char *at = b + OFF_GEOM, *end = at + len;
   for (int i = 0; i < 2 * r->ndim; i++) {
     uint64_t v;
@@ -182,7 +216,7 @@ static gw_status read_geometry(const unsigned char *b, gw__ipc_fields *r) {
     }
   }
   if (at != end) return bad("geometry: %d bytes left over after %d dims", (int)(end - at), r->ndim);
-  for (const unsigned char *z = end; z < b + OFF_CHECK; z++)
+  for (const unsigned char *z = end; z < b + OFF_GEOM + room; z++)
     if (*z) return bad("byte %d after the geometry is not zero", (int)(z - b));
   return GW_OK;
 }

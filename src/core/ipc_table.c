@@ -13,9 +13,35 @@
  */
 #include "ipc_table.h"
 
+#include "gpuwrap/cpu_testing.h"
+
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* the same number on every architecture since 5.3 */
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* A pool of another process imported here (memory of pools with a POSIX file descriptor
+ * handle type): once per (exporter, pool id), destroyed when its last pointer is closed. */
+struct pool_imp {
+  struct pool_imp *next;
+  const gw__backend_ops *ops;
+  int device;
+  uint64_t pid, nonce, pool_id;
+  void *pool; /* the backend's imported pool */
+  long refs;  /* mappings (entries) of its pointers; lock */
+  bool forked;
+};
 
 struct gw__ipc_map {
   struct gw__ipc_map *next;
@@ -25,6 +51,9 @@ struct gw__ipc_map {
   int device; /* this process's ordinal */
   uint64_t pid, nonce, alloc_id, base, extent;
   unsigned char rt[GW__IPC_RT_BYTES]; /* the runtime's handle it was opened with */
+  int kind;                           /* GW__IPC_LEGACY, GW__IPC_POOL */
+  uint64_t pool_id;                   /* pool memory: the exporter's pool */
+  struct pool_imp *pool;              /* pool memory: its imported pool */
   char *local;                        /* the allocation's base in this process */
   long refs;                          /* opened arrays (roots) on it; lock */
   bool listed;                        /* in the table (found by opens); lock */
@@ -33,6 +62,7 @@ struct gw__ipc_map {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gw__ipc_map *table; /* lock */
+static struct pool_imp *pools;    /* lock */
 
 void gw__ipc_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
 
@@ -46,7 +76,9 @@ void gw__ipc_child(void) {
     m->listed = false;
     m->forked = true;
   }
+  for (struct pool_imp *p = pools; p; p = p->next) p->forked = true;
   table = NULL;
+  pools = NULL;
   pthread_mutex_unlock(&lock);
 }
 
@@ -58,7 +90,7 @@ static struct gw__ipc_map *find(const gw__backend_ops *ops, const gw__ipc_fields
   for (struct gw__ipc_map **p = &table; *p;) {
     struct gw__ipc_map *m = *p;
     if (m->ops != ops || m->device != device || m->pid != d->pid || m->nonce != d->nonce ||
-        m->base != d->base) {
+        m->base != d->base || m->kind != d->share.kind || m->pool_id != d->share.pool_id) {
       p = &m->next;
       continue;
     }
@@ -69,6 +101,18 @@ static struct gw__ipc_map *find(const gw__backend_ops *ops, const gw__ipc_fields
     m->listed = false;
   }
   return NULL;
+}
+
+/* Drop a pointer's reference on its imported pool (lock held): the last destroys it. */
+static void pool_unref(struct pool_imp *p, void *state) {
+  if (--p->refs > 0) return;
+  for (struct pool_imp **q = &pools; *q; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  if (!p->forked) (void)p->ops->ipc_pool_release(state, p->device, p->pool);
+  free(p);
 }
 
 static void unlink_entry(struct gw__ipc_map *m) {
@@ -93,12 +137,108 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
      * cannot return it) and the entry goes all the same: kept, it would pin its context
      * for the life of the process. What the runtime kept is the runtime's; a later open
      * of the allocation asks the runtime again. */
-    (void)m->ops->ipc_mem_close(m->ctx->state, m->device, m->local);
+    (void)m->ops->ipc_mem_close(m->ctx->state, m->device, m->pool ? m->pool->pool : NULL, m->local);
   }
+  if (m->pool) pool_unref(m->pool, m->ctx->state);
   gw__owned_drop(m->local);
   pthread_mutex_unlock(&lock);
   gw__context_release(m->ctx, m->ctx_ref);
   free(m);
+}
+
+/* Test control (gw_cpu_ipc_force_pidfd_errno, gpuwrap/cpu_testing.h): pidfd_getfd fails
+ * with this errno (0: the real call). Core code, as pidfd_getfd is the core's call on
+ * every backend. */
+static atomic_int forced_errno;
+GW_API void gw_cpu_ipc_force_pidfd_errno(int err) { atomic_store(&forced_errno, err); }
+
+/* The exporter's descriptor `fd` (process `pid`), as a descriptor of this process:
+ * pidfd_open + pidfd_getfd (which needs ptrace access to the exporter). GW_ENOTSUP where
+ * the kernel or its policy refuses, naming the cause and the way around it. */
+static gw_status take_fd(uint64_t pid, int fd, int *out) {
+  int err = atomic_load(&forced_errno);
+  int pfd = -1, got = -1;
+  const char *call = "pidfd_open";
+  if (!err) {
+    pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (pfd < 0) err = errno;
+  }
+  if (!err) {
+    call = "pidfd_getfd";
+    got = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+    if (got < 0) err = errno;
+    close(pfd);
+  } else if (atomic_load(&forced_errno)) {
+    call = "pidfd_getfd";
+  }
+  if (!err) {
+    *out = got;
+    return GW_OK;
+  }
+  if (err == ENOSYS)
+    return gw__fail(GW_ENOTSUP,
+                    "h: pool memory: %s of process %llu's pool descriptor: %s: the kernel has "
+                    "no pidfd_getfd (Linux 5.6 or later needed); pass the descriptor over a "
+                    "Unix socket with SCM_RIGHTS instead (planned: docs/IPC.md)",
+                    call, (unsigned long long)pid, strerror(err));
+  if (err == EPERM)
+    return gw__fail(GW_ENOTSUP,
+                    "h: pool memory: %s of process %llu's pool descriptor: %s: taking another "
+                    "process's descriptor needs ptrace access to it: Yama's "
+                    "/proc/sys/kernel/yama/ptrace_scope 1 allows it only from the exporter's "
+                    "ancestors (open in the parent, or set ptrace_scope 0, or have the "
+                    "exporter call prctl(PR_SET_PTRACER, importer pid)); a container's seccomp "
+                    "profile needs CAP_SYS_PTRACE (--cap-add SYS_PTRACE); or pass the "
+                    "descriptor over a Unix socket with SCM_RIGHTS instead (planned: "
+                    "docs/IPC.md)",
+                    call, (unsigned long long)pid, strerror(err));
+  if (err == ESRCH)
+    return gw__fail(GW_EBACKEND, "h: pool memory: %s: exporting process %llu is gone: %s", call,
+                    (unsigned long long)pid, strerror(err));
+  if (err == EBADF)
+    return gw__fail(GW_EBACKEND,
+                    "h: pool memory: %s: process %llu has no descriptor %d open (its pool was "
+                    "destroyed?): %s",
+                    call, (unsigned long long)pid, fd, strerror(err));
+  return gw__fail(GW_EBACKEND, "h: pool memory: %s of process %llu's descriptor %d: %s", call,
+                  (unsigned long long)pid, fd, strerror(err));
+}
+
+/* The imported pool of d's allocation, imported now if it is not yet, with a reference
+ * taken for one pointer. lock held. */
+static gw_status pool_of(gw_context *ctx, const gw__ipc_fields *d, int device,
+                         struct pool_imp **out) {
+  for (struct pool_imp *p = pools; p; p = p->next)
+    if (p->ops == ctx->ops && p->device == device && p->pid == d->pid && p->nonce == d->nonce &&
+        p->pool_id == d->share.pool_id) {
+      p->refs++;
+      *out = p;
+      return GW_OK;
+    }
+  if (!ctx->ops->ipc_pool_import || !ctx->ops->ipc_pool_release)
+    return gw__fail(GW_ENOTSUP, "h: pool memory, which the %s backend cannot open", ctx->ops->name);
+  struct pool_imp *p = calloc(1, sizeof *p);
+  if (!p) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
+  int fd = -1;
+  gw_status s = take_fd(d->pid, d->share.fd, &fd);
+  if (s == GW_OK) {
+    s = ctx->ops->ipc_pool_import(ctx->state, fd, device, &p->pool);
+    close(fd); /* the imported pool holds what it needs */
+  }
+  if (s != GW_OK) {
+    free(p);
+    return s;
+  }
+  p->next = pools;
+  p->ops = ctx->ops;
+  p->device = device;
+  p->pid = d->pid;
+  p->nonce = d->nonce;
+  p->pool_id = d->share.pool_id;
+  p->refs = 1;
+  pools = p;
+  *out = p;
+  return GW_OK;
 }
 
 /* A new entry for d's allocation, mapped and listed. lock held. */
@@ -106,15 +246,21 @@ static gw_status map_new(gw_context *ctx, const gw__ipc_fields *d, int device,
                          struct gw__ipc_map **out) {
   struct gw__ipc_map *m = calloc(1, sizeof *m);
   if (!m) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
+  struct pool_imp *pool = NULL;
+  gw_status s = GW_OK;
+  if (d->share.kind == GW__IPC_POOL) s = pool_of(ctx, d, device, &pool);
   void *local = NULL;
-  gw_status s = ctx->ops->ipc_mem_open(ctx->state, d->rt, device, (size_t)d->extent, &local);
+  void *rt_pool = pool ? pool->pool : NULL;
+  if (s == GW_OK)
+    s = ctx->ops->ipc_mem_open(ctx->state, d->rt, device, (size_t)d->extent, rt_pool, &local);
   if (s == GW_OK) {
     /* Owned by the table: an owning wrap of any of its bytes would free (cudaFree) a
      * mapping, which only a close may undo. */
     s = gw__owned_claim(local, (size_t)d->extent, false, false);
-    if (s != GW_OK) (void)ctx->ops->ipc_mem_close(ctx->state, device, local);
+    if (s != GW_OK) (void)ctx->ops->ipc_mem_close(ctx->state, device, rt_pool, local);
   }
   if (s != GW_OK) {
+    if (pool) pool_unref(pool, ctx->state);
     free(m);
     return s;
   }
@@ -127,6 +273,9 @@ static gw_status map_new(gw_context *ctx, const gw__ipc_fields *d, int device,
                             .alloc_id = d->alloc_id,
                             .base = d->base,
                             .extent = d->extent,
+                            .kind = d->share.kind,
+                            .pool_id = d->share.pool_id,
+                            .pool = pool,
                             .local = local,
                             .listed = true};
   memcpy(m->rt, d->rt, GW__IPC_RT_BYTES);

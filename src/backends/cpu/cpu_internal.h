@@ -93,6 +93,18 @@ int gw__cpu_state_device(const void *state);
 bool gw__cpu_vmm_query(const void *ptr, gw_ptrinfo *out);
 /* Why IPC cannot export ptr (VMM or pool memory), written into buf, or NULL. */
 const char *gw__cpu_vmm_refusal(const void *ptr, char *buf, size_t n);
+/* IPC of an IPC pool's memory: true when base is in such a pool, *st the export's status
+ * (rt the export data, sh the pool's descriptor and id); false when it is not. */
+bool gw__cpu_pool_export(void *base, unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                         gw__ipc_share *sh, gw_status *st);
+/* The importer's side: the pool behind this process's descriptor fd (not kept), a pointer
+ * of it from its export data (device memory of the model until freed), its free, and the
+ * pool's release once no pointer is left. */
+gw_status gw__cpu_pool_import(int fd, int device, void **pool);
+gw_status gw__cpu_pool_import_pointer(void *pool, const unsigned char rt[GW__IPC_RT_BYTES],
+                                      int device, size_t extent, void **out);
+gw_status gw__cpu_pool_free_imported(void *pool, void *ptr);
+gw_status gw__cpu_pool_release_imported(void *pool);
 
 /* ---- the modelled runtime's memory (cpu_model.c) ---- */
 
@@ -162,7 +174,7 @@ gw_status gw__cpu_shm_map(const char *who, const char *what, uint64_t pid, int f
 /* ---- the runtime's IPC calls (cpu_ipc.c) ---- */
 /* The ops' IPC calls, after their injection check (cpu_ops.c). */
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
-                             uint64_t *alloc_id);
+                             uint64_t *alloc_id, gw__ipc_share *sh);
 gw_status gw__cpu_ipc_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, size_t extent,
                            void **base);
 gw_status gw__cpu_ipc_close(void *base);

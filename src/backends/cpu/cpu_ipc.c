@@ -4,8 +4,9 @@
  * between processes (memfd pages, cpu_shm.c); an open maps another process's allocation
  * and makes it device memory of this one (cpu_model.c, adopt).
  *
- * The runtime's rules, modelled: only device memory exports, not VMM or pool memory
- * (cpu_vmm.c: refused naming how to allocate it shareable) (the runtime's handle is of
+ * The runtime's rules, modelled: only device memory exports through legacy IPC; memory of
+ * a pool with a POSIX fd handle type exports through the pool (cpu_vmm.c), other pool and
+ * VMM memory is refused naming how to allocate it shareable (the runtime's handle is of
  * an allocation's base); the exporting process cannot open its own handle (CUDA:
  * cudaErrorDeviceUninitialized, measured on the H200); a second open of one allocation in
  * a process is refused (what makes an import table necessary); a mapped allocation is
@@ -96,8 +97,11 @@ void gw__cpu_rt_decode(const unsigned char rt[GW__IPC_RT_BYTES], rt_handle *h) {
 _Static_assert(RT_END <= GW__IPC_RT_BYTES, "the model's handle fits the runtime's bytes");
 
 gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC_RT_BYTES],
-                             uint64_t *alloc_id) {
-  /* Pool and VMM memory first: legacy IPC cannot export them (as
+                             uint64_t *alloc_id, gw__ipc_share *sh) {
+  /* Memory of an IPC pool: its export data and descriptor (cpu_vmm.c). */
+  gw_status st;
+  if (gw__cpu_pool_export(base, rt, alloc_id, sh, &st)) return st;
+  /* Other pool and VMM memory: legacy IPC cannot export them (as
    * IS_LEGACY_CUDA_IPC_CAPABLE = 0 says on CUDA), and the refusal says how to allocate
    * them shareable. */
   char why[512];
@@ -128,6 +132,7 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
                     "bytes mapped",
                     base, extent, a.len);
   rt_handle h = {.pid = (uint64_t)getpid(), .fd = a.fd, .serial = a.serial, .len = a.len};
+  *sh = (gw__ipc_share){.kind = GW__IPC_LEGACY};
   memcpy(h.magic, RT_MAGIC, 8);
   gw__cpu_rt_encode(&h, rt);
   /* GPUWRAP_CPU_IPC_NO_ALLOC_ID: as HIP, whose runtime gives none; the serial stays in the

@@ -218,25 +218,41 @@ static gw_status cpu_event_query(void *state, void *event) {
 }
 
 static gw_status cpu_ipc_export(void *state, void *base, size_t extent, int device,
-                                unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id) {
+                                unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                                gw__ipc_share *sh) {
   (void)state;
   (void)device;
   CHECK(GW_CPU_OP_IPC_EXPORT);
-  return gw__cpu_ipc_export(base, extent, rt, alloc_id);
+  return gw__cpu_ipc_export(base, extent, rt, alloc_id, sh);
 }
 
 static gw_status cpu_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
-                              size_t extent, void **base) {
+                              size_t extent, void *pool, void **base) {
   (void)state;
   CHECK(GW_CPU_OP_IPC_OPEN);
+  if (pool) return gw__cpu_pool_import_pointer(pool, rt, device, extent, base);
   return gw__cpu_ipc_open(rt, device, extent, base);
 }
 
-static gw_status cpu_ipc_close(void *state, int device, void *base) {
+static gw_status cpu_ipc_close(void *state, int device, void *pool, void *base) {
   (void)state;
   (void)device;
   CHECK(GW_CPU_OP_IPC_CLOSE);
+  if (pool) return gw__cpu_pool_free_imported(pool, base);
   return gw__cpu_ipc_close(base);
+}
+
+static gw_status cpu_ipc_pool_import(void *state, int fd, int device, void **pool) {
+  (void)state;
+  CHECK(GW_CPU_OP_IPC_POOL_IMPORT);
+  return gw__cpu_pool_import(fd, device, pool);
+}
+
+/* Not counted nor injected: the core cannot report a failed destroy (a release). */
+static gw_status cpu_ipc_pool_release(void *state, int device, void *pool) {
+  (void)state;
+  (void)device;
+  return gw__cpu_pool_release_imported(pool);
 }
 
 /* An interprocess event: its page (cpu_ipc_event.c) inside an event of the streams
@@ -301,6 +317,8 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_mem_export = cpu_ipc_export,
     .ipc_mem_open = cpu_ipc_open,
     .ipc_mem_close = cpu_ipc_close,
+    .ipc_pool_import = cpu_ipc_pool_import,
+    .ipc_pool_release = cpu_ipc_pool_release,
     .ipc_event_create = cpu_ipc_event_create,
     .ipc_event_open = cpu_ipc_event_open,
     .dev_uuid = cpu_device_uuid,

@@ -21,13 +21,25 @@
  *     still backed is device memory with no extent (the pool keeps it, as CUDA's pools do
  *     until trimmed: never a stale extent); trimmed or destroyed, it is not device memory.
  *   - the pool calls are synchronous (as if the stream-ordered work had completed).
- *   - neither exports through legacy IPC (IS_LEGACY_CUDA_IPC_CAPABLE = 0): gpuwrap's IPC of
- *     them is the next step; today the export is refused naming how to allocate the memory
- *     shareable (handle_types at creation).
+ *   - neither exports through legacy IPC (IS_LEGACY_CUDA_IPC_CAPABLE = 0). A pool made with
+ *     GW_CPU_HANDLE_POSIX_FD is IPC-capable, as cudaMemPoolCreate's with handleTypes =
+ *     cudaMemHandleTypePosixFileDescriptor: its memory is a memfd ("gw-cpu-pool-<id>": a
+ *     header page set, then the pool's bytes) that the pool keeps open while it lives
+ *     (cudaMemPoolExportToShareableHandle gives that descriptor), an allocation's 64 bytes
+ *     of export data name the pool, the offset, size and the allocation's serial
+ *     (cudaMemPoolExportPointer), and the header holds, per page, the serial of the live
+ *     allocation starting there, so that an import of a freed allocation is refused
+ *     (cudaMemPoolImportPointer: invalid value). An importer maps the pool once
+ *     (cudaMemPoolImportFromShareableHandle, given a descriptor of its own: the core takes
+ *     it with pidfd_getfd) and each pointer is that mapping plus its offset, device memory
+ *     of the model until freed. IPC pools never give memory back (trim is a no-op on them,
+ *     as on CUDA's export pools). Other pools, VMM memory, are refused naming how to
+ *     allocate the memory shareable (handle_types at creation); VMM sharing is planned.
  *
  * Tables: few entries, unsorted, guarded by one leaf mutex; live_objects lets the model's
  * query of pageable memory skip the lock when nothing here exists.
  */
+#include "codec.h"
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -61,7 +73,14 @@ typedef struct {
 
 typedef struct {
   size_t off, bytes; /* page multiples */
+  uint64_t serial;   /* IPC pools: the allocation's serial (in the header too) */
 } palloc;
+
+/* An IPC pool's memfd header (page multiples, before the pool's bytes): these words, then
+ * one per pool page: the serial of the live allocation starting there, 0 if none. */
+enum { HDR_MAGIC, HDR_BYTES, HDR_POOL_ID, HDR_PAGES };
+#define POOL_MAGIC 0x4c4f4f5055504347ull /* "GCPUPOOL" */
+#define POOL_PREFIX "gw-cpu-pool-"
 
 struct gw_cpu_pool_s {
   uintptr_t base;
@@ -70,7 +89,11 @@ struct gw_cpu_pool_s {
   unsigned handle_types;
   bool is_default, destroyed;
   unsigned char *backed; /* per page: 1 = read-write */
-  palloc *live;          /* sorted by off */
+  int fd;                /* IPC pools: the memfd (the shareable handle), else -1 */
+  uint64_t id;           /* IPC pools: never reused in the process */
+  uint64_t *hdr;         /* IPC pools: the header, mapped read-write */
+  size_t hdr_bytes;
+  palloc *live; /* sorted by off */
   size_t nlive, cap_live;
 };
 
@@ -164,20 +187,21 @@ const char *gw__cpu_vmm_refusal(const void *ptr, char *buf, size_t n) {
                    "and requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
                    "(model: gw_cpu_vmm_create with GW_CPU_HANDLE_POSIX_FD) so that it can be "
                    "shared");
-  else if (pl)
+  else if (pl && !(pl->handle_types & GW_CPU_HANDLE_POSIX_FD))
     snprintf(buf, n,
              "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) is not "
-             "legacy-IPC capable and gpuwrap does not share it yet (planned)%s",
-             (pl->handle_types & GW_CPU_HANDLE_POSIX_FD) ? ""
-             : pl->is_default
-                 ? "; a device's default pool has no shareable handle type: allocate "
+             "legacy-IPC capable, and %s",
+             pl->is_default
+                 ? "a device's default pool has no shareable handle type: allocate "
                    "from a pool made by cudaMemPoolCreate with handleTypes = "
                    "cudaMemHandleTypePosixFileDescriptor (model: gw_cpu_pool_create "
                    "with GW_CPU_HANDLE_POSIX_FD) so that it can be shared"
-                 : "; this pool has no shareable handle type: create it with "
+                 : "this pool has no shareable handle type: create it with "
                    "cudaMemPoolCreate and handleTypes = "
                    "cudaMemHandleTypePosixFileDescriptor (model: gw_cpu_pool_create with "
                    "GW_CPU_HANDLE_POSIX_FD) so that it can be shared");
+  else
+    pl = NULL; /* an IPC pool's memory: gw__cpu_pool_export's */
   if (m || pl) why = buf;
   pthread_mutex_unlock(&lock);
   return why;
@@ -356,15 +380,58 @@ GW_API gw_status gw_cpu_vmm_unmap(void *at, size_t bytes) {
 /* The default pool's reservation: room enough for tests, pages backed only when used. */
 #define DEFAULT_POOL_BYTES ((size_t)64 << 20)
 
+static size_t hdr_bytes_of(size_t bytes) {
+  size_t pg = page();
+  return ((HDR_PAGES + bytes / pg) * sizeof(uint64_t) + pg - 1) / pg * pg;
+}
+
+static uint64_t pool_ids; /* lock */
+
+/* An IPC pool's memory: a memfd of header + bytes, the header mapped read-write at *hdr,
+ * the pool's bytes PROT_NONE at *p (pages opened as allocations need them). */
+static int ipc_pool_memory(size_t bytes, uint64_t id, uint64_t **hdr, size_t *hdr_len, void **p) {
+  char name[64];
+  snprintf(name, sizeof name, POOL_PREFIX "%" PRIu64, id);
+  size_t hb = hdr_bytes_of(bytes);
+  void *h = NULL;
+  int fd = gw__cpu_shm_create(name, hb + bytes, &h);
+  if (fd < 0) return -1;
+  (void)munmap(h, hb + bytes);
+  h = mmap(NULL, hb, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *d = h == MAP_FAILED ? MAP_FAILED : mmap(NULL, bytes, PROT_NONE, MAP_SHARED, fd, (off_t)hb);
+  if (d == MAP_FAILED) {
+    if (h != MAP_FAILED) munmap(h, hb);
+    close(fd);
+    return -1;
+  }
+  *hdr = h;
+  (*hdr)[HDR_MAGIC] = POOL_MAGIC;
+  (*hdr)[HDR_BYTES] = bytes;
+  (*hdr)[HDR_POOL_ID] = id;
+  *hdr_len = hb;
+  *p = d;
+  return fd;
+}
+
 static gw_status pool_make(const char *who, int device, size_t bytes, unsigned handle_types,
                            bool is_default, gw_cpu_pool *out) {
   gw_cpu_pool pl = calloc(1, sizeof *pl);
   unsigned char *backed = calloc(bytes / page(), 1);
   void *p = MAP_FAILED;
-  if (pl && backed)
+  uint64_t *hdr = NULL;
+  size_t hb = 0;
+  int fd = -1;
+  uint64_t id = 0;
+  if (pl && backed && (handle_types & GW_CPU_HANDLE_POSIX_FD)) {
+    id = ++pool_ids;
+    fd = ipc_pool_memory(bytes, id, &hdr, &hb, &p);
+  } else if (pl && backed) {
     p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (p == MAP_FAILED || !gw__cpu_grow((void **)&pools, npools, &cap_pools, sizeof *pools)) {
     if (p != MAP_FAILED) munmap(p, bytes);
+    if (hdr) munmap(hdr, hb);
+    if (fd >= 0) close(fd);
     free(backed);
     free(pl);
     return gw__fail(GW_ENOMEM, "%s: cannot reserve a pool of %zu bytes", who, bytes);
@@ -374,7 +441,11 @@ static gw_status pool_make(const char *who, int device, size_t bytes, unsigned h
                                .device = device,
                                .handle_types = handle_types,
                                .is_default = is_default,
-                               .backed = backed};
+                               .backed = backed,
+                               .fd = fd,
+                               .id = id,
+                               .hdr = hdr,
+                               .hdr_bytes = hb};
   pools[npools++] = pl;
   atomic_fetch_add(&live_objects, 1);
   *out = pl;
@@ -389,6 +460,8 @@ static void pool_drop(gw_cpu_pool pl) {
       break;
     }
   munmap((void *)pl->base, pl->bytes);
+  if (pl->hdr) munmap(pl->hdr, pl->hdr_bytes);
+  if (pl->fd >= 0) close(pl->fd);
   atomic_fetch_sub(&live_objects, 1);
   free(pl->backed);
   free(pl->live);
@@ -453,7 +526,9 @@ GW_API gw_status gw_cpu_pool_alloc(gw_cpu_pool pool, size_t bytes, void **out) {
     st = gw__fail(GW_ENOMEM, "gw_cpu_pool_alloc: mprotect: %s", strerror(errno));
   else {
     memmove(&pool->live[i + 1], &pool->live[i], (pool->nlive - i) * sizeof *pool->live);
-    pool->live[i] = (palloc){off, need};
+    static uint64_t alloc_serials; /* lock */
+    pool->live[i] = (palloc){off, need, ++alloc_serials};
+    if (pool->hdr) pool->hdr[HDR_PAGES + off / pg] = pool->live[i].serial;
     pool->nlive++;
     memset(pool->backed + off / pg, 1, need / pg);
     *out = (void *)(pool->base + off);
@@ -474,6 +549,7 @@ GW_API gw_status gw_cpu_pool_free(void *ptr) {
                   "gw_cpu_pool_free: %p is not the base of a live pool allocation (invalid value)",
                   ptr);
   else {
+    if (pl->hdr) pl->hdr[HDR_PAGES + pl->live[i].off / page()] = 0;
     memmove(&pl->live[i], &pl->live[i + 1], (pl->nlive - i - 1) * sizeof *pl->live);
     pl->nlive--;
     /* A destroyed pool goes with its last allocation (cudaMemPoolDestroy's deferred release). */
@@ -486,6 +562,7 @@ GW_API gw_status gw_cpu_pool_free(void *ptr) {
 /* Give back the pages no live allocation holds, from the top down, until keep_bytes are
  * left backed (lock held). */
 static void trim_locked(gw_cpu_pool pool, size_t keep_bytes) {
+  if (pool->fd >= 0) return; /* an IPC pool never gives memory back (CUDA's export pools) */
   size_t pg = page(), npg = pool->bytes / pg;
   size_t backed = 0;
   for (size_t k = 0; k < npg; k++) backed += pool->backed[k];
@@ -527,6 +604,195 @@ GW_API gw_status gw_cpu_pool_destroy(gw_cpu_pool pool) {
   return st;
 }
 
+/* ---- IPC of pool memory (cpu_ipc.c asks; the core's table opens each once) ---- */
+
+#define PTR_MAGIC "GWCPUPL"
+enum { PD_POOL_ID = 8, PD_OFF = 16, PD_BYTES = 24, PD_SERIAL = 32, PD_END = 40 };
+_Static_assert(PD_END <= GW__IPC_RT_BYTES, "the export data fits the runtime's bytes");
+
+bool gw__cpu_pool_export(void *base, unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                         gw__ipc_share *sh, gw_status *st) {
+  if (atomic_load_explicit(&live_objects, memory_order_relaxed) == 0) return false;
+  uintptr_t p = (uintptr_t)base;
+  pthread_mutex_lock(&lock);
+  gw_cpu_pool pl = map_at(p) ? NULL : pool_at(p);
+  if (!pl || pl->fd < 0) {
+    pthread_mutex_unlock(&lock);
+    return false; /* not an IPC pool's: the refusal says what it is */
+  }
+  const palloc *a = live_at(pl, p - pl->base);
+  if (!a || pl->base + a->off != p) {
+    pthread_mutex_unlock(&lock);
+    *st = gw__fail(GW_EINVAL,
+                   "model cudaMemPoolExportPointer(%p): not the base of a live allocation of "
+                   "its pool (invalid value)",
+                   base);
+    return true;
+  }
+  memset(rt, 0, GW__IPC_RT_BYTES);
+  memcpy(rt, PTR_MAGIC, 8);
+  gw__put_le64(rt + PD_POOL_ID, pl->id);
+  gw__put_le64(rt + PD_OFF, a->off);
+  gw__put_le64(rt + PD_BYTES, a->bytes);
+  gw__put_le64(rt + PD_SERIAL, a->serial);
+  *alloc_id = a->serial;
+  *sh = (gw__ipc_share){.kind = GW__IPC_POOL, .fd = pl->fd, .pool_id = pl->id};
+  pthread_mutex_unlock(&lock);
+  *st = GW_OK;
+  return true;
+}
+
+/* A pool of another process mapped here, and the pointers imported from it. */
+typedef struct {
+  int device;
+  uint64_t id;
+  char *base; /* the pool's bytes */
+  size_t bytes;
+  uint64_t *hdr; /* read-only */
+  size_t hdr_bytes;
+  long ptrs;     /* lock */
+  bool released; /* destroyed with pointers left: goes with the last (lock) */
+} imported_pool;
+
+/* Unmap an imported pool (no pointer left, lock not needed). */
+static void imported_pool_drop(imported_pool *ip) {
+  munmap(ip->base, ip->bytes);
+  munmap(ip->hdr, ip->hdr_bytes);
+  free(ip);
+}
+
+typedef struct {
+  uintptr_t at;
+  imported_pool *pool;
+} imported_ptr;
+
+static imported_ptr *iptrs; /* lock */
+static size_t niptrs, cap_iptrs, nipools;
+
+gw_status gw__cpu_pool_import(int fd, int device, void **out) {
+  const char *who = "model cudaMemPoolImportFromShareableHandle";
+  char path[64], link[128];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(path, link, sizeof link - 1);
+  if (n < 0)
+    return gw__fail(GW_EINVAL, "%s: descriptor %d: %s (invalid value)", who, fd, strerror(errno));
+  link[n] = '\0';
+  uint64_t id = 0;
+  if (sscanf(link, "/memfd:" POOL_PREFIX "%" SCNu64, &id) != 1 || id == 0)
+    return gw__fail(GW_EINVAL,
+                    "%s: descriptor %d is %s, not a pool's shareable handle (invalid value)", who,
+                    fd, link);
+  size_t pg = page();
+  uint64_t *first = mmap(NULL, pg, PROT_READ, MAP_SHARED, fd, 0);
+  if (first == MAP_FAILED) return gw__fail(GW_EBACKEND, "%s: mmap: %s", who, strerror(errno));
+  uint64_t magic = first[HDR_MAGIC], bytes = first[HDR_BYTES], hid = first[HDR_POOL_ID];
+  munmap(first, pg);
+  if (magic != POOL_MAGIC || hid != id || bytes == 0 || bytes % pg)
+    return gw__fail(GW_EINVAL, "%s: descriptor %d: not a pool of the model (invalid value)", who,
+                    fd);
+  imported_pool *ip = calloc(1, sizeof *ip);
+  if (!ip) return gw__fail(GW_ENOMEM, "%s: out of host memory", who);
+  ip->hdr_bytes = hdr_bytes_of((size_t)bytes);
+  ip->hdr = mmap(NULL, ip->hdr_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  void *d = ip->hdr == MAP_FAILED ? MAP_FAILED
+                                  : mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                         fd, (off_t)ip->hdr_bytes);
+  if (d == MAP_FAILED) {
+    int e = errno;
+    if (ip->hdr != MAP_FAILED) munmap(ip->hdr, ip->hdr_bytes);
+    free(ip);
+    return gw__fail(GW_ENOMEM, "%s: mmap: %s", who, strerror(e));
+  }
+  ip->device = device;
+  ip->id = id;
+  ip->base = d;
+  ip->bytes = (size_t)bytes;
+  pthread_mutex_lock(&lock);
+  nipools++;
+  pthread_mutex_unlock(&lock);
+  *out = ip;
+  return GW_OK;
+}
+
+gw_status gw__cpu_pool_import_pointer(void *pool, const unsigned char rt[GW__IPC_RT_BYTES],
+                                      int device, size_t extent, void **out) {
+  const char *who = "model cudaMemPoolImportPointer";
+  imported_pool *ip = pool;
+  uint64_t id = gw__get_le64(rt + PD_POOL_ID), off = gw__get_le64(rt + PD_OFF),
+           bytes = gw__get_le64(rt + PD_BYTES), serial = gw__get_le64(rt + PD_SERIAL);
+  size_t pg = page();
+  if (memcmp(rt, PTR_MAGIC, 8) != 0 || id != ip->id || off % pg || bytes == 0 || off > ip->bytes ||
+      bytes > ip->bytes - off || extent > bytes || device != ip->device)
+    return gw__fail(GW_EINVAL, "%s: export data of another pool or device (invalid value)", who);
+  /* The exporter's header: a freed allocation's page no longer holds its serial. */
+  if (atomic_load((_Atomic uint64_t *)&ip->hdr[HDR_PAGES + off / pg]) != serial)
+    return gw__fail(GW_EBACKEND,
+                    "%s: allocation %" PRIu64 " of the exporting process's pool was freed "
+                    "(a stale handle; invalid value)",
+                    who, serial);
+  char *p = ip->base + off;
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < niptrs && st == GW_OK; i++)
+    if (iptrs[i].at == (uintptr_t)p)
+      st = gw__fail(GW_EBACKEND, "%s: allocation %" PRIu64 " is imported already (invalid value)",
+                    who, serial);
+  if (st == GW_OK && !gw__cpu_grow((void **)&iptrs, niptrs, &cap_iptrs, sizeof *iptrs))
+    st = gw__fail(GW_ENOMEM, "%s: out of host memory", who);
+  pthread_mutex_unlock(&lock);
+  if (st != GW_OK) return st;
+  st = gw__cpu_model_adopt(who, device, p, (size_t)bytes);
+  if (st != GW_OK) return st;
+  pthread_mutex_lock(&lock);
+  iptrs[niptrs++] = (imported_ptr){(uintptr_t)p, ip}; /* room was made; only opens add */
+  ip->ptrs++;
+  pthread_mutex_unlock(&lock);
+  *out = p;
+  return GW_OK;
+}
+
+gw_status gw__cpu_pool_free_imported(void *pool, void *ptr) {
+  pthread_mutex_lock(&lock);
+  size_t i = 0;
+  while (i < niptrs && (iptrs[i].at != (uintptr_t)ptr || iptrs[i].pool != pool)) i++;
+  if (i == niptrs) {
+    pthread_mutex_unlock(&lock);
+    return gw__fail(GW_EINVAL,
+                    "model cudaFree(%p): not a pointer cudaMemPoolImportPointer gave (invalid "
+                    "value)",
+                    ptr);
+  }
+  iptrs[i] = iptrs[--niptrs];
+  imported_pool *ip = pool;
+  bool last = --ip->ptrs == 0 && ip->released;
+  if (last) nipools--;
+  pthread_mutex_unlock(&lock);
+  gw_status st = gw__cpu_model_unadopt("model cudaFree", ptr);
+  if (last) imported_pool_drop(ip);
+  return st;
+}
+
+gw_status gw__cpu_pool_release_imported(void *pool) {
+  /* As cudaMemPoolDestroy: pointers not yet freed keep the pool until they are. */
+  imported_pool *ip = pool;
+  pthread_mutex_lock(&lock);
+  bool now = ip->ptrs == 0;
+  if (now)
+    nipools--;
+  else
+    ip->released = true;
+  pthread_mutex_unlock(&lock);
+  if (now) imported_pool_drop(ip);
+  return GW_OK;
+}
+
+GW_API size_t gw_cpu_ipc_pool_mappings(void) {
+  pthread_mutex_lock(&lock);
+  size_t n = nipools + niptrs;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 /* Everything the model made here, gone (the test harness's leak checks). */
 GW_API size_t gw_cpu_vmm_live(void) { return atomic_load(&live_objects); }
 
@@ -535,6 +801,14 @@ GW_API size_t gw_cpu_vmm_live(void) { return atomic_load(&live_objects); }
  * The child keeps the tables: the mappings and pools are inherited with the memory. */
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 static void fork_release(void) { pthread_mutex_unlock(&lock); }
+/* The child forgets the pools and pointers it inherited imported, as the core's table
+ * does (gw__ipc_child): they stay mapped for the arrays that hold them, and a new open maps
+ * anew. */
+static void fork_child(void) {
+  niptrs = 0;
+  nipools = 0;
+  pthread_mutex_unlock(&lock);
+}
 __attribute__((constructor(199))) static void install(void) {
-  pthread_atfork(fork_prepare, fork_release, fork_release);
+  pthread_atfork(fork_prepare, fork_release, fork_child);
 }

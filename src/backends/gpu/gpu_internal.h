@@ -104,10 +104,12 @@ gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture);
 
 /* gpu_ipc.c: memory from another process (the runtime's legacy IPC). */
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
-                         unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id);
+                         unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id, gw__ipc_share *sh);
 gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
-                       size_t extent, void **base);
-gw_status gwg_ipc_close(void *state, int device, void *base);
+                       size_t extent, void *pool, void **base);
+gw_status gwg_ipc_close(void *state, int device, void *pool, void *base);
+gw_status gwg_ipc_pool_import(void *state, int fd, int device, void **pool);
+gw_status gwg_ipc_pool_release(void *state, int device, void *pool);
 gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
 gw_status gwg_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event);
 gw_status gwg_device_uuid(int device, unsigned char uuid[16]);

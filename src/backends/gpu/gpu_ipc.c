@@ -4,24 +4,111 @@
  * each allocation once per process and never opens a handle in the process that made it
  * (the runtimes refuse both).
  *
- * Legacy IPC cannot export stream-ordered pool memory or VMM memory; they fail with
- * GW_ENOTSUP naming why: on CUDA found before the call from the pointer's attributes
- * (IS_LEGACY_CUDA_IPC_CAPABLE, MEMPOOL_HANDLE), on HIP from the runtime's refusal
- * (invalid value), each message saying how to allocate the memory shareable (a POSIX
- * file descriptor handle type at creation). Their shareable handles (a file descriptor
- * that travels by pidfd_getfd or over a Unix socket) are the next step (issue 45).
+ * Memory of a stream-ordered pool with a POSIX file descriptor handle type (CUDA; found by
+ * gwv_ipc_pool) is shared through its pool: the pool's descriptor
+ * (cudaMemPoolExportToShareableHandle), made once per pool and kept open for the life of
+ * the process so that importers can take it with pidfd_getfd (the core's call), and each
+ * allocation's 64 bytes of export data (cudaMemPoolExportPointer). The importer imports
+ * the pool once (cudaMemPoolImportFromShareableHandle; the core's table), each pointer
+ * (cudaMemPoolImportPointer), frees it (cudaFree) and destroys the pool after its last.
+ *
+ * Legacy IPC cannot export other pool memory or VMM memory; they fail with GW_ENOTSUP
+ * naming why: on CUDA found before the call from the pointer's attributes
+ * (IS_LEGACY_CUDA_IPC_CAPABLE, MEMPOOL_HANDLE, ALLOWED_HANDLE_TYPES), on HIP from the
+ * runtime's refusal (invalid value), each message saying how to allocate the memory
+ * shareable (a POSIX file descriptor handle type at creation). VMM sharing is planned.
  */
 #include "gpu_internal.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(gwv_pool_ptr_data) <= GW__IPC_RT_BYTES,
+               "a pool pointer's export data must fit gw_ipc_handle's 64 bytes for it");
+
+/* The pools this process exported: their descriptors, kept open for the life of the
+ * process (an importer may take one at any time; a pool's memory is never given back while
+ * it is exported anyway). A pool destroyed and another made at the same handle would be
+ * served the old descriptor: its pointers' import then fails in the importer (the export
+ * data names the new pool), never maps the wrong memory. */
+typedef struct {
+  gwv_mempool pool;
+  int fd;
+  uint64_t id;
+} exported_pool;
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static exported_pool *pools; /* pools_lock */
+static size_t npools, cap_pools;
+static uint64_t pool_ids; /* pools_lock */
+
+/* The descriptor and id of pool, exported now if it was not yet. device current. */
+static gw_status pool_fd(gwv_mempool pool, int *fd, uint64_t *id) {
+  gw_status s = GW_OK;
+  pthread_mutex_lock(&pools_lock);
+  size_t i = 0;
+  while (i < npools && pools[i].pool != pool) i++;
+  if (i == npools) {
+    int f = -1;
+    gwv_err e = gwv_MemPoolExportToShareableHandle(&f, pool, GWV_HANDLE_POSIX_FD, 0);
+    if (e != GWV_SUCCESS) {
+      s = gwg_fail(e, GWV_CALL("MemPoolExportToShareableHandle(PosixFileDescriptor)"));
+    } else if (npools == cap_pools) {
+      size_t cap = cap_pools ? 2 * cap_pools : 8;
+      exported_pool *grown = realloc(pools, cap * sizeof *pools);
+      if (!grown) {
+        close(f);
+        s = gwg_host->fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
+      } else {
+        pools = grown;
+        cap_pools = cap;
+      }
+    }
+    if (s == GW_OK) pools[npools++] = (exported_pool){pool, f, ++pool_ids};
+  }
+  if (s == GW_OK) {
+    *fd = pools[i].fd;
+    *id = pools[i].id;
+  }
+  pthread_mutex_unlock(&pools_lock);
+  return s;
+}
+
+static gw_status pool_export(gwv_mempool pool, void *base, int device,
+                             unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                             gw__ipc_share *sh) {
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  int fd = -1;
+  uint64_t id = 0;
+  s = pool_fd(pool, &fd, &id);
+  gwv_pool_ptr_data data;
+  memset(&data, 0, sizeof data);
+  if (s == GW_OK) {
+    gwv_err e = gwv_MemPoolExportPointer(&data, base);
+    if (e != GWV_SUCCESS) s = gwg_fail(e, GWV_CALL("MemPoolExportPointer(%p)"), base);
+  }
+  gwg_leave(prev);
+  if (s != GW_OK) return s;
+  memset(rt, 0, GW__IPC_RT_BYTES);
+  memcpy(rt, &data, sizeof data);
+  *alloc_id = gwv_buffer_id(base);
+  *sh = (gw__ipc_share){.kind = GW__IPC_POOL, .fd = fd, .pool_id = id};
+  return GW_OK;
+}
 
 _Static_assert(sizeof(gwv_ipc_handle) <= GW__IPC_RT_BYTES,
                "the runtime's IPC handle must fit gw_ipc_handle's 64 bytes for it");
 
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
-                         unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id) {
+                         unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
+                         gw__ipc_share *sh) {
   (void)state;
   (void)extent;
+  gwv_mempool pool = gwv_ipc_pool(base);
+  if (pool) return pool_export(pool, base, device, rt, alloc_id, sh);
   const char *why = gwv_ipc_refusal(base);
   if (why) return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);
   gwg_prev prev;
@@ -49,13 +136,61 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
   memset(rt, 0, GW__IPC_RT_BYTES);
   memcpy(rt, &h, sizeof h);
   *alloc_id = gwv_buffer_id(base);
+  *sh = (gw__ipc_share){.kind = GW__IPC_LEGACY};
+  return GW_OK;
+}
+
+gw_status gwg_ipc_pool_import(void *state, int fd, int device, void **pool) {
+  (void)state;
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  gwv_mempool p = NULL;
+  gwv_err e =
+      gwv_MemPoolImportFromShareableHandle(&p, (void *)(intptr_t)fd, GWV_HANDLE_POSIX_FD, 0);
+  gwg_leave(prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e, GWV_CALL("MemPoolImportFromShareableHandle") " on device %d", device);
+  *pool = (void *)p;
+  return GW_OK;
+}
+
+gw_status gwg_ipc_pool_release(void *state, int device, void *pool) {
+  (void)state;
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  gwv_err e = gwv_MemPoolDestroy((gwv_mempool)pool);
+  gwg_leave(prev);
+  return e == GWV_SUCCESS ? GW_OK : gwg_fail(e, GWV_CALL("MemPoolDestroy") " (imported)");
+}
+
+/* A pointer of an imported pool: its export data, imported (no wait: the consumer orders
+ * its use after the producer's allocating stream, as for the data). */
+static gw_status pool_open(const unsigned char rt[GW__IPC_RT_BYTES], int device, void *pool,
+                           void **base) {
+  gwv_pool_ptr_data data;
+  memcpy(&data, rt, sizeof data);
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  void *p = NULL;
+  gwv_err e = gwv_MemPoolImportPointer(&p, (gwv_mempool)pool, &data);
+  gwg_leave(prev);
+  if (e != GWV_SUCCESS)
+    return gwg_fail(e,
+                    GWV_CALL("MemPoolImportPointer") " on device %d (is the allocation still "
+                                                     "live in the exporting process?)",
+                    device);
+  *base = p;
   return GW_OK;
 }
 
 gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], int device,
-                       size_t extent, void **base) {
+                       size_t extent, void *pool, void **base) {
   (void)state;
   (void)extent;
+  if (pool) return pool_open(rt, device, pool, base);
   gwv_ipc_handle h;
   memcpy(&h, rt, sizeof h);
   gwg_prev prev;
@@ -73,14 +208,20 @@ gw_status gwg_ipc_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], in
   return GW_OK;
 }
 
-gw_status gwg_ipc_close(void *state, int device, void *base) {
+gw_status gwg_ipc_close(void *state, int device, void *pool, void *base) {
   (void)state;
   gwg_prev prev;
   gw_status s = gwg_enter(device, &prev);
   if (s != GW_OK) return s;
-  gwv_err e = gwv_IpcCloseMemHandle(base);
+  /* An imported pool pointer is freed (before the exporter frees it: the importer's
+   * arrays are released first, docs/IPC.md); a legacy mapping is closed. */
+  gwv_err e = pool ? gwv_Free(base) : gwv_IpcCloseMemHandle(base);
   gwg_leave(prev);
-  return e == GWV_SUCCESS ? GW_OK : gwg_fail(e, GWV_CALL("IpcCloseMemHandle(%p)"), base);
+  return e == GWV_SUCCESS ? GW_OK
+                          : gwg_fail(e,
+                                     pool ? GWV_CALL("Free(%p) (imported pool pointer)")
+                                          : GWV_CALL("IpcCloseMemHandle(%p)"),
+                                     base);
 }
 
 /* The device's UUID without a context on it (cuDeviceGetUuid / hipDeviceGetUuid need

@@ -114,9 +114,10 @@ typedef cudaIpcEventHandle_t gwv_ipc_event_handle;
  * cannot say: then cudaIpcGetMemHandle's own refusal is mapped). Stream-ordered pool
  * memory (cudaMallocAsync) and VMM memory (cuMemCreate) are not legacy-IPC capable:
  * measured, cudaIpcGetMemHandle of cudaMallocAsync memory is cudaErrorInvalidValue.
- * gpuwrap's IPC of them (their shareable handles: a file descriptor) is planned; the
- * refusal says how to allocate them so that they can be shared (a POSIX-fd handle type:
- * ALLOWED_HANDLE_TYPES tells whether they have one). */
+ * Memory of a pool with a POSIX-fd handle type is shared through the pool (gwv_ipc_pool,
+ * asked first); VMM memory's sharing is planned; the refusal says how to allocate the
+ * memory so that it can be shared (a POSIX-fd handle type: ALLOWED_HANDLE_TYPES tells
+ * whether it has one). */
 static inline const char *gwv_ipc_refusal(const void *ptr) {
   int capable = 1;
   if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
@@ -132,14 +133,12 @@ static inline const char *gwv_ipc_refusal(const void *ptr) {
   if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
                             (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
       pool)
-    return shareable ? "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) "
-                       "is not legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_"
-                       "CAPABLE = 0) and gpuwrap does not share it yet (planned)"
+    return shareable ? NULL /* an IPC pool's: gwv_ipc_pool found it first (gpu_ipc.c) */
                      : "stream-ordered pool memory (cudaMallocAsync / cudaMallocFromPoolAsync) "
                        "is not legacy-IPC capable (CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_"
-                       "CAPABLE = 0) and gpuwrap does not share it yet (planned); its pool has "
-                       "no shareable handle type (a device's default pool never has): "
-                       "allocate from a pool made by cudaMemPoolCreate with handleTypes = "
+                       "CAPABLE = 0) and its pool has no shareable handle type (a device's "
+                       "default pool never has): allocate from a pool made by "
+                       "cudaMemPoolCreate with handleTypes = "
                        "cudaMemHandleTypePosixFileDescriptor so that it can be shared, or "
                        "with cudaMalloc";
   return shareable ? "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
@@ -151,6 +150,30 @@ static inline const char *gwv_ipc_refusal(const void *ptr) {
                      "it with cuMemCreate and requestedHandleTypes = "
                      "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR so that it can be shared, or "
                      "with cudaMalloc";
+}
+/* Stream-ordered pools with a POSIX file descriptor handle type, shared between processes
+ * (gpu_ipc.c): the pool once (its descriptor), each allocation by 64 bytes of export data. */
+typedef cudaMemPool_t gwv_mempool;
+typedef struct cudaMemPoolPtrExportData gwv_pool_ptr_data;
+#define GWV_HANDLE_POSIX_FD cudaMemHandleTypePosixFileDescriptor
+#define gwv_MemPoolExportToShareableHandle cudaMemPoolExportToShareableHandle
+#define gwv_MemPoolImportFromShareableHandle cudaMemPoolImportFromShareableHandle
+#define gwv_MemPoolExportPointer cudaMemPoolExportPointer
+#define gwv_MemPoolImportPointer cudaMemPoolImportPointer
+#define gwv_MemPoolDestroy cudaMemPoolDestroy
+/* The pool of ptr when it is one whose memory can be shared (MEMPOOL_HANDLE set and a
+ * POSIX fd among its ALLOWED_HANDLE_TYPES), else NULL. */
+static inline gwv_mempool gwv_ipc_pool(const void *ptr) {
+  CUmemoryPool pool = NULL;
+  unsigned long long types = 0;
+  if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
+      !pool ||
+      cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
+      !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+    return NULL;
+  return (gwv_mempool)pool;
 }
 /* An id that tells an allocation from a later one at the same address (0: none). */
 static inline uint64_t gwv_buffer_id(const void *ptr) {

@@ -125,6 +125,21 @@ static inline uint64_t gwv_buffer_id(const void *ptr) {
   (void)ptr;
   return 0;
 }
+/* Stream-ordered pools shared between processes: HIP has the calls, but gpuwrap does not
+ * yet tell an IPC pool's memory apart on HIP (gwv_ipc_pool is NULL: such memory goes to
+ * legacy IPC, whose refusal is mapped); the names are here for the shared source. */
+typedef hipMemPool_t gwv_mempool;
+typedef hipMemPoolPtrExportData gwv_pool_ptr_data;
+#define GWV_HANDLE_POSIX_FD hipMemHandleTypePosixFileDescriptor
+#define gwv_MemPoolExportToShareableHandle hipMemPoolExportToShareableHandle
+#define gwv_MemPoolImportFromShareableHandle hipMemPoolImportFromShareableHandle
+#define gwv_MemPoolExportPointer hipMemPoolExportPointer
+#define gwv_MemPoolImportPointer hipMemPoolImportPointer
+#define gwv_MemPoolDestroy hipMemPoolDestroy
+static inline gwv_mempool gwv_ipc_pool(const void *ptr) {
+  (void)ptr;
+  return NULL;
+}
 
 typedef enum {
   GWV_ATTR_PAGEABLE_ACCESS = hipDeviceAttributePageableMemoryAccess,

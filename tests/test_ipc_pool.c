@@ -1,0 +1,472 @@
+/*
+ * Memory of stream-ordered pools with a POSIX file descriptor handle type shared between
+ * processes (docs/IPC.md, "Pool memory"): gw_ipc_export writes a version-3 handle naming the
+ * pool's descriptor in the exporter, which gw_ipc_open takes with pidfd_open +
+ * pidfd_getfd, imports once per (exporter, pool), then imports the pointer.
+ *
+ * On the CPU model (the pools of gpuwrap/cpu_testing.h, a memfd each): the second process
+ * is this binary started again with exec, talking through its stdin and stdout (a line
+ * each: "handle <hex>", "go", ...). Every element one side writes the other reads. The
+ * real pidfd_getfd is called, so Yama's ptrace_scope decides as it does for users: the
+ * direction parent exports / child imports is refused under scope 1 or more (the test
+ * reads /proc/sys/kernel/yama/ptrace_scope and expects the refusal there).
+ */
+#include "test.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- helpers ---- */
+
+static void to_hex(const gw_ipc_handle *h, char *out) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+static void from_hex(const char *s, gw_ipc_handle *h) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
+    unsigned v;
+    ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
+    h->bytes[i] = (unsigned char)v;
+  }
+}
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+static void reseal(gw_ipc_handle *h) {
+  uint32_t c = crc32_of(h->bytes, 252);
+  for (int i = 0; i < 4; i++) h->bytes[252 + i] = (unsigned char)(c >> (8 * i));
+}
+
+/* A line to `out` ("handle <hex>" for a handle). */
+static void send_handle(FILE *out, const gw_ipc_handle *h) {
+  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+  to_hex(h, hex);
+  fprintf(out, "handle %s\n", hex);
+  fflush(out);
+}
+static void send_line(FILE *out, const char *s) {
+  fprintf(out, "%s\n", s);
+  fflush(out);
+}
+/* The next line from `in` that starts with `want` (the harness may print lines of its own);
+ * for "handle", the handle into *h. */
+static void expect_line(FILE *in, const char *want, gw_ipc_handle *h) {
+  static char line[2 * GW_IPC_HANDLE_BYTES + 64];
+  for (;;) {
+    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    if (strncmp(line, want, strlen(want)) != 0) continue;
+    if (h) from_hex(line + strlen(want) + 1, h);
+    return;
+  }
+}
+
+/* Yama's ptrace_scope (-1 where Yama is absent): pidfd_getfd of an ancestor's descriptor
+ * is refused from 1 on, of any process's from 2 on. */
+static int ptrace_scope(void) {
+  FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (!f) return -1;
+  int v = -1;
+  if (fscanf(f, "%d", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+/* The other process: this binary again, exec'd, its stdin and stdout piped to us. */
+typedef struct {
+  pid_t pid;
+  FILE *in;  /* its stdout */
+  FILE *out; /* its stdin */
+} peer;
+
+static peer peer_start(const char *job, uint64_t seed, const char *extra) {
+  char ejob[64], eseed[64], eextra[64];
+  snprintf(ejob, sizeof ejob, "GW_POOL_JOB=%s", job);
+  snprintf(eseed, sizeof eseed, "GW_POOL_SEED=%" PRIu64, seed);
+  snprintf(eextra, sizeof eextra, "GW_POOL_EXTRA=%s", extra ? extra : "");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 4, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "GW_POOL_", 8) != 0) env[k++] = environ[i];
+  env[k++] = ejob;
+  env[k++] = eseed;
+  env[k++] = eextra;
+  int to[2], from[2];
+  ASSERT_EQ_INT(pipe(to), 0);
+  ASSERT_EQ_INT(pipe(from), 0);
+  posix_spawn_file_actions_t fa;
+  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to[1]);
+  posix_spawn_file_actions_addclose(&fa, from[0]);
+  char exe[4096], name[] = "pool_child";
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  char *argv[] = {exe, name, NULL};
+  peer p;
+  ASSERT_EQ_INT(posix_spawn(&p.pid, exe, &fa, NULL, argv, env), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(to[0]);
+  close(from[1]);
+  p.in = fdopen(from[0], "r");
+  p.out = fdopen(to[1], "w");
+  ASSERT_NOT_NULL(p.in);
+  ASSERT_NOT_NULL(p.out);
+  return p;
+}
+
+static void peer_finish(peer *p) {
+  fclose(p->out);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(p->pid, &st, 0), p->pid);
+  fclose(p->in);
+  if (!WIFEXITED(st)) TST_FAIL("child died of signal %d", WTERMSIG(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* Seeded data, every element checked (as test_ipc.c). */
+static void *seeded_data(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a);
+  void *buf = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(buf);
+  uint64_t keep = tst_rng;
+  tst_rng = seed ? seed : 1;
+  tst_random_fill(buf, bytes);
+  tst_rng = keep;
+  return buf;
+}
+static void write_seeded(gw_array *a, uint64_t seed) {
+  void *buf = seeded_data(a, seed);
+  tst_write(a, buf);
+  free(buf);
+}
+static void check_seeded(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a), elem = gw_dtype_size(gw_array_dtype(a));
+  void *want = seeded_data(a, seed), *got = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(got);
+  tst_read(a, got);
+  ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
+  free(want);
+  free(got);
+}
+
+/* An array over a new allocation of `pool` (wrapped: the pool owns the memory). */
+static gw_array *pool_array(gw_context *ctx, gw_cpu_pool pool, gw_dtype t, int ndim,
+                            const int64_t *shape) {
+  size_t bytes = gw_dtype_size(t);
+  for (int i = 0; i < ndim; i++) bytes *= (size_t)shape[i];
+  void *p = NULL;
+  ASSERT_OK(gw_cpu_pool_alloc(pool, bytes, &p));
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, p, t, ndim, shape, NULL, 0, &a));
+  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+  return a;
+}
+static void pool_array_free(gw_array *a) {
+  void *p = gw_data(a);
+  gw_release(a);
+  ASSERT_OK(gw_cpu_pool_free(p));
+}
+
+static int pool_maps(void) { return tst_maps_naming("gw-cpu-pool-"); }
+
+static const int64_t SHAPE[2] = {37, 29};
+
+/* ---- the second process ---- */
+
+static int pool_child(void) {
+  const char *job = getenv("GW_POOL_JOB");
+  ASSERT_NOT_NULL(job);
+  uint64_t seed = strtoull(getenv("GW_POOL_SEED"), NULL, 10);
+  const char *extra = getenv("GW_POOL_EXTRA");
+  gw_context *ctx = tst_open(0);
+  int fds0 = tst_open_fds();
+  gw_ipc_handle h;
+  if (strcmp(job, "open_rw") == 0) {
+    /* The parent's handle: read every element, write seed+1 back; or, where Yama refuses
+     * the parent's descriptor to its child, the refusal and nothing left open. */
+    expect_line(stdin, "handle", &h);
+    gw_array *a = NULL;
+    if (strcmp(extra, "refused") == 0) {
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
+      ASSERT_ERROR_MENTIONS("ptrace_scope");
+      ASSERT_ERROR_MENTIONS("SCM_RIGHTS");
+      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    } else {
+      ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+      ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+      check_seeded(a, seed);
+      write_seeded(a, seed + 1);
+      ASSERT_OK(gw_synchronize(ctx));
+      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 2);
+      gw_release(a);
+      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    }
+    send_line(stdout, "done");
+  } else if (strcmp(job, "exporter") == 0) {
+    /* Export a whole allocation and a view of it; the parent reads them and writes seed+1;
+     * then the allocation is freed (the handles go stale). An injected export failure
+     * first: nothing left open. */
+    gw_cpu_pool pool;
+    ASSERT_OK(gw_cpu_pool_create(0, 64 * gw_cpu_vmm_granularity(), GW_CPU_HANDLE_POSIX_FD, &pool));
+    gw_array *a = pool_array(ctx, pool, GW_FLOAT64, 2, SHAPE);
+    write_seeded(a, seed);
+    int fds1 = tst_open_fds();
+    gw_cpu_fail_op(GW_CPU_OP_IPC_EXPORT, 1, GW_EBACKEND);
+    ASSERT_STATUS(gw_ipc_export(a, &h), GW_EBACKEND);
+    ASSERT_EQ_INT(tst_open_fds(), fds1);
+    ASSERT_OK(gw_ipc_export(a, &h));
+    ASSERT_EQ_INT(tst_open_fds(), fds1); /* the pool's own descriptor: none made */
+    int64_t start[2] = {5, 3}, vshape[2] = {20, 11}, step[2] = {1, 2};
+    gw_array *v = NULL;
+    ASSERT_OK(gw_view(a, start, vshape, step, &v));
+    gw_ipc_handle h2;
+    ASSERT_OK(gw_ipc_export(v, &h2));
+    gw_release(v);
+    send_handle(stdout, &h);
+    send_handle(stdout, &h2);
+    expect_line(stdin, "go", NULL);
+    check_seeded(a, seed + 1);
+    pool_array_free(a);
+    send_line(stdout, "freed");
+    expect_line(stdin, "go", NULL);
+    ASSERT_OK(gw_cpu_pool_destroy(pool));
+  } else if (strcmp(job, "cycler") == 0) {
+    /* 1000 allocations (the same address each time), each exported, read by the parent,
+     * freed. */
+    gw_cpu_pool pool;
+    ASSERT_OK(gw_cpu_pool_create(0, 16 * gw_cpu_vmm_granularity(), GW_CPU_HANDLE_POSIX_FD, &pool));
+    int n = atoi(extra);
+    int64_t len = 64;
+    for (int i = 0; i < n; i++) {
+      gw_array *a = pool_array(ctx, pool, GW_UINT32, 1, &len);
+      write_seeded(a, seed + (uint64_t)i);
+      ASSERT_OK(gw_ipc_export(a, &h));
+      send_handle(stdout, &h);
+      expect_line(stdin, "go", NULL);
+      pool_array_free(a);
+    }
+    ASSERT_OK(gw_cpu_pool_destroy(pool));
+  } else {
+    TST_FAIL("unknown job %s", job);
+  }
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- tests ---- */
+
+/* The parent exports, an exec'd child imports: every element each way, where Yama lets
+ * the child take its parent's descriptor; else GW_ENOTSUP naming ptrace_scope. */
+TEST_IMPL(pool_parent_to_child) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  gw_cpu_pool pool;
+  ASSERT_OK(gw_cpu_pool_create(0, 64 * gw_cpu_vmm_granularity(), GW_CPU_HANDLE_POSIX_FD, &pool));
+  gw_array *a = pool_array(ctx, pool, GW_FLOAT64, 2, SHAPE);
+  uint64_t seed = tst_rand64() | 1;
+  write_seeded(a, seed);
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_EQ_INT(h.bytes[4], 3);   /* version 3: pool memory */
+  ASSERT_EQ_INT(h.bytes[239], 1); /* kind: pool */
+  int refused = ptrace_scope() >= 1;
+  peer p = peer_start("open_rw", seed, refused ? "refused" : "");
+  send_handle(p.out, &h);
+  expect_line(p.in, "done", NULL);
+  peer_finish(&p);
+  check_seeded(a, refused ? seed : seed + 1);
+  pool_array_free(a);
+  ASSERT_OK(gw_cpu_pool_destroy(pool));
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* An exec'd child exports (Yama allows a parent its child's descriptors up to scope 1):
+ * every element read here and written back; two handles of one allocation (the whole
+ * and a view) share one mapping and one imported pool; a forked child maps anew; a damaged
+ * kind is refused; the handle of the freed allocation is refused (stale) leaving nothing
+ * open or mapped. */
+TEST_IMPL(pool_child_to_parent) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = pool_maps();
+  uint64_t seed = tst_rand64() | 1;
+  peer p = peer_start("exporter", seed, NULL);
+  int fds0 = tst_open_fds(); /* the pipes to the child counted */
+  gw_ipc_handle h, h2;
+  expect_line(p.in, "handle", &h);
+  expect_line(p.in, "handle", &h2);
+
+  gw_ipc_handle bad = h;
+  bad.bytes[239] = 2;
+  reseal(&bad);
+  gw_array *a = NULL, *b = NULL;
+  ASSERT_STATUS(gw_ipc_open(ctx, &bad, &a), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("kind 2");
+
+  long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_POOL_IMPORT),
+       opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
+  ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+  check_seeded(a, seed);
+  ASSERT_OK(gw_ipc_open(ctx, &h2, &b));
+  ASSERT_EQ_PTR(gw_data(b), (char *)gw_data(a) + (5 * 29 + 3) * 8);
+  int64_t start[2] = {5, 3}, vshape[2] = {20, 11}, step[2] = {1, 2};
+  gw_array *v = NULL;
+  ASSERT_OK(gw_view(a, start, vshape, step, &v));
+  size_t vb = tst_array_bytes(v);
+  ASSERT_EQ_SIZE(vb, tst_array_bytes(b));
+  double *want = malloc(vb), *got = malloc(vb);
+  ASSERT_NOT_NULL(want);
+  ASSERT_NOT_NULL(got);
+  tst_read(v, want);
+  tst_read(b, got);
+  ASSERT_ELEMS_EQ(got, want, vb / 8, 8); /* the view's elements, each */
+  free(want);
+  free(got);
+  gw_release(v);
+  ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_POOL_IMPORT), imports + 1);
+  ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN), opens + 1);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 2); /* one pool, one pointer */
+  ASSERT_EQ_INT(pool_maps(), maps0 + 2);         /* its header and its bytes */
+
+  /* A forked child is not served the parent's mapping: it imports its own (where Yama
+   * lets it take its sibling's descriptor: under scope 1 it may not, and says so). */
+  int sibling_refused = ptrace_scope() >= 1;
+  fflush(NULL);
+  pid_t kid = fork();
+  ASSERT_TRUE(kid >= 0);
+  if (kid == 0) {
+    gw_array *c = NULL;
+    gw_status s = gw_ipc_open(ctx, &h, &c);
+    if (sibling_refused) _exit(s == GW_ENOTSUP && strstr(gw_last_error(), "ptrace_scope") ? 0 : 5);
+    if (s != GW_OK) _exit(3);
+    if (gw_data(c) == gw_data(a)) _exit(4);
+    check_seeded(c, seed);
+    gw_release(c);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+  write_seeded(a, seed + 1);
+  ASSERT_OK(gw_synchronize(ctx));
+  gw_release(b);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 2);
+  gw_release(a);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(pool_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  send_line(p.out, "go");
+  expect_line(p.in, "freed", NULL); /* the child checked seed+1 and freed the allocation */
+
+  a = NULL;
+  ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+  ASSERT_ERROR_MENTIONS("was freed");
+  ASSERT_NULL(a);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(pool_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  send_line(p.out, "go");
+  peer_finish(&p);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* 1000 allocations exported by a child, each opened, read (every element) and released
+ * here: descriptors and mappings (the model's and /proc/self/maps) where they started, on
+ * both sides (the child checks its own descriptors). */
+TEST_IMPL(pool_cycles) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = pool_maps(), fds0 = tst_open_fds();
+  uint64_t seed = tst_rand64() | 1;
+  enum { N = 1000 };
+  peer p = peer_start("cycler", seed, "1000");
+  for (int i = 0; i < N; i++) {
+    gw_ipc_handle h;
+    expect_line(p.in, "handle", &h);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed + (uint64_t)i);
+    gw_release(a);
+    send_line(p.out, "go");
+  }
+  peer_finish(&p);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(pool_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A failure at each new call of the open (pidfd_getfd refused as EPERM and ENOSYS, the
+ * pool's import, the pointer's import) leaves nothing open or mapped and says why; a
+ * refused free (cudaFree) is reported. (The exporter's side: the child's first export.) */
+TEST_IMPL(pool_injected_failures) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = pool_maps();
+  uint64_t seed = tst_rand64() | 1;
+  peer p = peer_start("cycler", seed, "1");
+  int fds0 = tst_open_fds(); /* the pipes to the child counted */
+  gw_ipc_handle h;
+  expect_line(p.in, "handle", &h);
+  gw_array *a = NULL;
+  struct {
+    int err;
+    const char *says;
+  } refusals[2] = {{EPERM, "ptrace_scope"}, {ENOSYS, "Linux 5.6"}};
+  for (int i = 0; i < 2; i++) {
+    gw_cpu_ipc_force_pidfd_errno(refusals[i].err);
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
+    ASSERT_ERROR_MENTIONS(refusals[i].says);
+    ASSERT_ERROR_MENTIONS("SCM_RIGHTS");
+    ASSERT_NULL(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_EQ_INT(pool_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+  }
+  gw_cpu_ipc_force_pidfd_errno(0);
+  gw_cpu_op ops[2] = {GW_CPU_OP_IPC_POOL_IMPORT, GW_CPU_OP_IPC_OPEN};
+  for (int i = 0; i < 2; i++) {
+    gw_cpu_fail_op(ops[i], 1, GW_EBACKEND);
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+    ASSERT_ERROR_MENTIONS(gw_cpu_op_name(ops[i]));
+    ASSERT_NULL(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_EQ_INT(pool_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+  }
+  ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+  check_seeded(a, seed);
+  gw_cpu_fail_op(GW_CPU_OP_IPC_CLOSE, 1, GW_EBACKEND);
+  gw_release(a);
+  ASSERT_ERROR_MENTIONS("injected failure: ipc_close"); /* reported */
+  /* The runtime kept the pointer it refused to free, and so its pool (destroyed when its
+   * last pointer goes, as cudaMemPoolDestroy): no descriptor is left open. */
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 2);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  send_line(p.out, "go");
+  peer_finish(&p);
+  gw_context_destroy(ctx);
+  return 0;
+}
