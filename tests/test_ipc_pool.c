@@ -328,11 +328,11 @@ TEST_IMPL(pool_child_to_parent) {
   expect_line(p.in, "handle", &h2);
 
   gw_ipc_handle bad = h;
-  bad.bytes[239] = 2;
+  bad.bytes[239] = 9;
   reseal(&bad);
   gw_array *a = NULL, *b = NULL;
   ASSERT_STATUS(gw_ipc_open(ctx, &bad, &a), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("kind 2");
+  ASSERT_ERROR_MENTIONS("kind 9");
 
   long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_POOL_IMPORT),
        opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);

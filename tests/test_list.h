@@ -101,7 +101,9 @@
   T(pool_trim_destroy, ALL, "")       \
   T(export_refused, ALL, "")          \
   T(pool_ipc_two_processes, ALL, "")  \
-  H(pool_ipc_child, pool_ipc_child)
+  T(vmm_ipc_two_processes, ALL, "")   \
+  H(pool_ipc_child, pool_ipc_child)   \
+  H(vmm_ipc_child, vmm_ipc_child)
 
 /* gpu/test_streams_cuda.c */
 #define TEST_LIST_test_streams_cuda(T, H) \
@@ -289,6 +291,14 @@
   T(pool_cycles, cpu, "")             \
   T(pool_injected_failures, cpu, "")  \
   H(pool_child, pool_child)
+
+/* test_ipc_vmm.c */
+#define TEST_LIST_test_ipc_vmm(T, H) \
+  T(vmm_child_to_parent, cpu, "")    \
+  T(vmm_cycles, cpu, "")             \
+  T(vmm_injected_failures, cpu, "")  \
+  T(vmm_export_limits, cpu, "")      \
+  H(vmm_child, vmm_child)
 
 /* test_overlap.c */
 #define TEST_LIST_test_overlap(T, H)            \

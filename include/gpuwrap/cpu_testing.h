@@ -48,6 +48,9 @@ typedef enum {
    * cudaMemPoolExportPointer counts as ipc_export, cudaMemPoolImportPointer as ipc_open,
    * the importer's cudaFree as ipc_close) */
   GW_CPU_OP_IPC_POOL_IMPORT,
+  /* appended: the import of VMM chunks from another process (cuMemImportFromShareableHandle,
+   * cuMemAddressReserve, cuMemMap, cuMemSetAccess as one call of the model) */
+  GW_CPU_OP_IPC_VMM_IMPORT,
   GW_CPU_OP_COUNT
 } gw_cpu_op;
 

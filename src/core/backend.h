@@ -36,18 +36,22 @@
  * dev_, ctx_, mem_, host_, xfer_, stream_, event_, ipc_, proc_). 12: the setting
  * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). 13: IPC of stream-ordered
  * pool memory (gw__ipc_share in ipc_mem_export, the pool in ipc_mem_open and ipc_mem_close,
- * ipc_pool_import and ipc_pool_release). A plugin of another ABI
+ * ipc_pool_import and ipc_pool_release). 14: IPC of VMM memory (GW__IPC_VMM: the chunks
+ * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 13
+#define GW__BACKEND_ABI 14
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
 #define GW__IPC_RT_BYTES 64
 
 /* How an exported allocation is shared (ipc_mem_export fills it; docs/IPC.md). */
-enum { GW__IPC_LEGACY = 0, GW__IPC_POOL = 1 };
+enum { GW__IPC_LEGACY = 0, GW__IPC_POOL = 1, GW__IPC_VMM = 2 };
+/* VMM memory: at most this many chunks per exported span (the handle's runtime bytes hold
+ * each chunk's descriptor number and size); a span over more is refused at export. */
+#define GW__IPC_VMM_MAX_CHUNKS 8
 typedef struct {
   int kind;         /* GW__IPC_LEGACY: rt is the runtime's legacy handle; GW__IPC_POOL: rt is the
              * pool's export data of the allocation (cudaMemPoolExportPointer) */
@@ -55,7 +59,16 @@ typedef struct {
              * (cudaMemPoolExportToShareableHandle), kept open there by the backend while the
              * pool lives (the CPU model) or for the life of the process (CUDA, HIP) */
   uint64_t pool_id; /* GW__IPC_POOL: the pool's id in the exporting process, never reused
-                     * there; the importer imports each (exporter, pool_id) once */
+                     * there; the importer imports each (exporter, pool_id) once.
+                     * GW__IPC_VMM: the first chunk's id, never reused in the exporter */
+  /* GW__IPC_VMM. In: [lo, hi) the array's bytes, set by the core before ipc_mem_export.
+   * Out: the chunks covering them, mapped back to back from span_base: each chunk's
+   * shareable descriptor in the exporting process (kept open by the backend while the
+   * chunk lives) and size. */
+  uintptr_t lo, hi, span_base;
+  int nchunks;
+  int chunk_fd[GW__IPC_VMM_MAX_CHUNKS];
+  uint64_t chunk_bytes[GW__IPC_VMM_MAX_CHUNKS];
 } gw__ipc_share;
 
 /* What a context's device can do; filled by ctx_init. */
@@ -224,6 +237,15 @@ typedef struct gw__backend_ops {
   gw_status (*ipc_mem_close)(void *state, int device, void *pool, void *base);
   gw_status (*ipc_pool_import)(void *state, int fd, int device, void **pool);
   gw_status (*ipc_pool_release)(void *state, int device, void *pool);
+  /* ipc_vmm_open: import n chunks (fds: descriptors of this process, closed by the core
+   * after the call; bytes: their sizes; id: the first chunk's id in the exporter), reserve
+   * their total, map each at its offset and make it accessible from `device`
+   * (cuMemImportFromShareableHandle, cuMemAddressReserve, cuMemMap, cuMemSetAccess); a
+   * failure leaves nothing made. ipc_vmm_close: synchronize, unmap, release, free the
+   * range. NULL: the backend shares no VMM memory. */
+  gw_status (*ipc_vmm_open)(void *state, int device, int n, const int *fds, const uint64_t *bytes,
+                            uint64_t id, void **base);
+  gw_status (*ipc_vmm_close)(void *state, int device, void *base, size_t total);
 
   /* Interprocess events (src/core/ipc_event.c; the halo's IPC path signals with them).
    * ipc_event_create: an event of the context's device that another process can open

@@ -3,6 +3,7 @@
  * format is ipc_handle.c's, the table of what this process has mapped ipc_table.c's, and
  * the identity that tells the exporting process proc_identity.c's.
  */
+#include "codec.h"
 #include "ipc_table.h"
 #include "proc_identity.h"
 
@@ -58,18 +59,40 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   memset(&f, 0, sizeof f);
   gw_status s = allocation_of(a, &info, &f.offset);
   if (s != GW_OK) return s;
+  {
+    /* The array's bytes: VMM memory exports only the chunks covering them. */
+    int64_t lo, hi, numel;
+    (void)gw__span(a->ndim, a->shape, a->strides, gw__dtype_size(a->dtype), &lo, &hi, &numel);
+    f.share.lo = (uintptr_t)(a->dev0 + lo);
+    f.share.hi = (uintptr_t)(a->dev0 + (numel > 0 ? hi : lo + 1));
+  }
   s = ctx->ops->ipc_mem_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id,
                                &f.share);
   if (s != GW_OK) return s;
+  if (f.share.kind == GW__IPC_VMM) {
+    /* The span of the chunks is what the handle names; each chunk's descriptor and size go
+     * in the runtime's bytes (ipc_handle.c, version 3). */
+    uint64_t total = 0;
+    memset(f.rt, 0, sizeof f.rt);
+    for (int i = 0; i < f.share.nchunks; i++) {
+      gw__put_le32(f.rt + 8 * i, (uint32_t)f.share.chunk_fd[i]);
+      gw__put_le32(f.rt + 8 * i + 4, (uint32_t)(f.share.chunk_bytes[i] >> 12));
+      total += f.share.chunk_bytes[i];
+    }
+    f.offset = (uint64_t)((uintptr_t)a->dev0 - f.share.span_base);
+    info.base = (void *)f.share.span_base;
+    info.extent = (size_t)total;
+  }
   /* Pool memory's handle (version 3) has 13 bytes less for the geometry; nothing to undo
    * (the pool's descriptor stays the backend's, whatever is exported). */
   if (!gw__ipc_geometry_fits(f.share.kind, a->ndim, a->shape, a->strides))
-    return gw__fail(GW_ENOTSUP,
-                    "a: pool memory: its %d dims' shape and strides do not fit the %d bytes a "
-                    "pool memory handle has for them (any array of up to 5 dims fits, more "
-                    "when the extents and strides are small); export a reshaped or "
-                    "smaller-dimensional view",
-                    a->ndim, GW__IPC_GEOM_BYTES_V3);
+    return gw__fail(
+        GW_ENOTSUP,
+        "a: pool or VMM memory: its %d dims' shape and strides do not fit the %d bytes a "
+        "version-3 handle has for them (any array of up to 5 dims fits, more "
+        "when the extents and strides are small); export a reshaped or "
+        "smaller-dimensional view",
+        a->ndim, GW__IPC_GEOM_BYTES_V3);
   /* The device's UUID: the context's where the memory is its device's, else the backend's
    * (zero where neither can say; the importer then goes by the ordinal). */
   if (info.device == ctx->device)
@@ -169,7 +192,12 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
                     "h: exported by this process, but %p is %s memory now, not device memory "
                     "(the allocation was released, or the handle names other memory)",
                     base, gw_memkind_name(info.kind));
-  if ((uintptr_t)info.base != d->base || info.extent != d->extent || info.device != device)
+  /* VMM memory: the handle names the chunks covering the array, inside the contiguous
+   * mapped range the query reports. */
+  bool vmm = d->share.kind == GW__IPC_VMM;
+  if (vmm ? ((uintptr_t)info.base > d->base || d->base - (uintptr_t)info.base > info.extent ||
+             d->extent > info.extent - (d->base - (uintptr_t)info.base) || info.device != device)
+          : ((uintptr_t)info.base != d->base || info.extent != d->extent || info.device != device))
     return gw__fail(GW_EBACKEND,
                     "h: exported by this process as the allocation [%p, +%llu) of device %d, but "
                     "the device allocation there now is [%p, +%zu) of device %d (released, "
@@ -181,7 +209,11 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
   unsigned char rt[GW__IPC_RT_BYTES];
   uint64_t id = 0;
   gw__ipc_share sh;
-  s = ctx->ops->ipc_mem_export(ctx->state, base, (size_t)d->extent, device, rt, &id, &sh);
+  memset(&sh, 0, sizeof sh);
+  sh.lo = (uintptr_t)base;
+  sh.hi = (uintptr_t)base + (size_t)d->extent;
+  s = ctx->ops->ipc_mem_export(ctx->state, vmm ? info.base : base,
+                               vmm ? info.extent : (size_t)d->extent, device, rt, &id, &sh);
   if (s != GW_OK) {
     char why[256];
     snprintf(why, sizeof why, "%s", gw_last_error());
@@ -190,12 +222,20 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
                     "identified now: %s",
                     base, why);
   }
+  bool same_chunks = sh.nchunks == d->share.nchunks && sh.span_base == d->base;
+  for (int i = 0; vmm && same_chunks && i < sh.nchunks; i++)
+    same_chunks =
+        sh.chunk_fd[i] == d->share.chunk_fd[i] && sh.chunk_bytes[i] == d->share.chunk_bytes[i];
   if (sh.kind != d->share.kind || sh.pool_id != d->share.pool_id ||
-      (sh.kind == GW__IPC_POOL && memcmp(rt, d->rt, GW__IPC_RT_BYTES) != 0))
+      (sh.kind == GW__IPC_POOL && memcmp(rt, d->rt, GW__IPC_RT_BYTES) != 0) ||
+      (vmm && !same_chunks))
     return gw__fail(GW_EBACKEND,
                     "h: exported by this process as %s memory, but the allocation at %p now is "
                     "another allocation (released, its address reused)",
-                    d->share.kind == GW__IPC_POOL ? "pool" : "device", base);
+                    d->share.kind == GW__IPC_POOL  ? "pool"
+                    : d->share.kind == GW__IPC_VMM ? "VMM"
+                                                   : "device",
+                    base);
   if (id != d->alloc_id)
     return gw__fail(GW_EBACKEND,
                     "h: exported by this process as allocation %llu at %p, which was released: "

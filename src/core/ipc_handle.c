@@ -35,6 +35,12 @@
  *            takes with pidfd_getfd
  *   244   8  the pool's id in the exporting process (never reused there)
  *   252   4  CRC-32 of bytes 0..251
+ * Version 3, VMM memory made with a POSIX file descriptor handle type (kind 2): base and
+ * extent are the span of the chunks covering the array (mapped back to back), the
+ * runtime's 64 bytes hold per chunk (at most GW__IPC_VMM_MAX_CHUNKS = 8) its descriptor in
+ * the exporting process (int32) and its size in 4 KiB units (uint32), zero after the
+ * last; 240 holds the chunk count, 244 the first chunk's id. The sizes must add up to the
+ * extent.
  * Sixteen dims of two int64 do not fit beside the rest; varints do for any array of up to
  * 6 dims (6 x (9 + 10) = 114 bytes) and for up to 16 when the values are small. What does
  * not fit is refused at export (GW_ENOTSUP), never truncated. Version 1 (device by
@@ -103,7 +109,8 @@ void gw__ipc_handle_encode(const gw__ipc_fields *f, gw_ipc_handle *out) {
   b[4] = f->share.kind == GW__IPC_LEGACY ? IPC_VERSION_LEGACY : IPC_VERSION;
   if (f->share.kind != GW__IPC_LEGACY) {
     b[OFF_KIND] = (unsigned char)f->share.kind;
-    gw__put_le32(b + OFF_POOL_FD, (uint32_t)f->share.fd);
+    gw__put_le32(b + OFF_POOL_FD,
+                 (uint32_t)(f->share.kind == GW__IPC_VMM ? f->share.nchunks : f->share.fd));
     gw__put_le64(b + OFF_POOL_ID, f->share.pool_id);
   }
   b[5] = (unsigned char)f->backend;
@@ -180,9 +187,33 @@ static gw_status read_fields(const unsigned char *b, gw__ipc_fields *r) {
   memcpy(r->uuid, b + OFF_UUID, 16);
   memcpy(r->rt, b + OFF_RT, GW__IPC_RT_BYTES);
   memset(&r->share, 0, sizeof r->share);
-  if (b[4] == IPC_VERSION) {
+  if (b[4] == IPC_VERSION && b[OFF_KIND] == GW__IPC_VMM) {
+    r->share.kind = GW__IPC_VMM;
+    r->share.nchunks = (int32_t)gw__get_le32(b + OFF_POOL_FD);
+    r->share.pool_id = gw__get_le64(b + OFF_POOL_ID);
+    if (r->share.nchunks < 1 || r->share.nchunks > GW__IPC_VMM_MAX_CHUNKS)
+      return bad("VMM chunk count %d is not 1 to %d", r->share.nchunks, GW__IPC_VMM_MAX_CHUNKS);
+    if (r->share.pool_id == 0) return bad("VMM chunk id is zero (damaged handle)");
+    uint64_t total = 0;
+    for (int i = 0; i < GW__IPC_VMM_MAX_CHUNKS; i++) {
+      int32_t fd = (int32_t)gw__get_le32(r->rt + 8 * i);
+      uint64_t bytes = (uint64_t)gw__get_le32(r->rt + 8 * i + 4) << 12;
+      if (i >= r->share.nchunks) {
+        if (fd || bytes) return bad("VMM chunk %d after the last is not zero", i);
+        continue;
+      }
+      if (fd < 0 || bytes == 0)
+        return bad("VMM chunk %d: descriptor %d, %llu bytes", i, fd, (unsigned long long)bytes);
+      r->share.chunk_fd[i] = fd;
+      r->share.chunk_bytes[i] = bytes;
+      total += bytes;
+    }
+    if (total != r->extent)
+      return bad("VMM chunks' %llu bytes are not the extent %llu", (unsigned long long)total,
+                 (unsigned long long)r->extent);
+  } else if (b[4] == IPC_VERSION) {
     if (b[OFF_KIND] != GW__IPC_POOL)
-      return bad("version 3 kind %d is not 1 (pool memory)", b[OFF_KIND]);
+      return bad("version 3 kind %d is not 1 (pool memory) nor 2 (VMM memory)", b[OFF_KIND]);
     r->share.kind = GW__IPC_POOL;
     r->share.fd = (int32_t)gw__get_le32(b + OFF_POOL_FD);
     r->share.pool_id = gw__get_le64(b + OFF_POOL_ID);

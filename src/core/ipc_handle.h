@@ -23,12 +23,13 @@ typedef struct {
   uint64_t pid, nonce, alloc_id, base, extent, offset;
   unsigned char uuid[16];
   unsigned char rt[GW__IPC_RT_BYTES];
-  gw__ipc_share share; /* kind; fd and pool_id for pool memory (version 3) */
+  gw__ipc_share share; /* kind; fd and pool_id for pool memory, the chunks for VMM memory
+                        * (version 3) */
   int64_t shape[GW_MAX_DIMS], strides[GW_MAX_DIMS];
 } gw__ipc_fields;
 
 /* Whether ndim dims of shape and strides fit the handle's geometry bytes for memory shared
- * as `kind` (GW__IPC_LEGACY, GW__IPC_POOL). */
+ * as `kind` (GW__IPC_LEGACY; GW__IPC_POOL and GW__IPC_VMM: version 3). */
 bool gw__ipc_geometry_fits(int kind, int ndim, const int64_t *shape, const int64_t *strides);
 /* The handle of f, whose geometry must fit (gw__ipc_geometry_fits). */
 void gw__ipc_handle_encode(const gw__ipc_fields *f, gw_ipc_handle *out);

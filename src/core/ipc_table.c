@@ -9,7 +9,10 @@
  * exactly once, so every open of any handle of the allocation shares the entry and takes a
  * reference, and the last opened array's release closes it. One mutex: opens and closes
  * are runtime calls of milliseconds, and an open of an allocation already mapped is a
- * look-up in a short list.
+ * look-up in a short list. VMM memory's entry is one span of chunks (kind GW__IPC_VMM,
+ * keyed by the span's base, extent, first chunk id and the chunks' descriptors and sizes):
+ * its open takes each chunk's descriptor (take_fd) and has the backend map them
+ * (ipc_vmm_open); its close is ipc_vmm_close.
  */
 #include "ipc_table.h"
 
@@ -132,7 +135,9 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
   /* Closed under the lock: an open of the same allocation racing with this close finds it
    * either mapped or gone, never half-closed (the runtime would refuse the re-open). */
   if (m->listed) unlink_entry(m);
-  if (!m->forked) {
+  if (!m->forked && m->kind == GW__IPC_VMM) {
+    (void)m->ops->ipc_vmm_close(m->ctx->state, m->device, m->local, (size_t)m->extent);
+  } else if (!m->forked) {
     /* A close the runtime refuses is reported (the backend set gw_last_error; a release
      * cannot return it) and the entry goes all the same: kept, it would pin its context
      * for the life of the process. What the runtime kept is the runtime's; a later open
@@ -155,7 +160,7 @@ GW_API void gw_cpu_ipc_force_pidfd_errno(int err) { atomic_store(&forced_errno, 
 /* The exporter's descriptor `fd` (process `pid`), as a descriptor of this process:
  * pidfd_open + pidfd_getfd (which needs ptrace access to the exporter). GW_ENOTSUP where
  * the kernel or its policy refuses, naming the cause and the way around it. */
-static gw_status take_fd(uint64_t pid, int fd, int *out) {
+static gw_status take_fd(const char *what, uint64_t pid, int fd, int *out) {
   int err = atomic_load(&forced_errno);
   int pfd = -1, got = -1;
   const char *call = "pidfd_open";
@@ -177,13 +182,13 @@ static gw_status take_fd(uint64_t pid, int fd, int *out) {
   }
   if (err == ENOSYS)
     return gw__fail(GW_ENOTSUP,
-                    "h: pool memory: %s of process %llu's pool descriptor: %s: the kernel has "
+                    "h: %s: %s of process %llu's descriptor %d: %s: the kernel has "
                     "no pidfd_getfd (Linux 5.6 or later needed); pass the descriptor over a "
                     "Unix socket with SCM_RIGHTS instead (planned: docs/IPC.md)",
-                    call, (unsigned long long)pid, strerror(err));
+                    what, call, (unsigned long long)pid, fd, strerror(err));
   if (err == EPERM)
     return gw__fail(GW_ENOTSUP,
-                    "h: pool memory: %s of process %llu's pool descriptor: %s: taking another "
+                    "h: %s: %s of process %llu's descriptor %d: %s: taking another "
                     "process's descriptor needs ptrace access to it: Yama's "
                     "/proc/sys/kernel/yama/ptrace_scope 1 allows it only from the exporter's "
                     "ancestors (open in the parent, or set ptrace_scope 0, or have the "
@@ -191,16 +196,16 @@ static gw_status take_fd(uint64_t pid, int fd, int *out) {
                     "profile needs CAP_SYS_PTRACE (--cap-add SYS_PTRACE); or pass the "
                     "descriptor over a Unix socket with SCM_RIGHTS instead (planned: "
                     "docs/IPC.md)",
-                    call, (unsigned long long)pid, strerror(err));
+                    what, call, (unsigned long long)pid, fd, strerror(err));
   if (err == ESRCH)
-    return gw__fail(GW_EBACKEND, "h: pool memory: %s: exporting process %llu is gone: %s", call,
+    return gw__fail(GW_EBACKEND, "h: %s: %s: exporting process %llu is gone: %s", what, call,
                     (unsigned long long)pid, strerror(err));
   if (err == EBADF)
     return gw__fail(GW_EBACKEND,
-                    "h: pool memory: %s: process %llu has no descriptor %d open (its pool was "
-                    "destroyed?): %s",
-                    call, (unsigned long long)pid, fd, strerror(err));
-  return gw__fail(GW_EBACKEND, "h: pool memory: %s of process %llu's descriptor %d: %s", call,
+                    "h: %s: %s: process %llu has no descriptor %d open (its pool "
+                    "destroyed, its chunk released?): %s",
+                    what, call, (unsigned long long)pid, fd, strerror(err));
+  return gw__fail(GW_EBACKEND, "h: %s: %s of process %llu's descriptor %d: %s", what, call,
                   (unsigned long long)pid, fd, strerror(err));
 }
 
@@ -220,7 +225,7 @@ static gw_status pool_of(gw_context *ctx, const gw__ipc_fields *d, int device,
   struct pool_imp *p = calloc(1, sizeof *p);
   if (!p) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
   int fd = -1;
-  gw_status s = take_fd(d->pid, d->share.fd, &fd);
+  gw_status s = take_fd("pool memory", d->pid, d->share.fd, &fd);
   if (s == GW_OK) {
     s = ctx->ops->ipc_pool_import(ctx->state, fd, device, &p->pool);
     close(fd); /* the imported pool holds what it needs */
@@ -241,6 +246,25 @@ static gw_status pool_of(gw_context *ctx, const gw__ipc_fields *d, int device,
   return GW_OK;
 }
 
+/* VMM memory: each chunk's descriptor taken from the exporter, the chunks imported and
+ * mapped back to back by the backend, the descriptors closed (the imported chunks hold
+ * what they need). lock held. */
+static gw_status vmm_open(gw_context *ctx, const gw__ipc_fields *d, int device, void **local) {
+  if (!ctx->ops->ipc_vmm_open || !ctx->ops->ipc_vmm_close)
+    return gw__fail(GW_ENOTSUP, "h: VMM memory, which the %s backend cannot open", ctx->ops->name);
+  int fds[GW__IPC_VMM_MAX_CHUNKS], n = 0;
+  gw_status s = GW_OK;
+  while (n < d->share.nchunks && s == GW_OK) {
+    s = take_fd("VMM memory", d->pid, d->share.chunk_fd[n], &fds[n]);
+    if (s == GW_OK) n++;
+  }
+  if (s == GW_OK)
+    s = ctx->ops->ipc_vmm_open(ctx->state, device, n, fds, d->share.chunk_bytes, d->share.pool_id,
+                               local);
+  for (int i = 0; i < n; i++) close(fds[i]);
+  return s;
+}
+
 /* A new entry for d's allocation, mapped and listed. lock held. */
 static gw_status map_new(gw_context *ctx, const gw__ipc_fields *d, int device,
                          struct gw__ipc_map **out) {
@@ -248,16 +272,22 @@ static gw_status map_new(gw_context *ctx, const gw__ipc_fields *d, int device,
   if (!m) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
   struct pool_imp *pool = NULL;
   gw_status s = GW_OK;
+  bool vmm = d->share.kind == GW__IPC_VMM;
   if (d->share.kind == GW__IPC_POOL) s = pool_of(ctx, d, device, &pool);
   void *local = NULL;
   void *rt_pool = pool ? pool->pool : NULL;
-  if (s == GW_OK)
+  if (s == GW_OK && vmm)
+    s = vmm_open(ctx, d, device, &local);
+  else if (s == GW_OK)
     s = ctx->ops->ipc_mem_open(ctx->state, d->rt, device, (size_t)d->extent, rt_pool, &local);
   if (s == GW_OK) {
     /* Owned by the table: an owning wrap of any of its bytes would free (cudaFree) a
      * mapping, which only a close may undo. */
     s = gw__owned_claim(local, (size_t)d->extent, false, false);
-    if (s != GW_OK) (void)ctx->ops->ipc_mem_close(ctx->state, device, rt_pool, local);
+    if (s != GW_OK && vmm)
+      (void)ctx->ops->ipc_vmm_close(ctx->state, device, local, (size_t)d->extent);
+    else if (s != GW_OK)
+      (void)ctx->ops->ipc_mem_close(ctx->state, device, rt_pool, local);
   }
   if (s != GW_OK) {
     if (pool) pool_unref(pool, ctx->state);

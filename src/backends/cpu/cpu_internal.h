@@ -105,6 +105,14 @@ gw_status gw__cpu_pool_import_pointer(void *pool, const unsigned char rt[GW__IPC
                                       int device, size_t extent, void **out);
 gw_status gw__cpu_pool_free_imported(void *pool, void *ptr);
 gw_status gw__cpu_pool_release_imported(void *pool);
+/* IPC of VMM memory: true when lo is in a VMM mapping, *st the export's status (sh the
+ * chunks covering [lo, hi)); the importer's side: map the chunks behind this process's
+ * descriptors back to back (adopted device memory), and undo it. */
+bool gw__cpu_vmm_export(uintptr_t lo, uintptr_t hi, uint64_t *alloc_id, gw__ipc_share *sh,
+                        gw_status *st);
+gw_status gw__cpu_vmm_import(int device, int n, const int *fds, const uint64_t *bytes, uint64_t id,
+                             void **out);
+gw_status gw__cpu_vmm_close_imported(void *base, size_t total);
 
 /* ---- the modelled runtime's memory (cpu_model.c) ---- */
 

@@ -101,6 +101,10 @@ gw_status gw__cpu_ipc_export(void *base, size_t extent, unsigned char rt[GW__IPC
   /* Memory of an IPC pool: its export data and descriptor (cpu_vmm.c). */
   gw_status st;
   if (gw__cpu_pool_export(base, rt, alloc_id, sh, &st)) return st;
+  /* VMM memory made shareable: the chunks covering the array (cpu_vmm.c). */
+  if (gw__cpu_vmm_export(sh->lo ? sh->lo : (uintptr_t)base,
+                         sh->hi ? sh->hi : (uintptr_t)base + extent, alloc_id, sh, &st))
+    return st;
   /* Other pool and VMM memory: legacy IPC cannot export them (as
    * IS_LEGACY_CUDA_IPC_CAPABLE = 0 says on CUDA), and the refusal says how to allocate
    * them shareable. */

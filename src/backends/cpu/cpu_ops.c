@@ -255,6 +255,20 @@ static gw_status cpu_ipc_pool_release(void *state, int device, void *pool) {
   return gw__cpu_pool_release_imported(pool);
 }
 
+static gw_status cpu_ipc_vmm_open(void *state, int device, int n, const int *fds,
+                                  const uint64_t *bytes, uint64_t id, void **base) {
+  (void)state;
+  CHECK(GW_CPU_OP_IPC_VMM_IMPORT);
+  return gw__cpu_vmm_import(device, n, fds, bytes, id, base);
+}
+
+/* Not injected: the core cannot report a failed close (a release). */
+static gw_status cpu_ipc_vmm_close(void *state, int device, void *base, size_t total) {
+  (void)state;
+  (void)device;
+  return gw__cpu_vmm_close_imported(base, total);
+}
+
 /* An interprocess event: its page (cpu_ipc_event.c) inside an event of the streams
  * (cpu_streams.c), which neither file makes of the other; the page goes if that fails. */
 static gw_status shared_event(gw__cpu_evshm *sh, void **event) {
@@ -319,6 +333,8 @@ const gw__backend_ops gw__cpu_ops = {
     .ipc_mem_close = cpu_ipc_close,
     .ipc_pool_import = cpu_ipc_pool_import,
     .ipc_pool_release = cpu_ipc_pool_release,
+    .ipc_vmm_open = cpu_ipc_vmm_open,
+    .ipc_vmm_close = cpu_ipc_vmm_close,
     .ipc_event_create = cpu_ipc_event_create,
     .ipc_event_open = cpu_ipc_event_open,
     .dev_uuid = cpu_device_uuid,

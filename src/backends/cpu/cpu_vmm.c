@@ -34,7 +34,14 @@
  *     it with pidfd_getfd) and each pointer is that mapping plus its offset, device memory
  *     of the model until freed. IPC pools never give memory back (trim is a no-op on them,
  *     as on CUDA's export pools). Other pools, VMM memory, are refused naming how to
- *     allocate the memory shareable (handle_types at creation); VMM sharing is planned.
+ *     allocate the memory shareable (handle_types at creation).
+ *   - VMM chunks made with GW_CPU_HANDLE_POSIX_FD export as cuMemExportToShareableHandle
+ *     does: the chunk's memfd ("gw-cpu-vmm-<id>", open while the chunk lives) is its
+ *     descriptor; the chunks covering an array (at most GW__IPC_VMM_MAX_CHUNKS) are
+ *     imported by mapping each taken descriptor back to back in a PROT_NONE reservation
+ *     (cuMemImportFromShareableHandle + cuMemAddressReserve + cuMemMap + cuMemSetAccess),
+ *     adopted as device memory until closed; a descriptor whose memfd is not the named
+ *     chunk (id, size) is refused (stale).
  *
  * Tables: few entries, unsorted, guarded by one leaf mutex; live_objects lets the model's
  * query of pageable memory skip the lock when nothing here exists.
@@ -49,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct gw_cpu_vmm_chunk_s {
@@ -56,8 +64,10 @@ struct gw_cpu_vmm_chunk_s {
   size_t bytes;
   int device;
   unsigned handle_types;
-  int refs; /* the creator's (until gw_cpu_vmm_release) and one per mapping; lock */
+  int refs;    /* the creator's (until gw_cpu_vmm_release) and one per mapping; lock */
+  uint64_t id; /* never reused in the process; the memfd is named "gw-cpu-vmm-<id>" */
 };
+static uint64_t chunk_ids; /* lock */
 
 typedef struct {
   uintptr_t base;
@@ -178,9 +188,7 @@ const char *gw__cpu_vmm_refusal(const void *ptr, char *buf, size_t n) {
   const vmap *m = map_at(p);
   gw_cpu_pool pl = m ? NULL : pool_at(p);
   if (m)
-    snprintf(buf, n,
-             "VMM memory (cuMemCreate + cuMemMap) is not legacy-IPC capable and gpuwrap does "
-             "not share it yet (planned)%s",
+    snprintf(buf, n, "VMM memory (cuMemCreate + cuMemMap) is not legacy-IPC capable%s",
              (m->chunk->handle_types & GW_CPU_HANDLE_POSIX_FD)
                  ? ""
                  : "; this chunk has no shareable handle type: allocate it with cuMemCreate "
@@ -281,7 +289,12 @@ GW_API gw_status gw_cpu_vmm_create(int device, size_t bytes, unsigned handle_typ
   gw_cpu_vmm_chunk c = calloc(1, sizeof *c);
   if (!c) return gw__fail(GW_ENOMEM, "gw_cpu_vmm_create: out of memory");
   void *p = NULL;
-  c->fd = gw__cpu_shm_create("gw-cpu-vmm", bytes, &p);
+  pthread_mutex_lock(&lock);
+  c->id = ++chunk_ids;
+  pthread_mutex_unlock(&lock);
+  char name[48];
+  snprintf(name, sizeof name, "gw-cpu-vmm-%" PRIu64, c->id);
+  c->fd = gw__cpu_shm_create(name, bytes, &p);
   if (c->fd < 0) {
     int e = errno;
     free(c);
@@ -666,6 +679,14 @@ typedef struct {
   imported_pool *pool;
 } imported_ptr;
 
+/* Imported VMM ranges of this process: reservation and size. */
+typedef struct {
+  uintptr_t base;
+  size_t bytes;
+} imported_vmm;
+static imported_vmm *ivmm; /* lock */
+static size_t nivmm, cap_ivmm;
+
 static imported_ptr *iptrs; /* lock */
 static size_t niptrs, cap_iptrs, nipools;
 
@@ -788,9 +809,130 @@ gw_status gw__cpu_pool_release_imported(void *pool) {
 
 GW_API size_t gw_cpu_ipc_pool_mappings(void) {
   pthread_mutex_lock(&lock);
-  size_t n = nipools + niptrs;
+  size_t n = nipools + niptrs + nivmm;
   pthread_mutex_unlock(&lock);
   return n;
+}
+
+/* ---- IPC of VMM memory ---- */
+
+bool gw__cpu_vmm_export(uintptr_t lo, uintptr_t hi, uint64_t *alloc_id, gw__ipc_share *sh,
+                        gw_status *st) {
+  const char *who = "model cuMemExportToShareableHandle";
+  if (atomic_load_explicit(&live_objects, memory_order_relaxed) == 0) return false;
+  pthread_mutex_lock(&lock);
+  const vmap *m = map_at(lo);
+  if (!m) {
+    pthread_mutex_unlock(&lock);
+    return false;
+  }
+  /* The chunks covering [lo, hi), mapped back to back (what the query's extent promised). */
+  int n = 0;
+  uintptr_t at = m->at;
+  sh->span_base = m->at;
+  *st = GW_OK;
+  while (*st == GW_OK && at < hi) {
+    const vmap *c = map_at(at);
+    if (!c || c->at != at)
+      *st = gw__fail(GW_EINVAL, "%s: %p: no chunk mapped there (invalid value)", who, (void *)at);
+    else if (!(c->chunk->handle_types & GW_CPU_HANDLE_POSIX_FD))
+      *st = gw__fail(GW_ENOTSUP,
+                     "%s: chunk %d of the array's span, [%p, +%zu), has no shareable handle "
+                     "type: allocate it with cuMemCreate and requestedHandleTypes = "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (model: gw_cpu_vmm_create with "
+                     "GW_CPU_HANDLE_POSIX_FD) so that it can be shared",
+                     who, n, (void *)c->at, c->bytes);
+    else if (n == GW__IPC_VMM_MAX_CHUNKS)
+      *st = gw__fail(GW_ENOTSUP,
+                     "%s: the array's bytes [%p, %p) span more than %d chunks, which a handle "
+                     "cannot name; export a smaller view (or map larger chunks)",
+                     who, (void *)lo, (void *)hi, GW__IPC_VMM_MAX_CHUNKS);
+    else if ((c->bytes & 4095) != 0)
+      *st =
+          gw__fail(GW_ENOTSUP, "%s: chunk of %zu bytes is not a multiple of 4 KiB", who, c->bytes);
+    else {
+      /* The chunk's memfd is its shareable descriptor, open while the chunk lives. */
+      sh->chunk_fd[n] = c->chunk->fd;
+      sh->chunk_bytes[n] = c->bytes;
+      if (n == 0) sh->pool_id = c->chunk->id;
+      n++;
+      at += c->bytes;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  if (*st == GW_OK) {
+    sh->kind = GW__IPC_VMM;
+    sh->nchunks = n;
+    *alloc_id = sh->pool_id;
+  }
+  return true;
+}
+
+gw_status gw__cpu_vmm_import(int device, int n, const int *fds, const uint64_t *bytes, uint64_t id,
+                             void **out) {
+  const char *who = "model cuMemImportFromShareableHandle";
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    /* The descriptor must be the chunk the handle names: a chunk's memfd carries its id
+     * (the first) and its size (all); a descriptor number reused by other memory is
+     * refused (stale handle). */
+    char path[64], link[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[i]);
+    ssize_t len = readlink(path, link, sizeof link - 1);
+    if (len < 0)
+      return gw__fail(GW_EINVAL, "%s: descriptor %d: %s (invalid value)", who, fds[i],
+                      strerror(errno));
+    link[len] = '\0';
+    uint64_t cid = 0;
+    struct stat stt;
+    if (sscanf(link, "/memfd:gw-cpu-vmm-%" SCNu64, &cid) != 1 || (i == 0 && cid != id) ||
+        fstat(fds[i], &stt) != 0 || (uint64_t)stt.st_size != bytes[i])
+      return gw__fail(GW_EBACKEND,
+                      "%s: chunk %d: the exporter's descriptor is now %s, not the chunk the "
+                      "handle names (released, its descriptor number reused: a stale handle)",
+                      who, i, link);
+    total += (size_t)bytes[i];
+  }
+  gw_status st = GW_OK;
+  pthread_mutex_lock(&lock);
+  if (!gw__cpu_grow((void **)&ivmm, nivmm, &cap_ivmm, sizeof *ivmm))
+    st = gw__fail(GW_ENOMEM, "%s: out of host memory", who);
+  pthread_mutex_unlock(&lock);
+  if (st != GW_OK) return st;
+  char *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED)
+    return gw__fail(GW_ENOMEM, "model cuMemAddressReserve(%zu): %s", total, strerror(errno));
+  size_t off = 0;
+  for (int i = 0; i < n && st == GW_OK; i++) {
+    if (mmap(base + off, (size_t)bytes[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[i],
+             0) == MAP_FAILED)
+      st = gw__fail(GW_ENOMEM, "model cuMemMap: %s", strerror(errno));
+    off += (size_t)bytes[i];
+  }
+  if (st == GW_OK) st = gw__cpu_model_adopt("model cuMemSetAccess", device, base, total);
+  if (st != GW_OK) {
+    munmap(base, total);
+    return st;
+  }
+  pthread_mutex_lock(&lock);
+  ivmm[nivmm++] = (imported_vmm){(uintptr_t)base, total};
+  pthread_mutex_unlock(&lock);
+  *out = base;
+  return GW_OK;
+}
+
+gw_status gw__cpu_vmm_close_imported(void *base, size_t total) {
+  pthread_mutex_lock(&lock);
+  size_t i = 0;
+  while (i < nivmm && (ivmm[i].base != (uintptr_t)base || ivmm[i].bytes != total)) i++;
+  bool found = i < nivmm;
+  if (found) ivmm[i] = ivmm[--nivmm];
+  pthread_mutex_unlock(&lock);
+  if (!found)
+    return gw__fail(GW_EINVAL, "model cuMemUnmap(%p, %zu): not an imported VMM range", base, total);
+  gw_status st = gw__cpu_model_unadopt("model cuMemUnmap", base);
+  munmap(base, total);
+  return st;
 }
 
 /* Everything the model made here, gone (the test harness's leak checks). */
@@ -806,6 +948,7 @@ static void fork_release(void) { pthread_mutex_unlock(&lock); }
  * anew. */
 static void fork_child(void) {
   niptrs = 0;
+  nivmm = 0;
   nipools = 0;
   pthread_mutex_unlock(&lock);
 }

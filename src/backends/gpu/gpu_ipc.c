@@ -16,7 +16,14 @@
  * naming why: on CUDA found before the call from the pointer's attributes
  * (IS_LEGACY_CUDA_IPC_CAPABLE, MEMPOOL_HANDLE, ALLOWED_HANDLE_TYPES), on HIP from the
  * runtime's refusal (invalid value), each message saying how to allocate the memory
- * shareable (a POSIX file descriptor handle type at creation). VMM sharing is planned.
+ * shareable (a POSIX file descriptor handle type at creation).
+ *
+ * VMM memory with a POSIX file descriptor handle type (CUDA; gwv_vmm_chunk) is shared chunk
+ * by chunk: the chunks covering the array, one descriptor each (cuMemRetainAllocationHandle
+ * + cuMemExportToShareableHandle, kept open: chunk_fd), at most GW__IPC_VMM_MAX_CHUNKS; the
+ * importer (gwg_ipc_vmm_open, given descriptors the core took with pidfd_getfd) imports,
+ * reserves, maps and sets access; gwg_ipc_vmm_close synchronizes, unmaps, frees the range.
+ * HIP: not yet (GWV_HAS_VMM_IPC 0).
  */
 #include "gpu_internal.h"
 
@@ -102,6 +109,136 @@ static gw_status pool_export(gwv_mempool pool, void *base, int device,
 _Static_assert(sizeof(gwv_ipc_handle) <= GW__IPC_RT_BYTES,
                "the runtime's IPC handle must fit gw_ipc_handle's 64 bytes for it");
 
+#if GWV_HAS_VMM_IPC
+/* VMM chunks this process exported: one descriptor per chunk (cuMemExportToShareableHandle),
+ * kept open so that importers can take it with pidfd_getfd at any time. The driver does not
+ * tell when a chunk is released, so a descriptor stays until the chunk's address is
+ * exported again as another allocation (another buffer id: the old descriptor is closed
+ * then) or the process ends; meanwhile it pins the chunk's physical memory (docs/IPC.md). */
+typedef struct {
+  uintptr_t base;
+  size_t size;
+  uint64_t id;
+  int fd;
+} exported_chunk;
+static exported_chunk *chunks; /* pools_lock */
+static size_t nchunks, cap_chunks;
+
+/* The descriptor of the chunk [base, +size) of buffer id, made now if not yet. device
+ * current; pools_lock held. */
+static gw_status chunk_fd(uintptr_t base, size_t size, uint64_t id, int *fd) {
+  for (size_t i = 0; i < nchunks; i++) {
+    if (chunks[i].base != base) continue;
+    if (chunks[i].id == id && chunks[i].size == size) {
+      *fd = chunks[i].fd;
+      return GW_OK;
+    }
+    close(chunks[i].fd); /* a released chunk's: its address now holds another */
+    chunks[i] = chunks[--nchunks];
+    break;
+  }
+  if (nchunks == cap_chunks) {
+    size_t cap = cap_chunks ? 2 * cap_chunks : 8;
+    exported_chunk *grown = realloc(chunks, cap * sizeof *chunks);
+    if (!grown) return gwg_host->fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
+    chunks = grown;
+    cap_chunks = cap;
+  }
+  const char *call = "";
+  int f = -1, r = gwv_vmm_export_fd(base, &f, &call);
+  if (r != 0)
+    return gwg_host->fail(GW_EBACKEND, "%s of the VMM chunk [%p, +%zu): %s (%s)", call,
+                          (void *)base, size, gwv_query_error_name(r), gwv_query_error_text(r));
+  chunks[nchunks++] = (exported_chunk){base, size, id, f};
+  *fd = f;
+  return GW_OK;
+}
+
+/* VMM memory: the chunks covering [sh->lo, sh->hi), mapped back to back, each with a POSIX
+ * descriptor handle type. 0 when base is not VMM memory (then *st is untouched). */
+static int vmm_export(void *base, int device, uint64_t *alloc_id, gw__ipc_share *sh,
+                      gw_status *st) {
+  uintptr_t cb = 0, lo = sh->lo ? sh->lo : (uintptr_t)base, hi = sh->hi ? sh->hi : lo + 1;
+  size_t cs = 0;
+  uint64_t id = 0;
+  int shareable = 0;
+  gwg_prev prev;
+  *st = gwg_enter(device, &prev);
+  if (*st != GW_OK) return 1;
+  if (!gwv_vmm_chunk(lo, &cb, &cs, &id, &shareable)) {
+    gwg_leave(prev);
+    return 0;
+  }
+  gw__ipc_share out = {.kind = GW__IPC_VMM, .span_base = cb, .pool_id = id};
+  uintptr_t at = cb;
+  pthread_mutex_lock(&pools_lock);
+  while (*st == GW_OK && at < hi) {
+    if (at != cb && !gwv_vmm_chunk(at, &cb, &cs, &id, &shareable))
+      *st = gwg_host->fail(GW_EINVAL, "a: %p: no VMM chunk mapped there", (void *)at);
+    else if (cb != at)
+      *st = gwg_host->fail(GW_EINVAL, "a: %p: not the start of a VMM chunk", (void *)at);
+    else if (!shareable)
+      *st = gwg_host->fail(GW_ENOTSUP,
+                           "a: chunk %d of the array's span, [%p, +%zu), has no shareable "
+                           "handle type: allocate it with cuMemCreate and requestedHandleTypes "
+                           "= CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR so that it can be shared",
+                           out.nchunks, (void *)cb, cs);
+    else if (out.nchunks == GW__IPC_VMM_MAX_CHUNKS)
+      *st = gwg_host->fail(GW_ENOTSUP,
+                           "a: the array's bytes [%p, %p) span more than %d VMM chunks, which "
+                           "a handle cannot name; export a smaller view (or map larger chunks)",
+                           (void *)lo, (void *)hi, GW__IPC_VMM_MAX_CHUNKS);
+    else if (cs % 4096)
+      *st = gwg_host->fail(GW_ENOTSUP, "a: VMM chunk of %zu bytes is not a multiple of 4 KiB", cs);
+    else {
+      *st = chunk_fd(cb, cs, id, &out.chunk_fd[out.nchunks]);
+      out.chunk_bytes[out.nchunks++] = cs;
+      at = cb + cs;
+    }
+  }
+  pthread_mutex_unlock(&pools_lock);
+  gwg_leave(prev);
+  if (*st == GW_OK) {
+    out.lo = sh->lo;
+    out.hi = sh->hi;
+    *sh = out;
+    *alloc_id = out.pool_id;
+  }
+  return 1;
+}
+
+gw_status gwg_ipc_vmm_open(void *state, int device, int n, const int *fds, const uint64_t *bytes,
+                           uint64_t id, void **base) {
+  (void)state;
+  (void)id;
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  const char *call = "";
+  int r = gwv_vmm_import(device, n, fds, bytes, base, &call);
+  gwg_leave(prev);
+  if (r != 0)
+    return gwg_host->fail(GW_EBACKEND,
+                          "%s of %d VMM chunks on device %d: %s (%s) (is the exporting "
+                          "process alive, its chunks not released?)",
+                          call, n, device, gwv_query_error_name(r), gwv_query_error_text(r));
+  return GW_OK;
+}
+
+gw_status gwg_ipc_vmm_close(void *state, int device, void *base, size_t total) {
+  (void)state;
+  gwg_prev prev;
+  gw_status s = gwg_enter(device, &prev);
+  if (s != GW_OK) return s;
+  const char *call = "";
+  int r = gwv_vmm_close(base, total, &call);
+  gwg_leave(prev);
+  return r == 0 ? GW_OK
+                : gwg_host->fail(GW_EBACKEND, "%s of the imported VMM range [%p, +%zu): %s", call,
+                                 base, total, gwv_query_error_name(r));
+}
+#endif
+
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
                          unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
                          gw__ipc_share *sh) {
@@ -109,6 +246,13 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
   (void)extent;
   gwv_mempool pool = gwv_ipc_pool(base);
   if (pool) return pool_export(pool, base, device, rt, alloc_id, sh);
+#if GWV_HAS_VMM_IPC
+  gw_status vs;
+  if (vmm_export(base, device, alloc_id, sh, &vs)) {
+    memset(rt, 0, GW__IPC_RT_BYTES);
+    return vs;
+  }
+#endif
   const char *why = gwv_ipc_refusal(base);
   if (why) return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);
   gwg_prev prev;
@@ -124,8 +268,7 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
                          GWV_CALL("IpcGetMemHandle(%p)") " refused the allocation: legacy IPC "
                                                          "exports plain device allocations only "
                                                          "(not stream-ordered pool or VMM "
-                                                         "memory, which gpuwrap does not "
-                                                         "share yet (planned); allocate with "
+                                                         "memory; allocate those with "
                                                          "a POSIX file descriptor handle type "
                                                          "(a pool created with it, or "
                                                          "MemCreate's requestedHandleTypes) so "

@@ -115,7 +115,7 @@ typedef cudaIpcEventHandle_t gwv_ipc_event_handle;
  * memory (cudaMallocAsync) and VMM memory (cuMemCreate) are not legacy-IPC capable:
  * measured, cudaIpcGetMemHandle of cudaMallocAsync memory is cudaErrorInvalidValue.
  * Memory of a pool with a POSIX-fd handle type is shared through the pool (gwv_ipc_pool,
- * asked first); VMM memory's sharing is planned; the refusal says how to allocate the
+ * asked first), VMM memory with one chunk by chunk (gwv_vmm_chunk, asked first); the refusal says how to allocate the
  * memory so that it can be shared (a POSIX-fd handle type: ALLOWED_HANDLE_TYPES tells
  * whether it has one). */
 static inline const char *gwv_ipc_refusal(const void *ptr) {
@@ -141,15 +141,12 @@ static inline const char *gwv_ipc_refusal(const void *ptr) {
                        "cudaMemPoolCreate with handleTypes = "
                        "cudaMemHandleTypePosixFileDescriptor so that it can be shared, or "
                        "with cudaMalloc";
-  return shareable ? "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
-                     "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0) and gpuwrap does "
-                     "not share it yet (planned)"
+  return shareable ? NULL /* VMM memory with a POSIX fd type: gpu_ipc.c shares it first */
                    : "VMM memory (cuMemCreate / cuMemMap) is not legacy-IPC capable "
-                     "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0) and gpuwrap does "
-                     "not share it yet (planned); it has no shareable handle type: allocate "
-                     "it with cuMemCreate and requestedHandleTypes = "
-                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR so that it can be shared, or "
-                     "with cudaMalloc";
+                     "(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 0) and it has no "
+                     "shareable handle type: allocate it with cuMemCreate and "
+                     "requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
+                     "so that it can be shared, or with cudaMalloc";
 }
 /* Stream-ordered pools with a POSIX file descriptor handle type, shared between processes
  * (gpu_ipc.c): the pool once (its descriptor), each allocation by 64 bytes of export data. */
@@ -182,6 +179,100 @@ static inline uint64_t gwv_buffer_id(const void *ptr) {
       CUDA_SUCCESS)
     id = 0;
   return (uint64_t)id;
+}
+
+/* VMM memory made with a POSIX file descriptor handle type, shared between processes
+ * (gpu_ipc.c). Driver calls: each returns CUDA_SUCCESS (0) or the driver's code, and *call
+ * names the call that failed. */
+#define GWV_HAS_VMM_IPC 1
+/* Whether ptr is VMM memory whose chunk can be exported as a POSIX descriptor: its chunk
+ * [*base, +*size) and buffer id. 0 when it is not VMM memory (cuMemRetainAllocationHandle
+ * refuses cudaMalloc memory) or has no such handle type (*shareable 0). */
+static inline int gwv_vmm_chunk(uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *id,
+                                int *shareable) {
+  CUmemGenericAllocationHandle h;
+  if (cuMemRetainAllocationHandle(&h, (void *)ptr) != CUDA_SUCCESS) return 0;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  int ok = cuMemGetAllocationPropertiesFromHandle(&prop, h) == CUDA_SUCCESS;
+  (void)cuMemRelease(h); /* the retain only */
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  if (!ok || cuMemGetAddressRange(&b, &n, (CUdeviceptr)ptr) != CUDA_SUCCESS) return 0;
+  *base = (uintptr_t)b;
+  *size = n;
+  *id = gwv_buffer_id((void *)ptr);
+  *shareable = (prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  return 1;
+}
+/* The chunk at ptr as a new POSIX descriptor (cuMemRetainAllocationHandle +
+ * cuMemExportToShareableHandle; the retain is dropped, the descriptor keeps the memory). */
+static inline int gwv_vmm_export_fd(uintptr_t ptr, int *fd, const char **call) {
+  CUmemGenericAllocationHandle h;
+  CUresult r = cuMemRetainAllocationHandle(&h, (void *)ptr);
+  *call = "cuMemRetainAllocationHandle";
+  if (r != CUDA_SUCCESS) return (int)r;
+  r = cuMemExportToShareableHandle(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  *call = "cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR)";
+  (void)cuMemRelease(h);
+  return (int)r;
+}
+/* Import n chunks, reserve their total, map each at its offset, give `device` read-write
+ * access (the current context's device). Each chunk's handle is released once mapped (the
+ * mapping holds its own reference, as UCX does), so a close is unmap + address free. On a
+ * failure nothing is left. */
+static inline int gwv_vmm_import(int device, int n, const int *fds, const uint64_t *bytes,
+                                 void **out, const char **call) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += (size_t)bytes[i];
+  CUdeviceptr va = 0;
+  CUresult r = cuMemAddressReserve(&va, total, 0, 0, 0);
+  *call = "cuMemAddressReserve";
+  if (r != CUDA_SUCCESS) return (int)r;
+  size_t off = 0;
+  int mapped = 0;
+  for (; mapped < n; mapped++) {
+    CUmemGenericAllocationHandle h;
+    r = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fds[mapped],
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    *call = "cuMemImportFromShareableHandle";
+    if (r != CUDA_SUCCESS) break;
+    r = cuMemMap(va + off, (size_t)bytes[mapped], 0, h, 0);
+    *call = "cuMemMap";
+    (void)cuMemRelease(h);
+    if (r != CUDA_SUCCESS) break;
+    off += (size_t)bytes[mapped];
+  }
+  if (r == CUDA_SUCCESS) {
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = device;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = cuMemSetAccess(va, total, &acc, 1);
+    *call = "cuMemSetAccess";
+  }
+  if (r != CUDA_SUCCESS) {
+    if (off) (void)cuMemUnmap(va, off);
+    (void)cuMemAddressFree(va, total);
+    return (int)r;
+  }
+  *out = (void *)(uintptr_t)va;
+  return 0;
+}
+/* Synchronize (VMM unmap does not, unlike cudaFree), unmap, free the range. */
+static inline int gwv_vmm_close(void *base, size_t total, const char **call) {
+  CUresult r = cuCtxSynchronize();
+  *call = "cuCtxSynchronize";
+  if (r == CUDA_SUCCESS) {
+    r = cuMemUnmap((CUdeviceptr)(uintptr_t)base, total);
+    *call = "cuMemUnmap";
+  }
+  if (r == CUDA_SUCCESS) {
+    r = cuMemAddressFree((CUdeviceptr)(uintptr_t)base, total);
+    *call = "cuMemAddressFree";
+  }
+  return (int)r;
 }
 
 /* Device attributes; 0 when the runtime does not know one. */

@@ -140,6 +140,9 @@ static inline gwv_mempool gwv_ipc_pool(const void *ptr) {
   (void)ptr;
   return NULL;
 }
+/* VMM memory is not shared on HIP yet (gpu_ipc.c refuses it through legacy IPC's
+ * refusal): hipMemExportToShareableHandle exists, the path is not written for HIP. */
+#define GWV_HAS_VMM_IPC 0
 
 typedef enum {
   GWV_ATTR_PAGEABLE_ACCESS = hipDeviceAttributePageableMemoryAccess,

@@ -1,0 +1,435 @@
+/*
+ * VMM memory made with a POSIX file descriptor handle type shared between processes
+ * (docs/IPC.md, "VMM memory"): gw_ipc_export writes a version-3 handle of kind 2 naming
+ * each chunk covering the array (its descriptor in the exporter and size); gw_ipc_open
+ * takes each with pidfd_open + pidfd_getfd, and the backend imports, reserves, maps and
+ * sets access; the last release closes (unmap, release, free the range).
+ *
+ * On the CPU model (gpuwrap/cpu_testing.h: a chunk is a memfd) the second process is
+ * this binary again, exec'd, talking through stdin and stdout as test_ipc_pool.c does.
+ * The child exports (Yama's ptrace_scope 1 lets a parent take its child's descriptors).
+ */
+#include "test.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- helpers ---- */
+
+static void to_hex(const gw_ipc_handle *h, char *out) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+static void from_hex(const char *s, gw_ipc_handle *h) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
+    unsigned v;
+    ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
+    h->bytes[i] = (unsigned char)v;
+  }
+}
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+static void reseal(gw_ipc_handle *h) {
+  uint32_t c = crc32_of(h->bytes, 252);
+  for (int i = 0; i < 4; i++) h->bytes[252 + i] = (unsigned char)(c >> (8 * i));
+}
+
+/* A line to `out` ("handle <hex>" for a handle). */
+static void send_handle(FILE *out, const gw_ipc_handle *h) {
+  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+  to_hex(h, hex);
+  fprintf(out, "handle %s\n", hex);
+  fflush(out);
+}
+static void send_line(FILE *out, const char *s) {
+  fprintf(out, "%s\n", s);
+  fflush(out);
+}
+/* The next line from `in` that starts with `want` (the harness may print lines of its own);
+ * for "handle", the handle into *h. */
+static void expect_line(FILE *in, const char *want, gw_ipc_handle *h) {
+  static char line[2 * GW_IPC_HANDLE_BYTES + 64];
+  for (;;) {
+    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    if (strncmp(line, want, strlen(want)) != 0) continue;
+    if (h) from_hex(line + strlen(want) + 1, h);
+    return;
+  }
+}
+
+/* Yama's ptrace_scope (-1 where Yama is absent): pidfd_getfd of an ancestor's descriptor
+ * is refused from 1 on, of any process's from 2 on. */
+static int ptrace_scope(void) {
+  FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (!f) return -1;
+  int v = -1;
+  if (fscanf(f, "%d", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+/* The other process: this binary again, exec'd, its stdin and stdout piped to us. */
+typedef struct {
+  pid_t pid;
+  FILE *in;  /* its stdout */
+  FILE *out; /* its stdin */
+} peer;
+
+static peer peer_start(const char *job, uint64_t seed, const char *extra) {
+  char ejob[64], eseed[64], eextra[64];
+  snprintf(ejob, sizeof ejob, "GW_VMM_JOB=%s", job);
+  snprintf(eseed, sizeof eseed, "GW_VMM_SEED=%" PRIu64, seed);
+  snprintf(eextra, sizeof eextra, "GW_VMM_EXTRA=%s", extra ? extra : "");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 4, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "GW_VMM_", 7) != 0) env[k++] = environ[i];
+  env[k++] = ejob;
+  env[k++] = eseed;
+  env[k++] = eextra;
+  int to[2], from[2];
+  ASSERT_EQ_INT(pipe(to), 0);
+  ASSERT_EQ_INT(pipe(from), 0);
+  posix_spawn_file_actions_t fa;
+  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to[1]);
+  posix_spawn_file_actions_addclose(&fa, from[0]);
+  char exe[4096], name[] = "vmm_child";
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  char *argv[] = {exe, name, NULL};
+  peer p;
+  ASSERT_EQ_INT(posix_spawn(&p.pid, exe, &fa, NULL, argv, env), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(to[0]);
+  close(from[1]);
+  p.in = fdopen(from[0], "r");
+  p.out = fdopen(to[1], "w");
+  ASSERT_NOT_NULL(p.in);
+  ASSERT_NOT_NULL(p.out);
+  return p;
+}
+
+static void peer_finish(peer *p) {
+  fclose(p->out);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(p->pid, &st, 0), p->pid);
+  fclose(p->in);
+  if (!WIFEXITED(st)) TST_FAIL("child died of signal %d", WTERMSIG(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* Seeded data, every element checked (as test_ipc.c). */
+static void *seeded_data(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a);
+  void *buf = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(buf);
+  uint64_t keep = tst_rng;
+  tst_rng = seed ? seed : 1;
+  tst_random_fill(buf, bytes);
+  tst_rng = keep;
+  return buf;
+}
+static void write_seeded(gw_array *a, uint64_t seed) {
+  void *buf = seeded_data(a, seed);
+  tst_write(a, buf);
+  free(buf);
+}
+static void check_seeded(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a), elem = gw_dtype_size(gw_array_dtype(a));
+  void *want = seeded_data(a, seed), *got = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(got);
+  tst_read(a, got);
+  ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
+  free(want);
+  free(got);
+}
+
+/* A reservation of `slots` chunks of cs bytes, the first `mapped` of them mapped (made
+ * shareable), as PyTorch's expandable segments. */
+typedef struct {
+  char *r;
+  size_t cs;
+  int slots, mapped;
+} segment;
+
+static segment seg_make(int slots, int mapped) {
+  segment s = {.cs = 2 * gw_cpu_vmm_granularity(), .slots = slots, .mapped = mapped};
+  ASSERT_OK(gw_cpu_vmm_reserve(s.cs * (size_t)slots, (void **)&s.r));
+  for (int k = 0; k < mapped; k++) {
+    gw_cpu_vmm_chunk c;
+    ASSERT_OK(gw_cpu_vmm_create(0, s.cs, GW_CPU_HANDLE_POSIX_FD, &c));
+    ASSERT_OK(gw_cpu_vmm_map(s.r + (size_t)k * s.cs, s.cs, c));
+    ASSERT_OK(gw_cpu_vmm_release(c)); /* the mapping holds it, as after cuMemMap */
+  }
+  return s;
+}
+static void seg_free(segment *s) {
+  for (int k = 0; k < s->mapped; k++) ASSERT_OK(gw_cpu_vmm_unmap(s->r + (size_t)k * s->cs, s->cs));
+  ASSERT_OK(gw_cpu_vmm_free(s->r, s->cs * (size_t)s->slots));
+}
+
+/* The arrays the tests share, over a segment of 3 mapped chunks (uint32 elements):
+ *   0: 1-D over 2 chunks, [cs/2, cs + cs/2);
+ *   1: 2-D {2, k}, strides {cs/4, -1}: its first element in the MIDDLE chunk at 1.5 cs,
+ *      row 0 running down into chunk 0, row 1 (at 2.5 cs) down into chunk 2: 3 chunks. */
+static gw_array *shared_array(gw_context *ctx, const segment *s, int which) {
+  gw_array *a = NULL;
+  if (which == 0) {
+    int64_t n = (int64_t)(s->cs / 4);
+    ASSERT_OK(gw_wrap(ctx, s->r + s->cs / 2, GW_UINT32, 1, &n, NULL, 0, &a));
+  } else {
+    int64_t shape[2] = {2, (int64_t)(s->cs / 8) + 3}, strides[2] = {(int64_t)(s->cs / 4), -1};
+    ASSERT_OK(gw_wrap(ctx, s->r + s->cs + s->cs / 2, GW_UINT32, 2, shape, strides, 0, &a));
+  }
+  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+  return a;
+}
+
+static int vmm_maps(void) { return tst_maps_naming("gw-cpu-vmm-"); }
+
+/* ---- the second process ---- */
+
+static int vmm_child(void) {
+  const char *job = getenv("GW_VMM_JOB");
+  ASSERT_NOT_NULL(job);
+  uint64_t seed = strtoull(getenv("GW_VMM_SEED"), NULL, 10);
+  const char *extra = getenv("GW_VMM_EXTRA");
+  gw_context *ctx = tst_open(0);
+  int fds0 = tst_open_fds();
+  gw_ipc_handle h;
+  if (strcmp(job, "exporter") == 0) {
+    /* Both arrays exported and checked back (seed+1 written by the parent); then the
+     * chunks released and new ones made (their descriptor numbers reused): stale. */
+    segment s = seg_make(4, 3);
+    for (int w = 0; w < 2; w++) {
+      gw_array *a = shared_array(ctx, &s, w);
+      write_seeded(a, seed + (uint64_t)w);
+      ASSERT_OK(gw_ipc_export(a, &h));
+      ASSERT_EQ_INT(h.bytes[4], 3);
+      ASSERT_EQ_INT(h.bytes[239], 2);
+      ASSERT_EQ_INT(h.bytes[240], w == 0 ? 2 : 3); /* chunks named */
+      send_handle(stdout, &h);
+      expect_line(stdin, "go", NULL);
+      check_seeded(a, seed + 100 + (uint64_t)w);
+      gw_release(a);
+    }
+    seg_free(&s);
+    segment t = seg_make(4, 3); /* new chunks, likely on the same descriptor numbers */
+    send_line(stdout, "freed");
+    expect_line(stdin, "go", NULL);
+    seg_free(&t);
+  } else if (strcmp(job, "cycler") == 0) {
+    int n = atoi(extra);
+    for (int i = 0; i < n; i++) {
+      segment s = seg_make(3, 3);
+      gw_array *a = shared_array(ctx, &s, 1);
+      write_seeded(a, seed + (uint64_t)i);
+      ASSERT_OK(gw_ipc_export(a, &h));
+      send_handle(stdout, &h);
+      expect_line(stdin, "go", NULL);
+      gw_release(a);
+      seg_free(&s);
+    }
+  } else {
+    TST_FAIL("unknown job %s", job);
+  }
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- tests ---- */
+
+/* An exec'd child exports an array over 2 chunks and one over 3 (its first element in the
+ * middle chunk): every element read here and written back, checked there; a second
+ * open of a range already mapped shares the mapping; a forked child maps its own; the handle of released chunks
+ * whose descriptor numbers are reused is refused (stale), leaving nothing open. */
+TEST_IMPL(vmm_child_to_parent) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = vmm_maps();
+  uint64_t seed = tst_rand64() | 1;
+  peer p = peer_start("exporter", seed, NULL);
+  int fds0 = tst_open_fds(); /* the pipes to the child counted */
+  gw_ipc_handle hs[2];
+  for (int w = 0; w < 2; w++) {
+    expect_line(p.in, "handle", &hs[w]);
+    gw_array *a = NULL, *b = NULL;
+    long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT);
+    ASSERT_OK(gw_ipc_open(ctx, &hs[w], &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+    check_seeded(a, seed + (uint64_t)w);
+    ASSERT_OK(gw_ipc_open(ctx, &hs[w], &b)); /* the same mapping */
+    ASSERT_EQ_PTR(gw_data(b), gw_data(a));
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT), imports + 1);
+    ASSERT_EQ_INT(vmm_maps(), maps0 + (w == 0 ? 2 : 3)); /* one mapping per chunk */
+    gw_release(b);
+    /* A forked child is not served the parent's mapping: it maps its own (where Yama lets
+     * it take its sibling's descriptors; under scope 1 it may not, and says so). */
+    int sibling_refused = ptrace_scope() >= 1;
+    fflush(NULL);
+    pid_t kid = fork();
+    ASSERT_TRUE(kid >= 0);
+    if (kid == 0) {
+      gw_array *c = NULL;
+      gw_status st = gw_ipc_open(ctx, &hs[w], &c);
+      if (sibling_refused)
+        _exit(st == GW_ENOTSUP && strstr(gw_last_error(), "ptrace_scope") ? 0 : 5);
+      if (st != GW_OK) _exit(3);
+      if (gw_data(c) == gw_data(a)) _exit(4);
+      check_seeded(c, seed + (uint64_t)w);
+      gw_release(c);
+      _exit(0);
+    }
+    int kst = 0;
+    ASSERT_EQ_INT(waitpid(kid, &kst, 0), kid);
+    ASSERT_TRUE(WIFEXITED(kst) && WEXITSTATUS(kst) == 0);
+    write_seeded(a, seed + 100 + (uint64_t)w);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    send_line(p.out, "go");
+  }
+  expect_line(p.in, "freed", NULL);
+  for (int w = 0; w < 2; w++) {
+    gw_array *a = NULL;
+    ASSERT_STATUS(gw_ipc_open(ctx, &hs[w], &a), GW_EBACKEND);
+    ASSERT_NULL(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+  }
+  send_line(p.out, "go");
+  peer_finish(&p);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* 100 ranges of 3 chunks exported by a child, each opened, read (every element) and
+ * released here: descriptors and mappings where they started on both sides. */
+TEST_IMPL(vmm_cycles) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = vmm_maps(), fds0 = tst_open_fds();
+  uint64_t seed = tst_rand64() | 1;
+  enum { N = 100 };
+  peer p = peer_start("cycler", seed, "100");
+  for (int i = 0; i < N; i++) {
+    gw_ipc_handle h;
+    expect_line(p.in, "handle", &h);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed + (uint64_t)i);
+    gw_release(a);
+    send_line(p.out, "go");
+  }
+  peer_finish(&p);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(vmm_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* A failure at each new call of the open (pidfd_getfd as EPERM and ENOSYS, the chunks'
+ * import) leaves nothing open or mapped and says why. */
+TEST_IMPL(vmm_injected_failures) {
+  TEST_REQUIRE_CPU();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = vmm_maps();
+  uint64_t seed = tst_rand64() | 1;
+  peer p = peer_start("cycler", seed, "1");
+  int fds0 = tst_open_fds();
+  gw_ipc_handle h;
+  expect_line(p.in, "handle", &h);
+  gw_array *a = NULL;
+  struct {
+    int err;
+    const char *says;
+  } refusals[2] = {{EPERM, "ptrace_scope"}, {ENOSYS, "Linux 5.6"}};
+  for (int i = 0; i < 2; i++) {
+    gw_cpu_ipc_force_pidfd_errno(refusals[i].err);
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
+    ASSERT_ERROR_MENTIONS(refusals[i].says);
+    ASSERT_ERROR_MENTIONS("VMM memory");
+    ASSERT_NULL(a);
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+  }
+  gw_cpu_ipc_force_pidfd_errno(0);
+  gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
+  ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+  ASSERT_ERROR_MENTIONS(gw_cpu_op_name(GW_CPU_OP_IPC_VMM_IMPORT));
+  ASSERT_NULL(a);
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(vmm_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+  check_seeded(a, seed);
+  gw_release(a);
+  ASSERT_EQ_INT(vmm_maps(), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  send_line(p.out, "go");
+  peer_finish(&p);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* An array over more chunks than a handle names is refused at export, saying so; a
+ * damaged chunk count is refused; the exporting process's own open of its handle is the
+ * memory itself. */
+TEST_IMPL(vmm_export_limits) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int fds0 = tst_open_fds();
+  segment s = seg_make(9, 9);
+  int64_t n = (int64_t)(s.cs * 9 / 4);
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, s.r, GW_UINT32, 1, &n, NULL, 0, &a));
+  gw_ipc_handle h;
+  ASSERT_STATUS(gw_ipc_export(a, &h), GW_ENOTSUP);
+  ASSERT_ERROR_MENTIONS("more than 8 chunks");
+  gw_release(a);
+  n = (int64_t)(s.cs * 8 / 4);
+  ASSERT_OK(gw_wrap(ctx, s.r + s.cs, GW_UINT32, 1, &n, NULL, 0, &a));
+  write_seeded(a, 7);
+  ASSERT_OK(gw_ipc_export(a, &h));
+  gw_array *b = NULL;
+  gw_ipc_handle bad = h; /* a damaged chunk count: refused before any call */
+  bad.bytes[240] = 9;
+  reseal(&bad);
+  ASSERT_STATUS(gw_ipc_open(ctx, &bad, &b), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("VMM chunk count 9");
+  ASSERT_OK(gw_ipc_open(ctx, &h, &b));
+  ASSERT_EQ_PTR(gw_data(b), gw_data(a));
+  check_seeded(b, 7);
+  gw_release(b);
+  gw_release(a);
+  seg_free(&s);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
