@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <spawn.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -271,18 +270,6 @@ static int pool_child(void) {
 
 /* ---- tests ---- */
 
-/* Where this process cannot make a pidfd at all (valgrind 3.19 does not know the call:
- * ENOSYS), an open in it can only be refused: the refusal's message is tested through the
- * forced-errno control, the transfer itself is skipped here. */
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-static void require_pidfd(void) {
-  long fd = syscall(SYS_pidfd_open, (long)getpid(), 0L);
-  if (fd < 0 && errno == ENOSYS) TEST_SKIP("pidfd_open is not available in this process (ENOSYS)");
-  if (fd >= 0) close((int)fd);
-}
-
 /* The parent exports, an exec'd child imports: every element each way, where Yama lets
  * the child take its parent's descriptor; else GW_ENOTSUP naming ptrace_scope. */
 TEST_IMPL(pool_parent_to_child) {
@@ -316,7 +303,7 @@ TEST_IMPL(pool_parent_to_child) {
  * open or mapped. */
 TEST_IMPL(pool_child_to_parent) {
   TEST_REQUIRE_CPU();
-  require_pidfd();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = pool_maps();
@@ -408,7 +395,7 @@ TEST_IMPL(pool_child_to_parent) {
  * both sides (the child checks its own descriptors). */
 TEST_IMPL(pool_cycles) {
   TEST_REQUIRE_CPU();
-  require_pidfd();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = pool_maps(), fds0 = tst_open_fds();
@@ -437,7 +424,7 @@ TEST_IMPL(pool_cycles) {
  * refused free (cudaFree) is reported. (The exporter's side: the child's first export.) */
 TEST_IMPL(pool_injected_failures) {
   TEST_REQUIRE_CPU();
-  require_pidfd();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = pool_maps();

@@ -263,6 +263,7 @@ static int vmm_child(void) {
  * whose descriptor numbers are reused is refused (stale), leaving nothing open. */
 TEST_IMPL(vmm_child_to_parent) {
   TEST_REQUIRE_CPU();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps();
@@ -329,6 +330,7 @@ TEST_IMPL(vmm_child_to_parent) {
  * released here: descriptors and mappings where they started on both sides. */
 TEST_IMPL(vmm_cycles) {
   TEST_REQUIRE_CPU();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps(), fds0 = tst_open_fds();
@@ -356,6 +358,7 @@ TEST_IMPL(vmm_cycles) {
  * import) leaves nothing open or mapped and says why. */
 TEST_IMPL(vmm_injected_failures) {
   TEST_REQUIRE_CPU();
+  tst_require_pidfd();
   if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps();
