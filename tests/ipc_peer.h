@@ -1,0 +1,163 @@
+/*
+ * What the two-process IPC tests of pool and VMM memory share (tests/test_ipc_pool.c,
+ * tests/test_ipc_vmm.c): handles as hex lines over pipes, a peer process exec'd from the
+ * test binary, Yama's ptrace_scope, and seeded data checked element by element.
+ */
+#ifndef GW_TEST_IPC_PEER_H
+#define GW_TEST_IPC_PEER_H
+
+#include "test.h"
+
+#include <inttypes.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+TST_API void to_hex(const gw_ipc_handle *h, char *out) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+TST_API void from_hex(const char *s, gw_ipc_handle *h) {
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
+    unsigned v;
+    ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
+    h->bytes[i] = (unsigned char)v;
+  }
+}
+TST_API uint32_t crc32_of(const unsigned char *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+TST_API void reseal(gw_ipc_handle *h) {
+  uint32_t c = crc32_of(h->bytes, 252);
+  for (int i = 0; i < 4; i++) h->bytes[252 + i] = (unsigned char)(c >> (8 * i));
+}
+
+/* A line to `out` ("handle <hex>" for a handle). */
+TST_API void send_handle(FILE *out, const gw_ipc_handle *h) {
+  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+  to_hex(h, hex);
+  fprintf(out, "handle %s\n", hex);
+  fflush(out);
+}
+TST_API void send_line(FILE *out, const char *s) {
+  fprintf(out, "%s\n", s);
+  fflush(out);
+}
+/* The next line from `in` that starts with `want` (the harness may print lines of its own);
+ * for "handle", the handle into *h. */
+TST_API void expect_line(FILE *in, const char *want, gw_ipc_handle *h) {
+  static char line[2 * GW_IPC_HANDLE_BYTES + 64];
+  for (;;) {
+    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    if (strncmp(line, want, strlen(want)) != 0) continue;
+    if (h) from_hex(line + strlen(want) + 1, h);
+    return;
+  }
+}
+
+/* Yama's ptrace_scope (-1 where Yama is absent): pidfd_getfd of an ancestor's descriptor
+ * is refused from 1 on, of any process's from 2 on. */
+TST_API int ptrace_scope(void) {
+  FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (!f) return -1;
+  int v = -1;
+  if (fscanf(f, "%d", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+/* The other process: this binary again, exec'd to run its helper entry `child` (H in
+ * tests/test_list.h), its stdin and stdout piped to us; the job, seed and extra word reach
+ * it as <prefix>JOB, <prefix>SEED and <prefix>EXTRA. */
+typedef struct {
+  pid_t pid;
+  FILE *in;  /* its stdout */
+  FILE *out; /* its stdin */
+} peer;
+
+TST_API peer tst_peer_start(const char *prefix, const char *child, const char *job, uint64_t seed,
+                            const char *extra) {
+  char ejob[64], eseed[64], eextra[64];
+  snprintf(ejob, sizeof ejob, "%sJOB=%s", prefix, job);
+  snprintf(eseed, sizeof eseed, "%sSEED=%" PRIu64, prefix, seed);
+  snprintf(eextra, sizeof eextra, "%sEXTRA=%s", prefix, extra ? extra : "");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 4, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], prefix, strlen(prefix)) != 0) env[k++] = environ[i];
+  env[k++] = ejob;
+  env[k++] = eseed;
+  env[k++] = eextra;
+  int to[2], from[2];
+  ASSERT_EQ_INT(pipe(to), 0);
+  ASSERT_EQ_INT(pipe(from), 0);
+  posix_spawn_file_actions_t fa;
+  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to[1]);
+  posix_spawn_file_actions_addclose(&fa, from[0]);
+  char exe[4096], name[64];
+  snprintf(name, sizeof name, "%s", child);
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  char *argv[] = {exe, name, NULL};
+  peer p;
+  ASSERT_EQ_INT(posix_spawn(&p.pid, exe, &fa, NULL, argv, env), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(to[0]);
+  close(from[1]);
+  p.in = fdopen(from[0], "r");
+  p.out = fdopen(to[1], "w");
+  ASSERT_NOT_NULL(p.in);
+  ASSERT_NOT_NULL(p.out);
+  return p;
+}
+
+TST_API void peer_finish(peer *p) {
+  fclose(p->out);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(p->pid, &st, 0), p->pid);
+  fclose(p->in);
+  if (!WIFEXITED(st)) TST_FAIL("child died of signal %d", WTERMSIG(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* Seeded data, every element checked (as test_ipc.c). */
+TST_API void *seeded_data(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a);
+  void *buf = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(buf);
+  uint64_t keep = tst_rng;
+  tst_rng = seed ? seed : 1;
+  tst_random_fill(buf, bytes);
+  tst_rng = keep;
+  return buf;
+}
+TST_API void write_seeded(gw_array *a, uint64_t seed) {
+  void *buf = seeded_data(a, seed);
+  tst_write(a, buf);
+  free(buf);
+}
+TST_API void check_seeded(const gw_array *a, uint64_t seed) {
+  size_t bytes = tst_array_bytes(a), elem = gw_dtype_size(gw_array_dtype(a));
+  void *want = seeded_data(a, seed), *got = malloc(bytes ? bytes : 1);
+  ASSERT_NOT_NULL(got);
+  tst_read(a, got);
+  ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
+  free(want);
+  free(got);
+}
+
+#endif /* GW_TEST_IPC_PEER_H */
