@@ -68,9 +68,6 @@ int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
 int d3d_cuda_capture_begin(void);
 int d3d_cuda_capture_end(int slot);
 int d3d_cuda_graph_launch(int slot);
-int d3d_cuda_signal_init(int64_t m);
-double d3d_cuda_signal_boundary_share(void);
-int d3d_cuda_stencil_signalled(const double *u, double *v, const int64_t strides[3]);
 #define HAVE_KERNEL 1
 #else
 #define HAVE_KERNEL 0
@@ -93,8 +90,6 @@ typedef struct {
   int stencil;  /* STENCIL_*: AUTO picks the GPU kernel on the CUDA backend when built */
   int shell_k;  /* --overlap: cells of the boundary slabs along dim 2 (the contiguous one);
                      0: none, dim 2's exchange runs after the interior; -1: auto (see main) */
-  int signal;   /* --overlap-by signal: one boundary-first launch, the exchange started by a
-                   device flag (GPU stencil); 0: split (shell and interior launches) */
 } options;
 
 static const char weak_note[] =
@@ -121,12 +116,6 @@ static void usage(FILE *f, const char *argv0) {
       "                  interior kernel computes those cells and dim 2's exchange runs after\n"
       "                  it (not hidden). Default: 0 when dim 2 is not split over ranks (its\n"
       "                  exchange is local copies or nothing), else 1\n"
-      "  --overlap-by M  --overlap with the GPU stencil: split | signal. split: the shell\n"
-      "                  slabs and the interior as separate launches (--shell-k); signal: the\n"
-      "                  whole stencil in one launch that computes the boundary tiles first and\n"
-      "                  sets a device flag the exchange's stream waits on\n"
-      "                  (cuStreamWaitValue32), so the exchange runs beside the inner tiles\n"
-      "                  (default split)\n"
       "  --graph         capture one time step (stencil and halo update; with --overlap the\n"
       "                  interior stream forked and joined inside the graph) into a CUDA graph\n"
       "                  once per parity (u->v, v->u), then replay it every step; also times\n"
@@ -216,14 +205,6 @@ static int parse(int argc, char **argv, options *o) {
       long long v;
       if (!int_arg(argv[++i], 0, INT_MAX, &v)) return bad(a, val, "steps must be an integer >= 0");
       o->steps = (int)v;
-    } else if (val && !strcmp(a, "--overlap-by")) {
-      i++;
-      if (!strcmp(val, "split"))
-        o->signal = 0;
-      else if (!strcmp(val, "signal"))
-        o->signal = 1;
-      else
-        return bad(a, val, "one of split, signal");
     } else if (val && !strcmp(a, "--shell-k")) {
       long long v;
       if (!int_arg(argv[++i], 0, INT_MAX, &v))
@@ -258,8 +239,8 @@ static int parse(int argc, char **argv, options *o) {
       i++;
       if (o->stencil < 0) return bad(a, val, "one of auto, host, gpu");
     } else {
-      static const char *with_value[] = {"-n",    "-s",        "--shell-k",   "--t1",
-                                         "--mem", "--path",    "--stencil",   "--overlap-by"};
+      static const char *with_value[] = {"-n",    "-s",     "--shell-k", "--t1",
+                                         "--mem", "--path", "--stencil"};
       for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return bad(a, NULL, "needs a value");
       return bad(a, NULL, "unknown option");
@@ -725,8 +706,7 @@ int main(int argc, char **argv) {
    * edge cell may take the neighbour's boundary value: 0 as well, and never read by the
    * 7-point stencil). */
   if (o.shell_k < 0) o.shell_k = dims[2] > 1 ? 1 : 0;
-  const int signal = o.signal && o.overlap && gpu && !o.halo_only && !o.halo_bench;
-  const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0 && !signal;
+  const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0;
   gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;
   if (split_dim2) {
     gw_halo_field f01[2] = {{u, {1, 1, 0}}, {v, {1, 1, 0}}},
@@ -761,7 +741,6 @@ int main(int argc, char **argv) {
   const int overlap = o.overlap && !o.halo_only;
 #ifdef D3D_HAVE_CUDA
   if ((overlap || o.graph) && gpu) CHECK(gw_stream_wrap(ctx, d3d_cuda_stream(), &main_s));
-  if (signal) CUDA_CHECK(d3d_cuda_signal_init(m));
 #endif
 
   const int64_t lo[3] = {1, 1, 1}, hi[3] = {m + 1, m + 1, m + 1};
@@ -812,10 +791,6 @@ int main(int argc, char **argv) {
       t0 = MPI_Wtime();
       for (int k = 0; k < k_steps; k++) {
         gw_array *a = k % 2 ? v : u, *b = k % 2 ? u : v;
-        if (signal) { /* the ordered launch and its flag wait, no exchange */
-          CUDA_CHECK(d3d_cuda_stencil_signalled(gw_data(a), gw_data(b), gw_strides(a)));
-          continue;
-        }
         if (split_dim2) {
           CUDA_CHECK(d3d_cuda_interior_wait_main());
           CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
@@ -883,19 +858,7 @@ int main(int argc, char **argv) {
     gw_halo *h = p ? hv : hu, *hb = p ? hu : hv;
     gw_halo *hb01 = p ? hu01 : hv01, *hb2 = p ? hu2 : hv2;
     gw_array *a = p ? v : u, *b = p ? u : v;
-    if (signal) {
-      /* One launch of the whole stencil, boundary tiles first, on the interior stream after
-       * everything on the main stream (the previous exchange); the main stream waits on the
-       * device for the boundary tiles' flag, then exchanges b's halo beside the inner tiles.
-       * The next step's launch waits for that exchange (d3d_cuda_interior_wait_main inside
-       * the call). Captured, the interior stream forks at the launch and joins at the end. */
-#ifdef D3D_HAVE_CUDA
-      CUDA_CHECK(d3d_cuda_stencil_signalled(gw_data(a), gw_data(b), gw_strides(a)));
-      CHECK(gw_halo_start_on(hb, main_s));
-      CHECK(gw_halo_finish_on(hb, main_s));
-      if (graph) CUDA_CHECK(d3d_cuda_main_after_interior()); /* join */
-#endif
-    } else if (overlap && gpu && split_dim2) {
+    if (overlap && gpu && split_dim2) {
       /* The interior (all of dim 2) after everything queued on the main stream so far: the
        * previous step's slabs and its dim-2 exchange, which wrote cells it reads. This
        * step's slabs (dims 0 and 1) and their exchange run beside it on the main stream;
@@ -1037,13 +1000,7 @@ int main(int argc, char **argv) {
            : main_s    ? "overlap (stream-ordered split phase)"
            : overlap   ? "overlap (host-ordered split phase)"
                        : "blocking update");
-#ifdef D3D_HAVE_CUDA
-    if (signal)
-      printf("  overlap: one launch, boundary tiles first (%.1f%% of it), the exchange after "
-             "their device flag (--overlap-by signal)\n",
-             100.0 * d3d_cuda_signal_boundary_share());
-#endif
-    if (overlap && !signal)
+    if (overlap)
       printf("  overlap: boundary slabs %d x %d x %d cells thick; %s\n", bw[0], bw[1], bw[2],
              split_dim2 ? "dims 0 and 1 exchanged behind the interior, dim 2 after it (--shell-k 0)"
                         : "every dim exchanged behind the interior");
@@ -1079,8 +1036,8 @@ int main(int argc, char **argv) {
              "~%.3f ms\n",
              floor > 0 ? per / floor : 0.0, graph ? "1.02 as a graph" : "1.05", (sper + hper) * 1e3);
       if (alone_split > 0)
-        printf("  %s alone (no exchange) %.3f ms = %.3f x the stencil alone\n",
-               signal ? "ordered launch with its flag wait" : "split stencil (shell + interior)",
+        printf("  split stencil alone (shell + interior, no exchange) %.3f ms = %.3f x the stencil "
+               "alone\n",
                alone_split * 1e3, sper > 0 ? alone_split / sper : 0.0);
     }
   }

@@ -22,12 +22,10 @@
  * for its unpacks (a plan without messages queues its copies on the stream itself), all on
  * the device; the interior runs on a second stream meanwhile, joined by events.
  */
-#include <cuda.h> /* types of the driver's stream memory operations (no link: see below) */
 #include <cuda_runtime.h>
 
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #define R 0.125 /* D*dt/h^2: the same constant as diffusion3d.c */
 
@@ -85,56 +83,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-/*
- * --overlap-by signal: the whole stencil in ONE launch whose blocks take the boundary tiles
- * first (the tiles holding a cell the halo exchange reads: any cell on a face of the box),
- * then the rest. Each boundary block, once its cells are written, counts itself; the last
- * one sets a flag word in device memory, on which the main stream waits
- * (cuStreamWaitValue32) before the exchange: the exchange starts while the kernel still
- * computes the inner tiles, and the stencil is not cut into separately launched pieces
- * (which cost 1.115x the one-kernel stencil by themselves: docs/HALO.md). Tiles are 32
- * cells along dim 2 so that the two tiles of a row holding its ends are a quarter of it.
- * The count and the flag are reset by the device (the last block, the main stream after
- * its wait), so a captured step replays as it ran.
- */
-constexpr int OBX = 32, OBY = 8;
-
-__global__ void __launch_bounds__(OBX *OBY)
-    ordered_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy,
-                   int64_t sz, const uint32_t *__restrict__ tiles, uint32_t nboundary,
-                   uint32_t ntj, uint32_t ntk, int64_t m, unsigned *count, unsigned *flag) {
-  uint32_t t = tiles[blockIdx.x];
-  int64_t k = 1 + (int64_t)(t % ntk) * OBX + threadIdx.x;
-  int64_t j = 1 + (int64_t)((t / ntk) % ntj) * OBY + threadIdx.y;
-  int64_t i = 1 + (int64_t)(t / ntk / ntj);
-  if (j <= m && k <= m) {
-    int64_t c = i * sx + j * sy + k * sz;
-    v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
-                       6.0 * u[c]);
-  }
-  if (blockIdx.x >= nboundary) return;
-  __threadfence(); /* this thread's cell, visible device-wide before the block counts */
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && atomicAdd(count, 1u) == nboundary - 1) {
-    atomicExch(count, 0u); /* every boundary block has counted: ready for the next step */
-    __threadfence();
-    atomicExch(flag, 1u);
-  }
-}
-
-/* The ordered launch's state: the tile list (boundary tiles first), the count and flag
- * words, and the driver's stream memory operations, taken from the driver through the
- * runtime (cudaGetDriverEntryPointByVersion): the example never links libcuda, so it
- * starts on machines without a driver (the CPU backend's runs). */
-struct Signal {
-  int64_t m;
-  uint32_t *tiles;
-  uint32_t ntiles, nboundary, ntj, ntk;
-  unsigned *words; /* [0] count, [1] flag */
-  CUresult (*wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-  CUresult (*write32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-} g_sig;
-
 } // namespace
 
 extern "C" {
@@ -176,9 +124,6 @@ void d3d_cuda_fini(void) {
   g_exec[0] = g_exec[1] = 0;
   if (g_ev_slabs) cudaEventDestroy(g_ev_slabs);
   if (g_ev_interior) cudaEventDestroy(g_ev_interior);
-  if (g_sig.tiles) cudaFree(g_sig.tiles);
-  if (g_sig.words) cudaFree(g_sig.words);
-  g_sig = Signal{};
   if (g_interior) cudaStreamDestroy(g_interior);
   if (g_stream) cudaStreamDestroy(g_stream);
   g_stream = g_interior = 0;
@@ -298,93 +243,6 @@ int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3],
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3],
                               const int64_t lo[3], const int64_t hi[3]) {
   return launch(g_interior, u, v, strides, lo, hi);
-}
-
-/* --overlap-by signal: prepare the ordered launch of an m^3 box ([1, m] per dim). 0, or -1
- * (the driver lacks the stream memory operations, or out of memory). */
-int d3d_cuda_signal_init(int64_t m) {
-  if (g_sig.tiles && g_sig.m == m) return 0;
-  cudaError_t e;
-  cudaDriverEntryPointQueryResult q;
-  void *fn = NULL;
-  if (!g_sig.wait32) {
-    if ((e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                              &q)) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return fail(e, "cudaGetDriverEntryPointByVersion(cuStreamWaitValue32)");
-    g_sig.wait32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
-    if ((e = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                              &q)) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return fail(e, "cudaGetDriverEntryPointByVersion(cuStreamWriteValue32)");
-    g_sig.write32 = (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
-  }
-  uint32_t ntj = (uint32_t)((m + OBY - 1) / OBY), ntk = (uint32_t)((m + OBX - 1) / OBX);
-  uint64_t n = (uint64_t)m * ntj * ntk;
-  if (n > 0x7fffffffu) {
-    snprintf(g_err, sizeof g_err, "d3d_cuda_signal_init: %lld^3 is too large for one launch",
-             (long long)m);
-    return -1;
-  }
-  uint32_t *host = (uint32_t *)malloc(n * sizeof *host);
-  if (!host) {
-    snprintf(g_err, sizeof g_err, "d3d_cuda_signal_init: out of host memory");
-    return -1;
-  }
-  uint32_t nb = 0, ni = 0;
-  for (int pass = 0; pass < 2; pass++) /* boundary tiles, then the others */
-    for (uint32_t t = 0; t < n; t++) {
-      uint32_t tk = t % ntk, tj = (t / ntk) % ntj, ti = t / ntk / ntj;
-      int edge = ti == 0 || ti == m - 1 || tj == 0 || tj == ntj - 1 || tk == 0 || tk == ntk - 1;
-      if (pass == 0 && edge) host[nb++] = t;
-      if (pass == 1 && !edge) host[nb + ni++] = t;
-    }
-  if (g_sig.tiles) cudaFree(g_sig.tiles);
-  g_sig.tiles = NULL;
-  e = cudaMalloc((void **)&g_sig.tiles, n * sizeof *host);
-  if (e == cudaSuccess) e = cudaMemcpy(g_sig.tiles, host, n * sizeof *host, cudaMemcpyHostToDevice);
-  free(host);
-  if (e != cudaSuccess) return fail(e, "d3d_cuda_signal_init: the tile list");
-  if (!g_sig.words) {
-    if ((e = cudaMalloc((void **)&g_sig.words, 2 * sizeof(unsigned))) != cudaSuccess)
-      return fail(e, "cudaMalloc (count and flag)");
-    if ((e = cudaMemset(g_sig.words, 0, 2 * sizeof(unsigned))) != cudaSuccess)
-      return fail(e, "cudaMemset (count and flag)");
-  }
-  g_sig.m = m;
-  g_sig.ntiles = (uint32_t)n;
-  g_sig.nboundary = nb;
-  g_sig.ntj = ntj;
-  g_sig.ntk = ntk;
-  return 0;
-}
-
-/* The boundary tiles' share of the ordered launch (for the report). */
-double d3d_cuda_signal_boundary_share(void) {
-  return g_sig.ntiles ? (double)g_sig.nboundary / g_sig.ntiles : 0.0;
-}
-
-/* --overlap-by signal: the whole stencil of u -> v on the interior stream, after
- * everything queued on the main stream so far (the previous exchange wrote the halo it
- * reads), boundary tiles first; then the main stream waits (on the device) until the
- * boundary tiles are written and clears the flag. What the caller queues on the main
- * stream next (the exchange of v's halo) runs beside the rest of the kernel. */
-int d3d_cuda_stencil_signalled(const double *u, double *v, const int64_t strides[3]) {
-  if (d3d_cuda_interior_wait_main()) return -1;
-  ordered_kernel<<<g_sig.ntiles, dim3(OBX, OBY, 1), 0, g_interior>>>(
-      u, v, strides[0], strides[1], strides[2], g_sig.tiles, g_sig.nboundary, g_sig.ntj,
-      g_sig.ntk, g_sig.m, &g_sig.words[0], &g_sig.words[1]);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail(err, "ordered stencil kernel launch");
-  CUdeviceptr flag = (CUdeviceptr)(uintptr_t)&g_sig.words[1];
-  CUresult r = g_sig.wait32((CUstream)g_stream, flag, 1, CU_STREAM_WAIT_VALUE_GEQ);
-  if (r == CUDA_SUCCESS) r = g_sig.write32((CUstream)g_stream, flag, 0, 0);
-  if (r != CUDA_SUCCESS) {
-    snprintf(g_err, sizeof g_err, "cuStreamWaitValue32/cuStreamWriteValue32: CUresult %d",
-             (int)r);
-    return -1;
-  }
-  return 0;
 }
 
 /* Wait for the device: every kernel launched here and anything else on it. 0 or -1. */
