@@ -1034,7 +1034,8 @@ int main(int argc, char **argv) {
       double floor = sper > hper ? sper : hper;
       printf("  overlap: time/step / max(stencil, halo) = %.3f (target <= %s); blocking would be "
              "~%.3f ms\n",
-             floor > 0 ? per / floor : 0.0, graph ? "1.02 as a graph" : "1.05", (sper + hper) * 1e3);
+             floor > 0 ? per / floor : 0.0, graph ? "1.02 as a graph" : "1.05",
+             (sper + hper) * 1e3);
       if (alone_split > 0)
         printf("  split stencil alone (shell + interior, no exchange) %.3f ms = %.3f x the stencil "
                "alone\n",

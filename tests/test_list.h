@@ -345,6 +345,7 @@
   T(long_map_lines, cpu, "")                                                         \
   T(map_read_in_forked_child, cpu, "")                                               \
   T(no_readonly_support_refuses_flag, cpu, "GPUWRAP_CPU_NO_READONLY_REGISTER=1")     \
+  T(wrap_kernel_pages, ALL, "")                                                      \
   T(readonly_register_obeys_injection, cpu, "")                                      \
   T(wrap_readonly_anon, ALL, "")                                                     \
   T(wrap_readonly_shared_file, ALL, "")                                              \

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -543,6 +544,50 @@ TEST_IMPL(wrap_readonly_private_writable) {
   gw_release(a);
   ASSERT_NO_LEAK(before);
   map_free(&m);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* The kernel's own pages (here the vDSO, at the address the kernel gives every process):
+ * no runtime can page-lock them, so the registry says so itself, in its words, without
+ * asking the runtime read-only (a plain wrap asks once and is refused; a GW_WRAP_READONLY
+ * wrap never asks). The array is host-only and read-only, and its bytes copy out right. */
+TEST_IMPL(wrap_kernel_pages) {
+  unsigned char *vdso = (unsigned char *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
+  if (!vdso) TEST_SKIP("no vDSO in this process (AT_SYSINFO_EHDR is 0)");
+  const int64_t bytes = (int64_t)sysconf(_SC_PAGESIZE);
+  gw_context *ctx = tst_open(0);
+  int pageable = reads_pageable(ctx);
+  for (int ro = 0; ro < 2; ro++) {
+    tst_leaks before = tst_leak_snapshot();
+    long asked = gw_cpu_op_calls(GW_CPU_OP_REGISTER);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, vdso, GW_UINT8, 1, &bytes, NULL, ro ? GW_WRAP_READONLY : 0, &a));
+    if (tst_is_cpu() && !pageable) {
+      ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_REGISTER) - asked, ro ? 0 : 1);
+      ASSERT_STR_CONTAINS(gw_last_error(), "pages the kernel provides");
+      ASSERT_STR_CONTAINS(gw_last_error(), "vdso");
+    }
+    ASSERT_TRUE(gw_is_readonly(a));
+    if (!pageable) ASSERT_NULL(gw_data(a));
+    ASSERT_EQ_PTR(gw_host_data(a), vdso);
+    ASSERT_EQ_SIZE(gw_registry_ranges(), before.ranges);
+    gw_array *out = NULL;
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, GW_UINT8, 1, &bytes, &out));
+    memset(gw_host_data(out), 0xA5, (size_t)bytes); /* poisoned */
+    ASSERT_OK(gw_copy(out, a));
+    ASSERT_TRUE(memcmp(gw_host_data(out), vdso, (size_t)bytes) == 0);
+    gw_array *dev = NULL; /* through the device too: staged out of the host-only array */
+    ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_UINT8, 1, &bytes, &dev));
+    ASSERT_OK(gw_copy(dev, a));
+    memset(gw_host_data(out), 0x5A, (size_t)bytes);
+    ASSERT_OK(gw_copy(out, dev));
+    ASSERT_TRUE(memcmp(gw_host_data(out), vdso, (size_t)bytes) == 0);
+    gw_release(dev);
+    gw_release(out);
+    gw_release(a);
+    ASSERT_NO_LEAK(before);
+  }
   gw_context_destroy(ctx);
   return 0;
 }

@@ -41,8 +41,8 @@ typedef struct {
 
 typedef struct {
   uintptr_t lo, hi, cur; /* the span, and the first byte not accounted for yet */
-  int rank;              /* what the note describes: 0 none, 1 hole, 2 read-only, 3 private */
-  int done;              /* a mapping at or past hi was seen: stop reading */
+  int rank; /* what the note describes: 0 none, 1 hole, 2 read-only, 3 private, 4 kernel's */
+  int done; /* a mapping at or past hi was seen: stop reading */
   gw__hostmap *out;
 } scan;
 
@@ -91,6 +91,10 @@ static void finish_line(scan *s, line *l) {
    * errs on the side of "private file" (host-only), never on the side of a hang. */
   bool file = l->inode != 0 || (l->npath > 0 && l->path[0] != '[');
   bool private_file = l->perms[3] == 'p' && file;
+  /* The kernel's own pages (the vDSO and its data, the legacy vsyscall page) are mapped
+   * with VM_IO/VM_PFNMAP or are no user memory at all: pinning them fails, whatever the
+   * runtime's flags (and what such a failure says is the runtime's, not the reason). */
+  bool special = !file && l->npath >= 2 && l->path[0] == '[' && l->path[1] == 'v';
   if (!writable) {
     s->out->readonly = true;
     note(s, 2, l->lo, l->hi, l->perms, l->path);
@@ -99,6 +103,10 @@ static void finish_line(scan *s, line *l) {
   if (private_file) {
     s->out->private_file = true;
     note(s, 3, l->lo, l->hi, l->perms, l->path);
+  }
+  if (special) {
+    s->out->special = true;
+    note(s, 4, l->lo, l->hi, l->perms, l->path);
   }
   s->cur = l->hi < s->hi ? l->hi : s->hi;
   if (s->cur >= s->hi) s->done = 1;

@@ -287,7 +287,10 @@ typedef struct {
   bool readonly;     /* some mapped byte is not writable (PROT_READ, or no access at all) */
   bool noaccess;     /* some mapped byte cannot even be read (PROT_NONE) */
   bool private_file; /* some byte is in a MAP_PRIVATE mapping of a file ('p', an inode) */
-  /* For messages: the first private file mapping, else the first non-writable mapping,
+  bool special;      /* some byte is in pages the kernel provides ([vdso], [vvar],
+                        [vvar_vclock], [vsyscall]): no runtime can page-lock them */
+  /* For messages: the first kernel-provided or private file mapping, else the first
+   * non-writable mapping,
    * else the first hole (perms "----", path ""); all zero when there is nothing to say. */
   uintptr_t what_lo, what_hi;
   char what_perms[5];

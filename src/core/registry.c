@@ -150,6 +150,9 @@ static gw_status insert(table *t, size_t at, uintptr_t lo, uintptr_t hi, bool ro
  * on the H200, driver 580.159.04; backend.h): a plain registration of pages the process
  * cannot write is "invalid value"; cudaHostRegisterReadOnly takes PROT_READ shared file
  * mappings and mprotect'ed memory, and never returns on a MAP_PRIVATE file mapping. */
+#define KERNEL_PAGES \
+  "pages the kernel provides (vDSO, vvar, vsyscall), which no runtime can page-lock"
+
 static gw_status cannot_register(uintptr_t a, size_t len, const gw__hostmap *m, const char *why) {
   return gw__fail(GW_ENOTSUP,
                   "ptr: [%p, %p) cannot be page-locked: %s (mapping [%p, %p) %s %s); the "
@@ -175,6 +178,7 @@ static gw_status do_register_as_asked(gw_context *ctx, uintptr_t a, size_t len, 
   *ro = false;
   if (regflags & GW__REG_READONLY) {
     bool known = gw__host_mapping(a, a + len, &m) == GW_OK;
+    if (known && m.special) return cannot_register(a, len, &m, KERNEL_PAGES);
     if (ctx->caps.host_register_readonly && known && m.mapped && !m.private_file) {
       s = ctx->ops->host_register(ctx->state, (void *)a, len, GW__REG_READONLY);
       *ro = s == GW_OK;
@@ -194,8 +198,9 @@ static gw_status do_register_as_asked(gw_context *ctx, uintptr_t a, size_t len, 
   /* Its own reason unless the span is mapped and its first unwritable mapping readable
    * (pages with no access at all are no read-only memory). */
   if (gw__host_mapping(a, a + len, &m) != GW_OK || !m.mapped || !m.readonly ||
-      (!m.private_file && m.what_perms[0] != 'r'))
+      (!m.private_file && !m.special && m.what_perms[0] != 'r'))
     return s;
+  if (m.special) return cannot_register(a, len, &m, KERNEL_PAGES);
   if (m.private_file)
     return cannot_register(a, len, &m,
                            "a read-only private file mapping (the runtime's "
