@@ -42,7 +42,7 @@ log "tests passed/skipped/failed: $(grep -cE 'Test +#[0-9]+: .* +Passed' "$L/cte
 if [ "${GW_H200_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     sel=(-L cuda -LE 'perf|python|mpi' -E 'staging|stress|fuzz|bench|\.tool\.')
-    [ "$mode" = check ] && sel=(-R '^cuda\.(test_ipc|test_graphs|test_stream_order|test_streams|test_fail|test_dlpack)\.')
+    [ "$mode" = check ] && sel=(-R '^cuda\.(test_ipc|test_vmm_cuda|test_graphs|test_stream_order|test_streams|test_fail|test_dlpack)\.')
     [ $tool = racecheck ] && sel=(-R '^cuda\.test_cuda\.')
     timeout 3000 ctest --test-dir build/h200 -T memcheck "${sel[@]}" --timeout 300 --output-on-failure \
       --overwrite "MemoryCheckCommandOptions=--tool $tool --report-api-errors no --error-exitcode 99" \
