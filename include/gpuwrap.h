@@ -635,6 +635,53 @@ GW_API gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out);
  */
 GW_API gw_status gw_ipc_open(gw_context *ctx, const gw_ipc_handle *h, gw_array **out);
 
+/*
+ * Pool and VMM memory handles name file descriptors of the exporting process, which
+ * gw_ipc_open takes with pidfd_getfd: that needs ptrace access to the exporter, which Yama's
+ * ptrace_scope 1 (only from an ancestor), a container's seccomp profile or a kernel older
+ * than 5.6 refuse (GW_ENOTSUP). The pair below passes them over a Unix socket instead
+ * (SCM_RIGHTS), which needs nothing but the socket: the exporter sends, the importer
+ * receives and then opens as usual (docs/IPC.md, "Passing the descriptors over a Unix
+ * socket"). Legacy device memory handles travel the same way (bytes only).
+ */
+/**
+ * Send a handle over a Unix socket: its 256 bytes and, for pool and VMM memory, the
+ * descriptors it names, in one message (sendmsg with SCM_RIGHTS; EINTR retried; a peer
+ * gone is an error, never SIGPIPE). Pool and VMM memory handles can be sent only by the
+ * process that exported them (the descriptors are its own), and only while each is still
+ * the file the export named (a pool destroyed or a chunk released is refused); a legacy
+ * handle carries no descriptor, and any process may send it.
+ * @param sock a connected Unix socket (AF_UNIX: stream, seqpacket or datagram; borrowed).
+ * @param h    the handle (borrowed; validated whole first, as gw_ipc_open does).
+ * @return GW_OK; GW_EINVAL (h NULL; a damaged handle; sock not a Unix socket; a pool or
+ *         VMM memory handle exported by another process: a forked child, or this one before
+ *         an exec, included);
+ *         GW_EBUSY (a non-blocking socket that is full: nothing was sent); GW_EBACKEND (a
+ *         descriptor the handle names is closed or is another file now; the peer closed the
+ *         socket; another sendmsg failure): gw_last_error() says which.
+ */
+GW_API gw_status gw_ipc_handle_send(int sock, const gw_ipc_handle *h);
+/**
+ * Receive one handle sent by gw_ipc_handle_send, and keep the descriptors that came with it
+ * for the next gw_ipc_open of that handle in this process, which then uses them instead of
+ * pidfd_getfd. Lifetime of the descriptors received (close-on-exec): the first gw_ipc_open
+ * of the handle that gets to mapping consumes them (uses them, or closes them where the
+ * memory is mapped here already or the open fails); a later open maps with pidfd_getfd
+ * again, so receive again before re-opening where that is refused. A newer receive of the
+ * same handle's descriptors replaces (closes) the older; descriptors never opened stay open
+ * until the process ends; a forked child closes its copies (they are the parent's to use).
+ * A handle this process exported itself keeps none (its open is the memory itself).
+ * @param sock a Unix socket (borrowed). Blocks until a message arrives.
+ * @param out  receives the handle's bytes; untouched on failure.
+ * @return GW_OK; GW_EINVAL (out NULL; sock not a Unix socket; what arrived is not a handle:
+ *         fewer than 256 bytes, a longer datagram, damaged bytes, too few or too many
+ *         descriptors for the handle, or more than the control buffer holds, MSG_CTRUNC);
+ *         GW_EBUSY (a non-blocking socket with no message waiting); GW_EBACKEND (the peer
+ *         closed the socket before any byte; another recvmsg failure); GW_ENOMEM. Every
+ *         descriptor received is closed on failure.
+ */
+GW_API gw_status gw_ipc_handle_recv(int sock, gw_ipc_handle *out);
+
 #ifdef __cplusplus
 }
 #endif

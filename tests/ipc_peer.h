@@ -1,7 +1,8 @@
 /*
  * What the two-process IPC tests of pool and VMM memory share (tests/test_ipc_pool.c,
- * tests/test_ipc_vmm.c): handles as hex lines over pipes, a peer process exec'd from the
- * test binary, Yama's ptrace_scope, and seeded data checked element by element.
+ * tests/test_ipc_vmm.c, tests/test_ipc_fdpass.c): handles as hex lines over pipes, a peer
+ * process exec'd from the test binary (with a socket where asked), Yama's ptrace_scope,
+ * seeded data checked element by element, and VMM segments.
  */
 #ifndef GW_TEST_IPC_PEER_H
 #define GW_TEST_IPC_PEER_H
@@ -81,8 +82,12 @@ typedef struct {
   FILE *out; /* its stdin */
 } peer;
 
-TST_API peer tst_peer_start(const char *prefix, const char *child, const char *job, uint64_t seed,
-                            const char *extra) {
+/* The descriptor number a peer started by tst_peer_start_sock finds its socket at. */
+#define TST_PEER_SOCK 200
+
+/* As tst_peer_start, with `sock` (ours, left open) at TST_PEER_SOCK in the peer (-1: none). */
+TST_API peer tst_peer_start_sock(const char *prefix, const char *child, const char *job,
+                                 uint64_t seed, const char *extra, int sock) {
   char ejob[64], eseed[64], eextra[64];
   snprintf(ejob, sizeof ejob, "%sJOB=%s", prefix, job);
   snprintf(eseed, sizeof eseed, "%sSEED=%" PRIu64, prefix, seed);
@@ -106,6 +111,7 @@ TST_API peer tst_peer_start(const char *prefix, const char *child, const char *j
   posix_spawn_file_actions_adddup2(&fa, from[1], 1);
   posix_spawn_file_actions_addclose(&fa, to[1]);
   posix_spawn_file_actions_addclose(&fa, from[0]);
+  if (sock >= 0) posix_spawn_file_actions_adddup2(&fa, sock, TST_PEER_SOCK);
   char exe[4096], name[64];
   snprintf(name, sizeof name, "%s", child);
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -123,6 +129,11 @@ TST_API peer tst_peer_start(const char *prefix, const char *child, const char *j
   ASSERT_NOT_NULL(p.in);
   ASSERT_NOT_NULL(p.out);
   return p;
+}
+
+TST_API peer tst_peer_start(const char *prefix, const char *child, const char *job, uint64_t seed,
+                            const char *extra) {
+  return tst_peer_start_sock(prefix, child, job, seed, extra, -1);
 }
 
 TST_API void peer_finish(peer *p) {
@@ -158,6 +169,47 @@ TST_API void check_seeded(const gw_array *a, uint64_t seed) {
   ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
   free(want);
   free(got);
+}
+
+/* A reservation of `slots` chunks of cs bytes, the first `mapped` of them mapped (made
+ * shareable), as PyTorch's expandable segments. */
+typedef struct {
+  char *r;
+  size_t cs;
+  int slots, mapped;
+} segment;
+
+TST_API segment seg_make(int slots, int mapped) {
+  segment s = {.cs = 2 * gw_cpu_vmm_granularity(), .slots = slots, .mapped = mapped};
+  ASSERT_OK(gw_cpu_vmm_reserve(s.cs * (size_t)slots, (void **)&s.r));
+  for (int k = 0; k < mapped; k++) {
+    gw_cpu_vmm_chunk c;
+    ASSERT_OK(gw_cpu_vmm_create(0, s.cs, GW_CPU_HANDLE_POSIX_FD, &c));
+    ASSERT_OK(gw_cpu_vmm_map(s.r + (size_t)k * s.cs, s.cs, c));
+    ASSERT_OK(gw_cpu_vmm_release(c)); /* the mapping holds it, as after cuMemMap */
+  }
+  return s;
+}
+TST_API void seg_free(segment *s) {
+  for (int k = 0; k < s->mapped; k++) ASSERT_OK(gw_cpu_vmm_unmap(s->r + (size_t)k * s->cs, s->cs));
+  ASSERT_OK(gw_cpu_vmm_free(s->r, s->cs * (size_t)s->slots));
+}
+
+/* The arrays the tests share, over a segment of 3 mapped chunks (uint32 elements):
+ *   0: 1-D over 2 chunks, [cs/2, cs + cs/2);
+ *   1: 2-D {2, k}, strides {cs/4, -1}: its first element in the MIDDLE chunk at 1.5 cs,
+ *      row 0 running down into chunk 0, row 1 (at 2.5 cs) down into chunk 2: 3 chunks. */
+TST_API gw_array *shared_array(gw_context *ctx, const segment *s, int which) {
+  gw_array *a = NULL;
+  if (which == 0) {
+    int64_t n = (int64_t)(s->cs / 4);
+    ASSERT_OK(gw_wrap(ctx, s->r + s->cs / 2, GW_UINT32, 1, &n, NULL, 0, &a));
+  } else {
+    int64_t shape[2] = {2, (int64_t)(s->cs / 8) + 3}, strides[2] = {(int64_t)(s->cs / 4), -1};
+    ASSERT_OK(gw_wrap(ctx, s->r + s->cs + s->cs / 2, GW_UINT32, 2, shape, strides, 0, &a));
+  }
+  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+  return a;
 }
 
 #endif /* GW_TEST_IPC_PEER_H */

@@ -300,6 +300,14 @@
   T(vmm_export_limits, cpu, "")      \
   H(vmm_child, vmm_child)
 
+/* test_ipc_fdpass.c */
+#define TEST_LIST_test_ipc_fdpass(T, H) \
+  T(fdpass_pool, cpu, "")               \
+  T(fdpass_vmm, cpu, "")                \
+  T(fdpass_legacy, cpu, "")             \
+  T(fdpass_bad_input, cpu, "")          \
+  H(fdpass_child, fdpass_child)
+
 /* test_overlap.c */
 #define TEST_LIST_test_overlap(T, H)            \
   T(overlapping_copies, ALL, "")                \

@@ -5,7 +5,8 @@
  * also forgets gpuwrap's registrations: they belong to the parent's runtime, and the
  * child must never unregister them, and it is not the process that exported the parent's
  * IPC handles (it forgets the parent's identity, proc_identity.c).
- * Lock order (the order the code nests them): pin, registry, ipc import table, owned, then
+ * Lock order (the order the code nests them): pin, registry, ipc import table, the
+ * descriptors received over sockets (ipc_fdpass.c), owned, then
  * each backend's own (backend.h's fork_lock).
  */
 #include "internal.h"
@@ -17,6 +18,7 @@ static void lock_all(void) {
   gw__pin_lock(1);
   gw__registry_lock(1);
   gw__ipc_lock(1);
+  gw__ipc_fd_lock(1);
   gw__owned_lock(1);
   gw__backends_fork_lock(1);
 }
@@ -24,6 +26,7 @@ static void lock_all(void) {
 static void unlock_all(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
+  gw__ipc_fd_lock(0);
   gw__ipc_lock(0);
   gw__registry_lock(0);
   gw__pin_lock(0);
@@ -32,6 +35,7 @@ static void unlock_all(void) {
 static void child(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
+  gw__ipc_fd_child();         /* closes the received descriptors, releases their lock */
   gw__ipc_child();            /* also releases the table's lock */
   gw__proc_identity_forget(); /* not the exporter of the parent's handles */
   gw__registry_forget_all();  /* also makes the registry's lock anew */

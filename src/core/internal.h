@@ -256,6 +256,11 @@ void gw__registry_forget_all(void);
  * reset: the parent's mappings are never closed by the child (ipc_table.c). */
 void gw__ipc_lock(int on);
 void gw__ipc_child(void);
+/* The lock of the descriptors passed over Unix sockets (taken after the import table's,
+ * which holds it while take_fd looks there), and the child's reset: it closes its copies of
+ * the descriptors received, the parent's to use (ipc_fdpass.c). */
+void gw__ipc_fd_lock(int on);
+void gw__ipc_fd_child(void);
 
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
 /* Record [p, p + bytes) (bytes 0 counts as 1) as owned; GW_EOWNED if any byte of it is

@@ -4,6 +4,7 @@
  * the identity that tells the exporting process proc_identity.c's.
  */
 #include "codec.h"
+#include "ipc_fdpass.h"
 #include "ipc_table.h"
 #include "proc_identity.h"
 
@@ -68,6 +69,12 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   }
   s = ctx->ops->ipc_mem_export(ctx->state, info.base, info.extent, info.device, f.rt, &f.alloc_id,
                                &f.share);
+  if (s != GW_OK) return s;
+  /* The descriptors the handle names, as they are now: gw_ipc_handle_send checks that they
+   * still are (ipc_fdpass.c). */
+  if (f.share.kind == GW__IPC_POOL) s = gw__ipc_fd_exported(f.share.fd);
+  for (int i = 0; f.share.kind == GW__IPC_VMM && s == GW_OK && i < f.share.nchunks; i++)
+    s = gw__ipc_fd_exported(f.share.chunk_fd[i]);
   if (s != GW_OK) return s;
   if (f.share.kind == GW__IPC_VMM) {
     /* The span of the chunks is what the handle names; each chunk's descriptor and size go

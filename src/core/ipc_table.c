@@ -12,9 +12,12 @@
  * look-up in a short list. VMM memory's entry is one span of chunks (kind GW__IPC_VMM,
  * keyed by the span's base, extent, first chunk id and the chunks' descriptors and sizes):
  * its open takes each chunk's descriptor (take_fd) and has the backend map them
- * (ipc_vmm_open); its close is ipc_vmm_close.
+ * (ipc_vmm_open); its close is ipc_vmm_close. take_fd uses a descriptor received over a
+ * Unix socket (gw_ipc_handle_recv, ipc_fdpass.c) before it asks pidfd_getfd.
  */
 #include "ipc_table.h"
+
+#include "ipc_fdpass.h"
 
 #include "gpuwrap/cpu_testing.h"
 
@@ -157,10 +160,17 @@ void gw__ipc_unref(struct gw__ipc_map *m) {
 static atomic_int forced_errno;
 GW_API void gw_cpu_ipc_force_pidfd_errno(int err) { atomic_store(&forced_errno, err); }
 
-/* The exporter's descriptor `fd` (process `pid`), as a descriptor of this process:
- * pidfd_open + pidfd_getfd (which needs ptrace access to the exporter). GW_ENOTSUP where
- * the kernel or its policy refuses, naming the cause and the way around it. */
-static gw_status take_fd(const char *what, uint64_t pid, int fd, int *out) {
+/* The exporter's descriptor `fd` (process `pid`, `nonce`), as a descriptor of this
+ * process (the caller closes it): the one gw_ipc_handle_recv received for it, where it did
+ * (ipc_fdpass.c: taken out of its table, so used once); else pidfd_open + pidfd_getfd
+ * (which needs ptrace access to the exporter). GW_ENOTSUP where the kernel or its policy
+ * refuses, naming the cause and the way around it. */
+static gw_status take_fd(const char *what, uint64_t pid, uint64_t nonce, int fd, int *out) {
+  int received = gw__ipc_fd_claim(pid, nonce, fd);
+  if (received >= 0) {
+    *out = received;
+    return GW_OK;
+  }
   int err = atomic_load(&forced_errno);
   int pfd = -1, got = -1;
   const char *call = "pidfd_open";
@@ -184,18 +194,17 @@ static gw_status take_fd(const char *what, uint64_t pid, int fd, int *out) {
     return gw__fail(GW_ENOTSUP,
                     "h: %s: %s of process %llu's descriptor %d: %s: the kernel has "
                     "no pidfd_getfd (Linux 5.6 or later needed); pass the descriptor over a "
-                    "Unix socket with SCM_RIGHTS instead (planned: docs/IPC.md)",
+                    "Unix socket with SCM_RIGHTS instead: gw_ipc_handle_send in the exporter, "
+                    "gw_ipc_handle_recv here before gw_ipc_open (docs/IPC.md)",
                     what, call, (unsigned long long)pid, fd, strerror(err));
   if (err == EPERM)
     return gw__fail(GW_ENOTSUP,
-                    "h: %s: %s of process %llu's descriptor %d: %s: taking another "
-                    "process's descriptor needs ptrace access to it: Yama's "
-                    "/proc/sys/kernel/yama/ptrace_scope 1 allows it only from the exporter's "
-                    "ancestors (open in the parent, or set ptrace_scope 0, or have the "
-                    "exporter call prctl(PR_SET_PTRACER, importer pid)); a container's seccomp "
-                    "profile needs CAP_SYS_PTRACE (--cap-add SYS_PTRACE); or pass the "
-                    "descriptor over a Unix socket with SCM_RIGHTS instead (planned: "
-                    "docs/IPC.md)",
+                    "h: %s: %s of process %llu's descriptor %d: %s: that needs ptrace access "
+                    "to the exporter (Yama's ptrace_scope 1: only from its ancestors; in a "
+                    "container, CAP_SYS_PTRACE); pass the descriptors over a Unix socket with "
+                    "SCM_RIGHTS instead: gw_ipc_handle_send in the exporter, "
+                    "gw_ipc_handle_recv here before gw_ipc_open (or set ptrace_scope 0, or "
+                    "have the exporter call prctl(PR_SET_PTRACER, pid); docs/IPC.md)",
                     what, call, (unsigned long long)pid, fd, strerror(err));
   if (err == ESRCH)
     return gw__fail(GW_EBACKEND, "h: %s: %s: exporting process %llu is gone: %s", what, call,
@@ -225,7 +234,7 @@ static gw_status pool_of(gw_context *ctx, const gw__ipc_fields *d, int device,
   struct pool_imp *p = calloc(1, sizeof *p);
   if (!p) return gw__fail(GW_ENOMEM, "gw_ipc_open: out of host memory");
   int fd = -1;
-  gw_status s = take_fd("pool memory", d->pid, d->share.fd, &fd);
+  gw_status s = take_fd("pool memory", d->pid, d->nonce, d->share.fd, &fd);
   if (s == GW_OK) {
     s = ctx->ops->ipc_pool_import(ctx->state, fd, device, &p->pool);
     close(fd); /* the imported pool holds what it needs */
@@ -255,7 +264,7 @@ static gw_status vmm_open(gw_context *ctx, const gw__ipc_fields *d, int device, 
   int fds[GW__IPC_VMM_MAX_CHUNKS], n = 0;
   gw_status s = GW_OK;
   while (n < d->share.nchunks && s == GW_OK) {
-    s = take_fd("VMM memory", d->pid, d->share.chunk_fd[n], &fds[n]);
+    s = take_fd("VMM memory", d->pid, d->nonce, d->share.chunk_fd[n], &fds[n]);
     if (s == GW_OK) n++;
   }
   if (s == GW_OK)
@@ -319,12 +328,14 @@ gw_status gw__ipc_table_open(gw_context *ctx, const gw__ipc_fields *d, int devic
                              struct gw__ipc_map **out, char **local) {
   pthread_mutex_lock(&lock);
   struct gw__ipc_map *m = find(ctx->ops, d, device);
-  if (!m) {
-    gw_status s = map_new(ctx, d, device, &m);
-    if (s != GW_OK) {
-      pthread_mutex_unlock(&lock);
-      return s;
-    }
+  gw_status s = m ? GW_OK : map_new(ctx, d, device, &m);
+  /* The descriptors received for the handle are consumed by this open: used by map_new,
+   * the rest (the memory mapped already, or the pool imported; a failed open) closed, so
+   * that none outlives the open it was sent for (ipc_fdpass.c). */
+  gw__ipc_fd_drop(d);
+  if (s != GW_OK) {
+    pthread_mutex_unlock(&lock);
+    return s;
   }
   m->refs++;
   *local = m->local;
