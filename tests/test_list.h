@@ -92,18 +92,22 @@
   T(ceiling, ALL, "")
 
 /* gpu/test_vmm_cuda.c */
-#define TEST_LIST_test_vmm_cuda(T, H) \
-  T(vmm_two_chunks, ALL, "")          \
-  T(vmm_three_chunks, ALL, "")        \
-  T(vmm_hole_and_end, ALL, "")        \
-  T(pool_interior, ALL, "")           \
-  T(pool_reuse, ALL, "")              \
-  T(pool_trim_destroy, ALL, "")       \
-  T(export_refused, ALL, "")          \
-  T(pool_ipc_two_processes, ALL, "")  \
-  T(vmm_ipc_two_processes, ALL, "")   \
-  H(pool_ipc_child, pool_ipc_child)   \
-  H(vmm_ipc_child, vmm_ipc_child)
+#define TEST_LIST_test_vmm_cuda(T, H)   \
+  T(vmm_two_chunks, ALL, "")            \
+  T(vmm_three_chunks, ALL, "")          \
+  T(vmm_hole_and_end, ALL, "")          \
+  T(pool_interior, ALL, "")             \
+  T(pool_reuse, ALL, "")                \
+  T(pool_trim_destroy, ALL, "")         \
+  T(export_refused, ALL, "")            \
+  T(pool_ipc_two_processes, ALL, "")    \
+  T(vmm_ipc_two_processes, ALL, "")     \
+  T(pool_ipc_cycles, ALL, "")           \
+  T(vmm_ipc_cycles, ALL, "")            \
+  H(pool_ipc_child, pool_ipc_child)     \
+  H(vmm_ipc_child, vmm_ipc_child)       \
+  H(pool_cycle_child, pool_cycle_child) \
+  H(vmm_cycle_child, vmm_cycle_child)
 
 /* gpu/test_streams_cuda.c */
 #define TEST_LIST_test_streams_cuda(T, H) \

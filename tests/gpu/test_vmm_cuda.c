@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -689,6 +690,266 @@ TEST_IMPL(vmm_ipc_two_processes) {
   size_t free1 = 0;
   ASSERT_CUDA(cudaMemGetInfo(&free1, &total));
   ASSERT_TRUE(free1 + ((size_t)2 << 20) >= free0); /* the imports gave their memory back */
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- export/open/release cycles between two processes (issue 45: 10^4 of each) ---- */
+
+/* How many: GW_TEST_IPC_CYCLES, else 10^4 (at least 3: the baseline is taken after one). */
+static int cycles_wanted(void) {
+  const char *e = getenv("GW_TEST_IPC_CYCLES");
+  int n = e && *e ? atoi(e) : 10000;
+  return n < 3 ? 3 : n;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* This binary again, exec'd to run helper `name` with GW_CYC_SEED and GW_CYC_N set; its
+ * stdout read through *in, its stdin written through *to. */
+static pid_t cycle_child_start(const char *name, uint64_t seed, int n, FILE **in, int *to) {
+  int pto[2], pfrom[2];
+  ASSERT_EQ_INT(pipe(pto), 0);
+  ASSERT_EQ_INT(pipe(pfrom), 0);
+  char exe[4096], hname[64], eseed[64], en[64];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_TRUE(len > 0);
+  exe[len] = '\0';
+  snprintf(hname, sizeof hname, "%s", name);
+  snprintf(eseed, sizeof eseed, "GW_CYC_SEED=%llu", (unsigned long long)seed);
+  snprintf(en, sizeof en, "GW_CYC_N=%d", n);
+  size_t k = 0;
+  while (environ[k]) k++;
+  char **env = calloc(k + 3, sizeof *env);
+  ASSERT_NOT_NULL(env);
+  for (size_t i = 0; i < k; i++) env[i] = environ[i];
+  env[k] = eseed;
+  env[k + 1] = en;
+  posix_spawn_file_actions_t fa;
+  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_adddup2(&fa, pto[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, pfrom[1], 1);
+  posix_spawn_file_actions_addclose(&fa, pto[1]);
+  posix_spawn_file_actions_addclose(&fa, pfrom[0]);
+  char *argv[] = {exe, hname, NULL};
+  pid_t pid;
+  ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(pto[0]);
+  close(pfrom[1]);
+  *in = fdopen(pfrom[0], "r");
+  ASSERT_NOT_NULL(*in);
+  *to = pto[1];
+  return pid;
+}
+
+static void cycle_send_handle(const gw_ipc_handle *h) {
+  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(hex + 2 * i, "%02x", h->bytes[i]);
+  printf("handle %s\n", hex);
+  fflush(stdout);
+}
+
+/* The next "handle" line (1), or "done" (0). */
+static int cycle_next(FILE *in, gw_ipc_handle *h) {
+  static char line[2 * GW_IPC_HANDLE_BYTES + 64];
+  for (;;) {
+    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    if (strncmp(line, "done", 4) == 0) return 0;
+    if (strncmp(line, "handle ", 7) == 0) break;
+  }
+  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
+    unsigned v;
+    ASSERT_EQ_INT(sscanf(line + 7 + 2 * i, "%2x", &v), 1);
+    h->bytes[i] = (unsigned char)v;
+  }
+  return 1;
+}
+
+/* The exporter's side of one cycle, after its export: the handle out, its descriptors
+ * counted where the importer has nothing mapped (cycle 1 is the baseline: the pool's
+ * descriptor, or the chunks', made by the first export), then wait for "go". */
+static void cycle_child_step(int i, int n, const gw_ipc_handle *h, int *fds1) {
+  cycle_send_handle(h);
+  int fds = tst_open_fds();
+  if (i == 1) *fds1 = fds;
+  if (i == n - 1) {
+    TEST_CONTEXT("exporter's descriptors after %d cycles", n);
+    ASSERT_EQ_INT(fds, *fds1);
+  }
+  char line[16];
+  ASSERT_NOT_NULL(fgets(line, sizeof line, stdin));
+}
+
+/* The importer's side: every cycle opens the handle, checks every element, releases;
+ * descriptors and the device's free memory are read where the exporter holds one
+ * allocation and this process maps nothing (after each handle arrives), at cycle 1 and at
+ * the last, and must agree. */
+static void cycles_import(const char *child, int n, const char *what) {
+  uint64_t seed = tst_rand64() | 1;
+  FILE *in = NULL;
+  int to = -1;
+  pid_t pid = cycle_child_start(child, seed, n, &in, &to);
+  int fds1 = -1;
+  size_t free1 = 0, total = 0;
+  double t0 = now_s();
+  gw_ipc_handle h;
+  for (int i = 0; i < n; i++) {
+    ASSERT_TRUE(cycle_next(in, &h));
+    if (i == 1 || i == n - 1) {
+      size_t fr = 0;
+      ASSERT_CUDA(cudaMemGetInfo(&fr, &total));
+      int fds = tst_open_fds();
+      if (i == 1) {
+        fds1 = fds;
+        free1 = fr;
+      } else {
+        printf("%s: %d cycles in %.1f s; descriptors %d -> %d; free memory %zu -> %zu bytes\n",
+               what, n, now_s() - t0, fds1, fds, free1, fr);
+        TEST_CONTEXT("%s: importer's descriptors after %d cycles", what, n);
+        ASSERT_EQ_INT(fds, fds1);
+        /* the driver's own bookkeeping may move by less than a granule */
+        TEST_CONTEXT("%s: device free memory after %d cycles", what, n);
+        ASSERT_TRUE(fr + ((size_t)2 << 20) >= free1 && free1 + ((size_t)2 << 20) >= fr);
+      }
+    }
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed + (uint64_t)i);
+    gw_release(a);
+    ASSERT_EQ_INT((int)write(to, "go\n", 3), 3);
+  }
+  ASSERT_TRUE(!cycle_next(in, &h)); /* "done": the exporter checked its own side */
+  close(to);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  fclose(in);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static int cycle_scope_ok(void) {
+  FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  int scope = -1;
+  if (yama) {
+    if (fscanf(yama, "%d", &scope) != 1) scope = -1;
+    fclose(yama);
+  }
+  return scope < 2;
+}
+
+/* Pool cycles' exporter: one IPC pool; each cycle an allocation (64 KiB of float64),
+ * seeded, exported, freed once the importer released it. */
+static int pool_cycle_child(void) {
+  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
+  int n = atoi(getenv("GW_CYC_N"));
+  setup();
+  int fds0 = tst_open_fds(), fds1 = -1;
+  cudaMemPool_t pool = pool_create(1);
+  int64_t len = 8192;
+  for (int i = 0; i < n; i++) {
+    void *p = NULL;
+    ASSERT_CUDA(cudaMallocFromPoolAsync(&p, (size_t)len * 8, pool, 0));
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, p, GW_FLOAT64, 1, &len, NULL, 0, &a));
+    write_seeded(a, seed + (uint64_t)i);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_ipc_handle h;
+    ASSERT_OK(gw_ipc_export(a, &h));
+    cycle_child_step(i, n, &h, &fds1);
+    gw_release(a);
+    ASSERT_CUDA(cudaFreeAsync(p, 0));
+    ASSERT_CUDA(cudaStreamSynchronize(0));
+  }
+  ASSERT_CUDA(cudaMemPoolDestroy(pool));
+  /* the pool's exported descriptor stays for the process's life (docs/IPC.md) */
+  TEST_CONTEXT("exporter's descriptors at the start %d, after cycle 1 %d", fds0, fds1);
+  ASSERT_TRUE(tst_open_fds() <= fds1);
+  printf("done\n");
+  fflush(stdout);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* GW_TEST_IPC_CYCLES (default 10^4) cycles of an IPC pool's allocation: exported by an
+ * exec'd child, opened here, every element read, released; descriptors on both sides and
+ * the device's free memory where they started. */
+TEST_IMPL(pool_ipc_cycles) {
+  setup();
+  pools_require();
+  CUdevice dev;
+  int fdtype = 0;
+  ASSERT_CU(drv_cuDeviceGet(&dev, 0));
+  ASSERT_CU(drv_cuDeviceGetAttribute(
+      &fdtype, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
+  if (!fdtype) TEST_SKIP("the device has no POSIX file descriptor handles");
+  if (!cycle_scope_ok()) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  cycles_import("pool_cycle_child", cycles_wanted(), "pool");
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* VMM cycles' exporter: one reservation of 2 chunks' size (as PyTorch's expandable
+ * segments keep theirs); each cycle 2 new shareable chunks mapped into it, an array over
+ * the last 32 KiB of the first and the first 32 KiB of the second, seeded, exported;
+ * unmapped once the importer released it. Re-exporting the same address as a new
+ * allocation closes the old chunks' descriptors (gpu_ipc.c), so the count stays. */
+static int vmm_cycle_child(void) {
+  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
+  int n = atoi(getenv("GW_CYC_N"));
+  setup();
+  vmm_require(1);
+  int fds1 = -1;
+  const int none[2] = {0, 0};
+  segment s = seg_make(2, none, 1);
+  CUmemAllocationProp prop = vmm_prop(1);
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = 0;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  int64_t len = 8192; /* 64 KiB of float64, half in each chunk */
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < 2; k++) {
+      CUmemGenericAllocationHandle hd;
+      ASSERT_CU(drv_cuMemCreate(&hd, s.cs, &prop, 0));
+      ASSERT_CU(drv_cuMemMap(s.r + (size_t)k * s.cs, s.cs, 0, hd, 0));
+      ASSERT_CU(drv_cuMemRelease(hd));
+    }
+    ASSERT_CU(drv_cuMemSetAccess(s.r, 2 * s.cs, &acc, 1));
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, AT(s, s.cs - 32768), GW_FLOAT64, 1, &len, NULL, 0, &a));
+    write_seeded(a, seed + (uint64_t)i);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_ipc_handle h;
+    ASSERT_OK(gw_ipc_export(a, &h));
+    ASSERT_EQ_INT(h.bytes[240], 2); /* both chunks named */
+    cycle_child_step(i, n, &h, &fds1);
+    gw_release(a);
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_CU(drv_cuMemUnmap(s.r, 2 * s.cs));
+  }
+  ASSERT_CU(drv_cuMemAddressFree(s.r, 2 * s.cs));
+  printf("done\n");
+  fflush(stdout);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* GW_TEST_IPC_CYCLES (default 10^4) cycles of VMM memory over 2 chunks (new chunks each
+ * cycle, at the same addresses): exported by an exec'd child, opened here (import,
+ * reserve, map, set access), every element read, released (unmap, free the range);
+ * descriptors on both sides and the device's free memory where they started. */
+TEST_IMPL(vmm_ipc_cycles) {
+  setup();
+  vmm_require(1);
+  if (!cycle_scope_ok()) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  cycles_import("vmm_cycle_child", cycles_wanted(), "vmm");
   gw_context_destroy(ctx);
   return 0;
 }

@@ -324,10 +324,8 @@ static const gw__backend_ops gwg_ops = {
     .ipc_mem_close = gwg_ipc_close,
     .ipc_pool_import = gwg_ipc_pool_import,
     .ipc_pool_release = gwg_ipc_pool_release,
-#if GWV_HAS_VMM_IPC
     .ipc_vmm_open = gwg_ipc_vmm_open,
     .ipc_vmm_close = gwg_ipc_vmm_close,
-#endif
     .ipc_event_create = gwg_ipc_event_create,
     .ipc_event_open = gwg_ipc_event_open,
     .stream_capturing = gwg_stream_capturing,

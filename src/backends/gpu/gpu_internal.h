@@ -111,7 +111,7 @@ gw_status gwg_ipc_close(void *state, int device, void *pool, void *base);
 gw_status gwg_ipc_pool_import(void *state, int fd, int device, void **pool);
 gw_status gwg_ipc_pool_release(void *state, int device, void *pool);
 gw_status gwg_ipc_vmm_open(void *state, int device, int n, const int *fds, const uint64_t *bytes,
-                           uint64_t id, void **base); /* GWV_HAS_VMM_IPC only */
+                           uint64_t id, void **base);
 gw_status gwg_ipc_vmm_close(void *state, int device, void *base, size_t total);
 gw_status gwg_ipc_event_create(void *state, void **event, unsigned char rt[GW__IPC_RT_BYTES]);
 gw_status gwg_ipc_event_open(void *state, const unsigned char rt[GW__IPC_RT_BYTES], void **event);

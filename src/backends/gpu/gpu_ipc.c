@@ -4,13 +4,14 @@
  * each allocation once per process and never opens a handle in the process that made it
  * (the runtimes refuse both).
  *
- * Memory of a stream-ordered pool with a POSIX file descriptor handle type (CUDA; found by
- * gwv_ipc_pool) is shared through its pool: the pool's descriptor
- * (cudaMemPoolExportToShareableHandle), made once per pool and kept open for the life of
- * the process so that importers can take it with pidfd_getfd (the core's call), and each
- * allocation's 64 bytes of export data (cudaMemPoolExportPointer). The importer imports
- * the pool once (cudaMemPoolImportFromShareableHandle; the core's table), each pointer
- * (cudaMemPoolImportPointer), frees it (cudaFree) and destroys the pool after its last.
+ * Memory of a stream-ordered pool with a POSIX file descriptor handle type (found by
+ * ipc_pool: the pointer's MEMPOOL_HANDLE and ALLOWED_HANDLE_TYPES attributes) is shared
+ * through its pool: the pool's descriptor (MemPoolExportToShareableHandle), made once per
+ * pool and kept open for the life of the process so that importers can take it with
+ * pidfd_getfd (the core's call), and each allocation's 64 bytes of export data
+ * (MemPoolExportPointer). The importer imports the pool once (MemPoolImportFromShareable-
+ * Handle; the core's table), each pointer (MemPoolImportPointer), frees it and destroys
+ * the pool after its last.
  *
  * Legacy IPC cannot export other pool memory or VMM memory; they fail with GW_ENOTSUP
  * naming why: on CUDA found before the call from the pointer's attributes
@@ -18,12 +19,15 @@
  * runtime's refusal (invalid value), each message saying how to allocate the memory
  * shareable (a POSIX file descriptor handle type at creation).
  *
- * VMM memory with a POSIX file descriptor handle type (CUDA; gwv_vmm_chunk) is shared chunk
- * by chunk: the chunks covering the array, one descriptor each (cuMemRetainAllocationHandle
- * + cuMemExportToShareableHandle, kept open: chunk_fd), at most GW__IPC_VMM_MAX_CHUNKS; the
+ * VMM memory with a POSIX file descriptor handle type (vmm_chunk) is shared chunk by
+ * chunk: the chunks covering the array, one descriptor each (MemRetainAllocationHandle +
+ * MemExportToShareableHandle, kept open: chunk_fd), at most GW__IPC_VMM_MAX_CHUNKS; the
  * importer (gwg_ipc_vmm_open, given descriptors the core took with pidfd_getfd) imports,
  * reserves, maps and sets access; gwg_ipc_vmm_close synchronizes, unmaps, frees the range.
- * HIP: not yet (GWV_HAS_VMM_IPC 0).
+ *
+ * One source for CUDA and HIP: the vendor shim names the driver-level calls (cu* / hip*),
+ * ROCm 5.2 declares all of them. On HIP this is compiled, never run on AMD hardware
+ * (docs/IPC.md says so).
  */
 #include "gpu_internal.h"
 
@@ -31,6 +35,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The pool of ptr when it is one whose memory can be shared (MEMPOOL_HANDLE set and a
+ * POSIX fd among its ALLOWED_HANDLE_TYPES), else NULL. */
+static gwv_mempool ipc_pool(const void *ptr) {
+  void *pool = NULL;
+  unsigned long long types = 0;
+  if (gwv_PointerGetAttribute(&pool, GWV_PA_MEMPOOL_HANDLE, ptr) != GWV_DRV_SUCCESS || !pool ||
+      gwv_PointerGetAttribute(&types, GWV_PA_ALLOWED_HANDLE_TYPES, ptr) != GWV_DRV_SUCCESS ||
+      !(types & (unsigned long long)GWV_MEM_HANDLE_POSIX_FD)) {
+    gwv_drv_clear();
+    return NULL;
+  }
+  return (gwv_mempool)pool;
+}
 
 _Static_assert(sizeof(gwv_pool_ptr_data) <= GW__IPC_RT_BYTES,
                "a pool pointer's export data must fit gw_ipc_handle's 64 bytes for it");
@@ -109,7 +127,106 @@ static gw_status pool_export(gwv_mempool pool, void *base, int device,
 _Static_assert(sizeof(gwv_ipc_handle) <= GW__IPC_RT_BYTES,
                "the runtime's IPC handle must fit gw_ipc_handle's 64 bytes for it");
 
-#if GWV_HAS_VMM_IPC
+/* Whether ptr is VMM memory whose chunk can be exported as a POSIX descriptor: its chunk
+ * [*base, +*size) and buffer id (0 where the runtime gives none). 0 when it is not VMM
+ * memory (MemRetainAllocationHandle refuses a plain allocation's) or its properties cannot
+ * be read; *shareable 0 when it has no such handle type. */
+static int vmm_chunk(uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *id, int *shareable) {
+  gwv_mem_handle h;
+  if (gwv_MemRetainAllocationHandle(&h, (void *)ptr) != GWV_DRV_SUCCESS) {
+    gwv_drv_clear();
+    return 0;
+  }
+  gwv_mem_prop prop;
+  memset(&prop, 0, sizeof prop);
+  int ok = gwv_MemGetAllocationPropertiesFromHandle(&prop, h) == GWV_DRV_SUCCESS;
+  (void)gwv_MemRelease(h); /* the retain only */
+  gwv_devptr b = 0;
+  size_t n = 0;
+  if (!ok || gwv_MemGetAddressRange(&b, &n, (gwv_devptr)ptr) != GWV_DRV_SUCCESS) {
+    gwv_drv_clear();
+    return 0;
+  }
+  *base = (uintptr_t)b;
+  *size = n;
+  *id = gwv_buffer_id((void *)ptr);
+  *shareable = ((unsigned)GWV_PROP_HANDLE_TYPES(prop) & (unsigned)GWV_MEM_HANDLE_POSIX_FD) != 0;
+  return 1;
+}
+
+/* The chunk at ptr as a new POSIX descriptor (retain + export; the retain is dropped, the
+ * descriptor keeps the memory). 0 or the driver's code, *call naming the call. */
+static int vmm_export_fd(uintptr_t ptr, int *fd, const char **call) {
+  gwv_mem_handle h;
+  int r = (int)gwv_MemRetainAllocationHandle(&h, (void *)ptr);
+  *call = GWV_DRV("MemRetainAllocationHandle");
+  if (r != GWV_DRV_SUCCESS) return r;
+  r = (int)gwv_MemExportToShareableHandle(fd, h, GWV_MEM_HANDLE_POSIX_FD, 0);
+  *call = GWV_DRV("MemExportToShareableHandle(POSIX file descriptor)");
+  (void)gwv_MemRelease(h);
+  return r;
+}
+
+#define DEVPTR_AT(va, off) ((gwv_devptr)((uintptr_t)(va) + (off)))
+
+/* Import n chunks, reserve their total, map each at its offset, give `device` read-write
+ * access (the current device). Each chunk's handle is released once mapped (the mapping
+ * holds its own reference, as UCX does), so a close is unmap + address free. On a
+ * failure nothing is left. */
+static int vmm_import(int device, int n, const int *fds, const uint64_t *bytes, void **out,
+                      const char **call) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += (size_t)bytes[i];
+  gwv_devptr va = 0;
+  int r = (int)gwv_MemAddressReserve(&va, total, 0, (gwv_devptr)0, 0);
+  *call = GWV_DRV("MemAddressReserve");
+  if (r != GWV_DRV_SUCCESS) return r;
+  size_t off = 0;
+  for (int mapped = 0; mapped < n; mapped++) {
+    gwv_mem_handle h;
+    r = (int)gwv_MemImportFromShareableHandle(&h, (void *)(intptr_t)fds[mapped],
+                                              GWV_MEM_HANDLE_POSIX_FD);
+    *call = GWV_DRV("MemImportFromShareableHandle");
+    if (r != GWV_DRV_SUCCESS) break;
+    r = (int)gwv_MemMap(DEVPTR_AT(va, off), (size_t)bytes[mapped], 0, h, 0);
+    *call = GWV_DRV("MemMap");
+    (void)gwv_MemRelease(h);
+    if (r != GWV_DRV_SUCCESS) break;
+    off += (size_t)bytes[mapped];
+  }
+  if (r == GWV_DRV_SUCCESS) {
+    gwv_access_desc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = GWV_MEM_LOCATION_DEVICE;
+    acc.location.id = device;
+    acc.flags = GWV_MEM_ACCESS_RW;
+    r = (int)gwv_MemSetAccess(va, total, &acc, 1);
+    *call = GWV_DRV("MemSetAccess");
+  }
+  if (r != GWV_DRV_SUCCESS) {
+    if (off) (void)gwv_MemUnmap(va, off);
+    (void)gwv_MemAddressFree(va, total);
+    return r;
+  }
+  *out = (void *)(uintptr_t)va;
+  return 0;
+}
+
+/* Synchronize (a VMM unmap does not wait, unlike a free), unmap, free the range. */
+static int vmm_close(void *base, size_t total, const char **call) {
+  int r = (int)gwv_CtxSynchronize();
+  *call = GWV_CTX_SYNC_NAME;
+  if (r == GWV_DRV_SUCCESS) {
+    r = (int)gwv_MemUnmap(DEVPTR_AT(base, 0), total);
+    *call = GWV_DRV("MemUnmap");
+  }
+  if (r == GWV_DRV_SUCCESS) {
+    r = (int)gwv_MemAddressFree(DEVPTR_AT(base, 0), total);
+    *call = GWV_DRV("MemAddressFree");
+  }
+  return r;
+}
+
 /* VMM chunks this process exported: one descriptor per chunk (cuMemExportToShareableHandle),
  * kept open so that importers can take it with pidfd_getfd at any time. The driver does not
  * tell when a chunk is released, so a descriptor stays until the chunk's address is
@@ -129,7 +246,9 @@ static size_t nchunks, cap_chunks;
 static gw_status chunk_fd(uintptr_t base, size_t size, uint64_t id, int *fd) {
   for (size_t i = 0; i < nchunks; i++) {
     if (chunks[i].base != base) continue;
-    if (chunks[i].id == id && chunks[i].size == size) {
+    /* id 0: the runtime gives no buffer id (HIP), so a chunk cannot be told from a later
+     * one at its address: a new descriptor each export, never one that may be stale */
+    if (id && chunks[i].id == id && chunks[i].size == size) {
       *fd = chunks[i].fd;
       return GW_OK;
     }
@@ -145,7 +264,7 @@ static gw_status chunk_fd(uintptr_t base, size_t size, uint64_t id, int *fd) {
     cap_chunks = cap;
   }
   const char *call = "";
-  int f = -1, r = gwv_vmm_export_fd(base, &f, &call);
+  int f = -1, r = vmm_export_fd(base, &f, &call);
   if (r != 0)
     return gwg_host->fail(GW_EBACKEND, "%s of the VMM chunk [%p, +%zu): %s (%s)", call,
                           (void *)base, size, gwv_query_error_name(r), gwv_query_error_text(r));
@@ -165,7 +284,7 @@ static int vmm_export(void *base, int device, uint64_t *alloc_id, gw__ipc_share 
   gwg_prev prev;
   *st = gwg_enter(device, &prev);
   if (*st != GW_OK) return 1;
-  if (!gwv_vmm_chunk(lo, &cb, &cs, &id, &shareable)) {
+  if (!vmm_chunk(lo, &cb, &cs, &id, &shareable)) {
     gwg_leave(prev);
     return 0;
   }
@@ -173,7 +292,7 @@ static int vmm_export(void *base, int device, uint64_t *alloc_id, gw__ipc_share 
   uintptr_t at = cb;
   pthread_mutex_lock(&pools_lock);
   while (*st == GW_OK && at < hi) {
-    if (at != cb && !gwv_vmm_chunk(at, &cb, &cs, &id, &shareable))
+    if (at != cb && !vmm_chunk(at, &cb, &cs, &id, &shareable))
       *st = gwg_host->fail(GW_EINVAL, "a: %p: no VMM chunk mapped there", (void *)at);
     else if (cb != at)
       *st = gwg_host->fail(GW_EINVAL, "a: %p: not the start of a VMM chunk", (void *)at);
@@ -215,7 +334,7 @@ gw_status gwg_ipc_vmm_open(void *state, int device, int n, const int *fds, const
   gw_status s = gwg_enter(device, &prev);
   if (s != GW_OK) return s;
   const char *call = "";
-  int r = gwv_vmm_import(device, n, fds, bytes, base, &call);
+  int r = vmm_import(device, n, fds, bytes, base, &call);
   gwg_leave(prev);
   if (r != 0)
     return gwg_host->fail(GW_EBACKEND,
@@ -231,28 +350,25 @@ gw_status gwg_ipc_vmm_close(void *state, int device, void *base, size_t total) {
   gw_status s = gwg_enter(device, &prev);
   if (s != GW_OK) return s;
   const char *call = "";
-  int r = gwv_vmm_close(base, total, &call);
+  int r = vmm_close(base, total, &call);
   gwg_leave(prev);
   return r == 0 ? GW_OK
                 : gwg_host->fail(GW_EBACKEND, "%s of the imported VMM range [%p, +%zu): %s", call,
                                  base, total, gwv_query_error_name(r));
 }
-#endif
 
 gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
                          unsigned char rt[GW__IPC_RT_BYTES], uint64_t *alloc_id,
                          gw__ipc_share *sh) {
   (void)state;
   (void)extent;
-  gwv_mempool pool = gwv_ipc_pool(base);
+  gwv_mempool pool = ipc_pool(base);
   if (pool) return pool_export(pool, base, device, rt, alloc_id, sh);
-#if GWV_HAS_VMM_IPC
   gw_status vs;
   if (vmm_export(base, device, alloc_id, sh, &vs)) {
     memset(rt, 0, GW__IPC_RT_BYTES);
     return vs;
   }
-#endif
   const char *why = gwv_ipc_refusal(base);
   if (why) return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);
   gwg_prev prev;

@@ -158,20 +158,6 @@ typedef struct cudaMemPoolPtrExportData gwv_pool_ptr_data;
 #define gwv_MemPoolExportPointer cudaMemPoolExportPointer
 #define gwv_MemPoolImportPointer cudaMemPoolImportPointer
 #define gwv_MemPoolDestroy cudaMemPoolDestroy
-/* The pool of ptr when it is one whose memory can be shared (MEMPOOL_HANDLE set and a
- * POSIX fd among its ALLOWED_HANDLE_TYPES), else NULL. */
-static inline gwv_mempool gwv_ipc_pool(const void *ptr) {
-  CUmemoryPool pool = NULL;
-  unsigned long long types = 0;
-  if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
-      !pool ||
-      cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
-      !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-    return NULL;
-  return (gwv_mempool)pool;
-}
 /* An id that tells an allocation from a later one at the same address (0: none). */
 static inline uint64_t gwv_buffer_id(const void *ptr) {
   unsigned long long id = 0;
@@ -181,99 +167,39 @@ static inline uint64_t gwv_buffer_id(const void *ptr) {
   return (uint64_t)id;
 }
 
-/* VMM memory made with a POSIX file descriptor handle type, shared between processes
- * (gpu_ipc.c). Driver calls: each returns CUDA_SUCCESS (0) or the driver's code, and *call
- * names the call that failed. */
-#define GWV_HAS_VMM_IPC 1
-/* Whether ptr is VMM memory whose chunk can be exported as a POSIX descriptor: its chunk
- * [*base, +*size) and buffer id. 0 when it is not VMM memory (cuMemRetainAllocationHandle
- * refuses cudaMalloc memory) or has no such handle type (*shareable 0). */
-static inline int gwv_vmm_chunk(uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *id,
-                                int *shareable) {
-  CUmemGenericAllocationHandle h;
-  if (cuMemRetainAllocationHandle(&h, (void *)ptr) != CUDA_SUCCESS) return 0;
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  int ok = cuMemGetAllocationPropertiesFromHandle(&prop, h) == CUDA_SUCCESS;
-  (void)cuMemRelease(h); /* the retain only */
-  CUdeviceptr b = 0;
-  size_t n = 0;
-  if (!ok || cuMemGetAddressRange(&b, &n, (CUdeviceptr)ptr) != CUDA_SUCCESS) return 0;
-  *base = (uintptr_t)b;
-  *size = n;
-  *id = gwv_buffer_id((void *)ptr);
-  *shareable = (prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
-  return 1;
-}
-/* The chunk at ptr as a new POSIX descriptor (cuMemRetainAllocationHandle +
- * cuMemExportToShareableHandle; the retain is dropped, the descriptor keeps the memory). */
-static inline int gwv_vmm_export_fd(uintptr_t ptr, int *fd, const char **call) {
-  CUmemGenericAllocationHandle h;
-  CUresult r = cuMemRetainAllocationHandle(&h, (void *)ptr);
-  *call = "cuMemRetainAllocationHandle";
-  if (r != CUDA_SUCCESS) return (int)r;
-  r = cuMemExportToShareableHandle(fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  *call = "cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR)";
-  (void)cuMemRelease(h);
-  return (int)r;
-}
-/* Import n chunks, reserve their total, map each at its offset, give `device` read-write
- * access (the current context's device). Each chunk's handle is released once mapped (the
- * mapping holds its own reference, as UCX does), so a close is unmap + address free. On a
- * failure nothing is left. */
-static inline int gwv_vmm_import(int device, int n, const int *fds, const uint64_t *bytes,
-                                 void **out, const char **call) {
-  size_t total = 0;
-  for (int i = 0; i < n; i++) total += (size_t)bytes[i];
-  CUdeviceptr va = 0;
-  CUresult r = cuMemAddressReserve(&va, total, 0, 0, 0);
-  *call = "cuMemAddressReserve";
-  if (r != CUDA_SUCCESS) return (int)r;
-  size_t off = 0;
-  int mapped = 0;
-  for (; mapped < n; mapped++) {
-    CUmemGenericAllocationHandle h;
-    r = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fds[mapped],
-                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    *call = "cuMemImportFromShareableHandle";
-    if (r != CUDA_SUCCESS) break;
-    r = cuMemMap(va + off, (size_t)bytes[mapped], 0, h, 0);
-    *call = "cuMemMap";
-    (void)cuMemRelease(h);
-    if (r != CUDA_SUCCESS) break;
-    off += (size_t)bytes[mapped];
-  }
-  if (r == CUDA_SUCCESS) {
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = device;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cuMemSetAccess(va, total, &acc, 1);
-    *call = "cuMemSetAccess";
-  }
-  if (r != CUDA_SUCCESS) {
-    if (off) (void)cuMemUnmap(va, off);
-    (void)cuMemAddressFree(va, total);
-    return (int)r;
-  }
-  *out = (void *)(uintptr_t)va;
-  return 0;
-}
-/* Synchronize (VMM unmap does not, unlike cudaFree), unmap, free the range. */
-static inline int gwv_vmm_close(void *base, size_t total, const char **call) {
-  CUresult r = cuCtxSynchronize();
-  *call = "cuCtxSynchronize";
-  if (r == CUDA_SUCCESS) {
-    r = cuMemUnmap((CUdeviceptr)(uintptr_t)base, total);
-    *call = "cuMemUnmap";
-  }
-  if (r == CUDA_SUCCESS) {
-    r = cuMemAddressFree((CUdeviceptr)(uintptr_t)base, total);
-    *call = "cuMemAddressFree";
-  }
-  return (int)r;
-}
+/* The driver-level calls of the pool and VMM sharing (gpu_ipc.c holds the logic, one
+ * source for both vendors): pointer attributes, VMM chunks and their POSIX descriptors.
+ * Each returns GWV_DRV_SUCCESS (0) or the driver's code (gwv_query_error_name reads it). */
+typedef CUdeviceptr gwv_devptr;
+typedef CUmemGenericAllocationHandle gwv_mem_handle;
+typedef CUmemAllocationProp gwv_mem_prop;
+typedef CUmemAccessDesc gwv_access_desc;
+#define GWV_DRV_SUCCESS CUDA_SUCCESS
+/* The driver API keeps no last error: a refused probe leaves nothing behind. */
+#define gwv_drv_clear() ((void)0)
+#define GWV_DRV(name) "cu" name
+#define gwv_PointerGetAttribute(data, attr, ptr) \
+  cuPointerGetAttribute(data, attr, (CUdeviceptr)(uintptr_t)(ptr))
+#define GWV_PA_MEMPOOL_HANDLE CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+#define GWV_PA_ALLOWED_HANDLE_TYPES CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES
+#define GWV_MEM_HANDLE_POSIX_FD CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define GWV_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleTypes)
+#define GWV_MEM_LOCATION_DEVICE CU_MEM_LOCATION_TYPE_DEVICE
+#define GWV_MEM_ACCESS_RW CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+#define gwv_MemRetainAllocationHandle cuMemRetainAllocationHandle
+#define gwv_MemGetAllocationPropertiesFromHandle cuMemGetAllocationPropertiesFromHandle
+#define gwv_MemGetAddressRange cuMemGetAddressRange
+#define gwv_MemRelease cuMemRelease
+#define gwv_MemExportToShareableHandle cuMemExportToShareableHandle
+#define gwv_MemImportFromShareableHandle cuMemImportFromShareableHandle
+#define gwv_MemAddressReserve cuMemAddressReserve
+#define gwv_MemAddressFree cuMemAddressFree
+#define gwv_MemMap cuMemMap
+#define gwv_MemUnmap cuMemUnmap
+#define gwv_MemSetAccess cuMemSetAccess
+/* The current context's work done (VMM unmap does not wait, unlike cudaFree). */
+#define gwv_CtxSynchronize cuCtxSynchronize
+#define GWV_CTX_SYNC_NAME "cuCtxSynchronize"
 
 /* Device attributes; 0 when the runtime does not know one. */
 typedef enum {

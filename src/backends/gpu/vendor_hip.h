@@ -125,9 +125,16 @@ static inline uint64_t gwv_buffer_id(const void *ptr) {
   (void)ptr;
   return 0;
 }
-/* Stream-ordered pools shared between processes: HIP has the calls, but gpuwrap does not
- * yet tell an IPC pool's memory apart on HIP (gwv_ipc_pool is NULL: such memory goes to
- * legacy IPC, whose refusal is mapped); the names are here for the shared source. */
+/* Stream-ordered pools and VMM chunks shared between processes (gpu_ipc.c holds the
+ * logic, one source for both vendors): ROCm 5.2 declares every call and attribute the
+ * CUDA path uses (hipMemPool{Export,Import}*, hipPointerGetAttribute with
+ * HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE / ALLOWED_HANDLE_TYPES, hipMemRetainAllocationHandle,
+ * hipMem{Export,Import}*ShareableHandle, hipMemAddressReserve, hipMemMap, hipMemSetAccess),
+ * so the same source is compiled for HIP. Compiled against ROCm 5.2's headers, never run
+ * on AMD hardware: which attributes CLR fills in is unmeasured (where it leaves
+ * MEMPOOL_HANDLE or ALLOWED_HANDLE_TYPES unset, pool memory falls back to legacy IPC and
+ * its refusal). hipMemPoolPtrExportData is 64 bytes, as CUDA's. Each driver-level call
+ * returns GWV_DRV_SUCCESS (0) or HIP's code. */
 typedef hipMemPool_t gwv_mempool;
 typedef hipMemPoolPtrExportData gwv_pool_ptr_data;
 #define GWV_HANDLE_POSIX_FD hipMemHandleTypePosixFileDescriptor
@@ -136,13 +143,37 @@ typedef hipMemPoolPtrExportData gwv_pool_ptr_data;
 #define gwv_MemPoolExportPointer hipMemPoolExportPointer
 #define gwv_MemPoolImportPointer hipMemPoolImportPointer
 #define gwv_MemPoolDestroy hipMemPoolDestroy
-static inline gwv_mempool gwv_ipc_pool(const void *ptr) {
-  (void)ptr;
-  return NULL;
-}
-/* VMM memory is not shared on HIP yet (gpu_ipc.c refuses it through legacy IPC's
- * refusal): hipMemExportToShareableHandle exists, the path is not written for HIP. */
-#define GWV_HAS_VMM_IPC 0
+typedef hipDeviceptr_t gwv_devptr;
+typedef hipMemGenericAllocationHandle_t gwv_mem_handle;
+typedef hipMemAllocationProp gwv_mem_prop;
+typedef hipMemAccessDesc gwv_access_desc;
+#define GWV_DRV_SUCCESS hipSuccess
+/* A refused probe (not pool memory, not a VMM chunk) must not stay HIP's last error. */
+#define gwv_drv_clear() ((void)hipGetLastError())
+#define GWV_DRV(name) "hip" name
+#define gwv_PointerGetAttribute(data, attr, ptr) \
+  hipPointerGetAttribute(data, attr, (hipDeviceptr_t)(uintptr_t)(ptr))
+#define GWV_PA_MEMPOOL_HANDLE HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+#define GWV_PA_ALLOWED_HANDLE_TYPES HIP_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES
+#define GWV_MEM_HANDLE_POSIX_FD hipMemHandleTypePosixFileDescriptor
+/* ROCm 5.2 names the field in the singular (CUDA: requestedHandleTypes) */
+#define GWV_PROP_HANDLE_TYPES(prop) ((prop).requestedHandleType)
+#define GWV_MEM_LOCATION_DEVICE hipMemLocationTypeDevice
+#define GWV_MEM_ACCESS_RW hipMemAccessFlagsProtReadWrite
+#define gwv_MemRetainAllocationHandle hipMemRetainAllocationHandle
+#define gwv_MemGetAllocationPropertiesFromHandle hipMemGetAllocationPropertiesFromHandle
+#define gwv_MemGetAddressRange hipMemGetAddressRange
+#define gwv_MemRelease hipMemRelease
+#define gwv_MemExportToShareableHandle hipMemExportToShareableHandle
+#define gwv_MemImportFromShareableHandle hipMemImportFromShareableHandle
+#define gwv_MemAddressReserve hipMemAddressReserve
+#define gwv_MemAddressFree hipMemAddressFree
+#define gwv_MemMap hipMemMap
+#define gwv_MemUnmap hipMemUnmap
+#define gwv_MemSetAccess hipMemSetAccess
+/* The device's work done (hipCtxSynchronize is deprecated; the device is current). */
+#define gwv_CtxSynchronize hipDeviceSynchronize
+#define GWV_CTX_SYNC_NAME "hipDeviceSynchronize"
 
 typedef enum {
   GWV_ATTR_PAGEABLE_ACCESS = hipDeviceAttributePageableMemoryAccess,
