@@ -308,8 +308,7 @@ typedef struct gw__backend_ops {
    * visible after it). Both may be captured into a graph (a memory-operation node: the
    * value is fixed at capture, every replay writes or waits for the same one). Only where
    * caps.stream_values has the width's bit; NULL: never. */
-  gw_status (*stream_write_value)(void *state, void *stream, void *addr, uint64_t value,
-                                  int bytes);
+  gw_status (*stream_write_value)(void *state, void *stream, void *addr, uint64_t value, int bytes);
   gw_status (*stream_wait_value)(void *state, void *stream, const void *addr, uint64_t value,
                                  int bytes);
 } gw__backend_ops;

@@ -21,8 +21,7 @@ int gw__stream_values_supported(const gw_context *ctx, int bytes) {
   return (ctx->caps.stream_values & bit) != 0;
 }
 
-static gw_status usable(gw_stream *s, const void *addr, uint64_t value, int bytes,
-                        const char *fn) {
+static gw_status usable(gw_stream *s, const void *addr, uint64_t value, int bytes, const char *fn) {
   if (!s) return gw__fail(GW_EINVAL, "%s: s: NULL", fn);
   if (!addr) return gw__fail(GW_EINVAL, "%s: addr: NULL", fn);
   if (bytes != 4 && bytes != 8) return gw__fail(GW_EINVAL, "%s: bytes: %d (4 or 8)", fn, bytes);
@@ -42,14 +41,12 @@ static gw_status usable(gw_stream *s, const void *addr, uint64_t value, int byte
 
 gw_status gw__stream_write_value(gw_stream *s, void *addr, uint64_t value, int bytes) {
   gw_status st = usable(s, addr, value, bytes, "gw__stream_write_value");
-  return st == GW_OK
-             ? s->ctx->ops->stream_write_value(s->ctx->state, s->handle, addr, value, bytes)
-             : st;
+  return st == GW_OK ? s->ctx->ops->stream_write_value(s->ctx->state, s->handle, addr, value, bytes)
+                     : st;
 }
 
 gw_status gw__stream_wait_value(gw_stream *s, const void *addr, uint64_t value, int bytes) {
   gw_status st = usable(s, addr, value, bytes, "gw__stream_wait_value");
-  return st == GW_OK
-             ? s->ctx->ops->stream_wait_value(s->ctx->state, s->handle, addr, value, bytes)
-             : st;
+  return st == GW_OK ? s->ctx->ops->stream_wait_value(s->ctx->state, s->handle, addr, value, bytes)
+                     : st;
 }

@@ -118,8 +118,7 @@ gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out) {
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_IPC_SIGNAL, &sig);
   if (st != GW_OK) return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
   /* the choices' indices: auto|0|1, mode|ipc|host */
-  *out =
-      (gw__halo_settings){(int)aware - 1, (int)shm,  (int)group, (size_t)chunk,
-                          (int)self,      (int)mps, (int)sig};
+  *out = (gw__halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk,
+                             (int)self,      (int)mps, (int)sig};
   return GW_OK;
 }

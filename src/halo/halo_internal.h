@@ -79,12 +79,12 @@ int gw__halo_gpu_aware(gw_backend backend, int setting);
  * rank checks its own and the plan's first agreement makes a bad value every
  * rank's error. */
 typedef struct {
-  int gpu_aware; /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
-  int shm;       /* GPUWRAP_HALO_SHM */
-  int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
-  size_t chunk;  /* GPUWRAP_HALO_CHUNK */
-  int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
-  int auto_mps;  /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
+  int gpu_aware;  /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
+  int shm;        /* GPUWRAP_HALO_SHM */
+  int shm_group;  /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
+  size_t chunk;   /* GPUWRAP_HALO_CHUNK */
+  int nccl_self;  /* GPUWRAP_HALO_NCCL_SELF */
+  int auto_mps;   /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
   int ipc_signal; /* GPUWRAP_HALO_IPC_SIGNAL */
 } gw__halo_settings;
 

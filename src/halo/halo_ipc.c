@@ -258,8 +258,7 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
       break;
     }
     gw_array *p = hd->ipc_peer[g->side];
-    if ((unsigned long long)gw_numel(p) <
-        IPC_FLAGS_BYTES + o->off + (unsigned long long)g->bytes) {
+    if ((unsigned long long)gw_numel(p) < IPC_FLAGS_BYTES + o->off + (unsigned long long)g->bytes) {
       st = gw__halo_fail(GW_EINVAL,
                          "gw_halo_create: rank %d's IPC receive buffer along dim %d (%llu + "
                          "%d bytes) lies "
@@ -345,12 +344,13 @@ void gw__halo_ipc_signal_failed(gw_halo *h) {
 gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
   gw__halo_dim *hd = &h->dim[d];
   if (h->ipc_sig) /* the neighbour unpacked update n - 1 out of the buffer this pack fills */
-    return h->ipc_seq < 2 ? GW_OK
-                          : step(gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_FREED),
-                                                       h->ipc_seq - 1, 8),
-                                 "path IPC: waiting for the neighbour's unpacks "
-                                 "(gw__stream_wait_value)",
-                                 d);
+    return h->ipc_seq < 2
+               ? GW_OK
+               : step(gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_FREED),
+                                            h->ipc_seq - 1, 8),
+                      "path IPC: waiting for the neighbour's unpacks "
+                      "(gw__stream_wait_value)",
+                      d);
   /* (no streams: every copy ran to completion already; a 0-byte token: the
    * neighbour's unpacks were complete when it was sent) */
   if (!h->q || !recorded) return GW_OK;
@@ -361,9 +361,9 @@ gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
 gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
   if (h->ipc_sig)
-    return step(gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_LANDED),
-                                       h->ipc_seq, 8),
-                "path IPC: signalling a pack (gw__stream_write_value)", d);
+    return step(
+        gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_LANDED), h->ipc_seq, 8),
+        "path IPC: signalling a pack (gw__stream_write_value)", d);
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_record(hd->ipc_landed[hd->msg[m].side], h->q),
               "path IPC: recording a pack's event (gw__ipc_event_record)", d);
@@ -372,9 +372,9 @@ gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
 gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
   if (h->ipc_sig)
-    return step(gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_LANDED),
-                                      h->ipc_seq, 8),
-                "path IPC: waiting for the neighbour's pack (gw__stream_wait_value)", d);
+    return step(
+        gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_LANDED), h->ipc_seq, 8),
+        "path IPC: waiting for the neighbour's pack (gw__stream_wait_value)", d);
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_wait(h->q, hd->ipc_peer_landed[hd->msg[m].side]),
               "path IPC: waiting for the neighbour's pack (gw__ipc_event_wait)", d);
@@ -383,9 +383,9 @@ gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
 gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
   if (h->ipc_sig) /* (blocking or not: the sender's next pack waits for it on its device) */
-    return step(gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_FREED),
-                                       h->ipc_seq, 8),
-                "path IPC: signalling an unpack (gw__stream_write_value)", d);
+    return step(
+        gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_FREED), h->ipc_seq, 8),
+        "path IPC: signalling an unpack (gw__stream_write_value)", d);
   if (h->blocking) return GW_OK; /* (no queue too) 0 bytes once the unpacks are done */
   gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
                       "path IPC: recording an unpack's event (gw__ipc_event_record)", d);

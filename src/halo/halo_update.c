@@ -48,7 +48,7 @@ static void quiesce(gw_halo *h) {
   if (h->stream) (void)gw_stream_synchronize(h->stream);
   if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
   gw__halo_ipc_signal_failed(h); /* (drained: nothing of ours still waits or writes) */
-  gw__halo_shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
+  gw__halo_shm_cancel(h);        /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
   h->captured = 0;

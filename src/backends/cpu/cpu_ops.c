@@ -208,8 +208,8 @@ static gw_status cpu_stream_write_value(void *state, void *stream, void *addr, u
   RELAXED(gw__cpu_stream_write_value(stream, addr, value, bytes));
 }
 
-static gw_status cpu_stream_wait_value(void *state, void *stream, const void *addr,
-                                       uint64_t value, int bytes) {
+static gw_status cpu_stream_wait_value(void *state, void *stream, const void *addr, uint64_t value,
+                                       int bytes) {
   (void)state;
   CHECK(GW_CPU_OP_STREAM_WAIT_VALUE);
   RELAXED(gw__cpu_stream_wait_value(stream, addr, value, bytes));

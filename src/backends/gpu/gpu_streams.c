@@ -233,8 +233,7 @@ gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
 /* Stream memory operations on the stream's device (the word may be another process's
  * memory mapped here). Relaxed capture mode as every call (gwg_enter): the operation itself
  * is captured where the stream captures (a memory-operation node). */
-gw_status gwg_stream_write_value(void *state, void *stream, void *addr, uint64_t value,
-                                 int bytes) {
+gw_status gwg_stream_write_value(void *state, void *stream, void *addr, uint64_t value, int bytes) {
   (void)state;
   const gwg_stream *st = stream;
   gwg_prev prev;

@@ -511,15 +511,14 @@ static inline gwv_err gwv_stream_write_value(gwv_stream s, void *addr, uint64_t 
   return bytes == 4 ? (gwv_err)cuStreamWriteValue32((CUstream)s, p, (cuuint32_t)v, 0)
                     : (gwv_err)cuStreamWriteValue64((CUstream)s, p, (cuuint64_t)v, 0);
 }
-static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v,
-                                            int bytes) {
+static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v, int bytes) {
   gwv_err e = gwv_memset_context();
   if (e != cudaSuccess) return e;
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
-  return bytes == 4 ? (gwv_err)cuStreamWaitValue32((CUstream)s, p, (cuuint32_t)v,
-                                                   CU_STREAM_WAIT_VALUE_GEQ)
-                    : (gwv_err)cuStreamWaitValue64((CUstream)s, p, (cuuint64_t)v,
-                                                   CU_STREAM_WAIT_VALUE_GEQ);
+  return bytes == 4
+             ? (gwv_err)cuStreamWaitValue32((CUstream)s, p, (cuuint32_t)v, CU_STREAM_WAIT_VALUE_GEQ)
+             : (gwv_err)cuStreamWaitValue64((CUstream)s, p, (cuuint64_t)v,
+                                            CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The generation the classifier reads our raw attributes with. */

@@ -315,8 +315,7 @@ static inline gwv_err gwv_stream_write_value(gwv_stream s, void *addr, uint64_t 
   return bytes == 4 ? hipStreamWriteValue32(s, addr, (uint32_t)v, 0)
                     : hipStreamWriteValue64(s, addr, v, 0);
 }
-static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v,
-                                            int bytes) {
+static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v, int bytes) {
   return bytes == 4 ? hipStreamWaitValue32(s, (void *)addr, (uint32_t)v, hipStreamWaitValueGte,
                                            0xFFFFFFFFu)
                     : hipStreamWaitValue64(s, (void *)addr, v, hipStreamWaitValueGte,
