@@ -304,12 +304,16 @@ static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_
 
 /* Stream memory operations (backend.h, stream_write_value): hipStreamWriteValue32/64 and
  * hipStreamWaitValue32/64 with hipStreamWaitValueGte over the whole word (the mask of all
- * ones). ROCm has both widths on every device it supports (no attribute to ask). */
+ * ones). Both widths where hipDeviceAttributeCanUseStreamWaitValue says the device waits. */
 #define GWV_WRITE_VALUE_CALL "hipStreamWriteValue"
 #define GWV_WAIT_VALUE_CALL "hipStreamWaitValue(Gte)"
 static inline int gwv_stream_values(int device) {
-  (void)device;
-  return 3;
+  int v = 0;
+  if (hipDeviceGetAttribute(&v, hipDeviceAttributeCanUseStreamWaitValue, device) != hipSuccess) {
+    (void)hipGetLastError();
+    v = 0;
+  }
+  return v ? 3 : 0;
 }
 static inline gwv_err gwv_stream_write_value(gwv_stream s, void *addr, uint64_t v, int bytes) {
   return bytes == 4 ? hipStreamWriteValue32(s, addr, (uint32_t)v, 0)
