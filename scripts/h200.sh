@@ -11,16 +11,14 @@ mode=${1:-quick}
 OUT=${OUT:-$PWD/h200-out}
 L=$OUT/logs; mkdir -p "$L"
 export PATH=/usr/local/cuda/bin:$PATH
-jobs=$(nproc)
 t0=$(date +%s)
 log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/summary.txt"; }
 
 { nvidia-smi; nvidia-smi -q | grep -iE "driver version|cuda version|product name|link|bus id"; } > "$L/nvidia-smi.txt" 2>&1
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 
-cmake -S . -B build/h200 -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -30 "$L/configure.txt"; }
-cmake --build build/h200 -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+. scripts/gpu-common.sh  # gw_gpu_build: the configure and build the GPU scripts share
+gw_gpu_build build/h200 "$L" || { log "configure or build FAILED"; tail -30 "$L/configure.txt"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
 grep -E "warning:" "$L/build.txt" | sort -u | head -20 | tee -a "$OUT/summary.txt"
 log "built"
 

@@ -98,10 +98,10 @@ GW_API long gw_cpu_op_calls(gw_cpu_op op);
  *     synchronous (as if their stream's work had completed).
  *   - neither is legacy-IPC capable. Memory of a pool created with GW_CPU_HANDLE_POSIX_FD
  *     is shared as CUDA's IPC pools are (docs/IPC.md): gw_ipc_export gives a version-3
- *     handle naming the pool's descriptor, which the importer takes with pidfd_getfd.
- *     Other pool memory and VMM memory are refused (GW_ENOTSUP) naming how to allocate
- *     them shareable (handle_types GW_CPU_HANDLE_POSIX_FD at creation; VMM sharing is
- *     planned).
+ *     handle naming the pool's descriptor, which the importer takes with pidfd_getfd;
+ *     VMM memory whose chunks were made with it likewise, a descriptor per chunk. Other
+ *     pool memory and VMM memory are refused (GW_ENOTSUP) naming how to allocate them
+ *     shareable (handle_types GW_CPU_HANDLE_POSIX_FD at creation).
  * Sizes and addresses are multiples of gw_cpu_vmm_granularity() (the page size) where
  * the call says so. All are thread-safe; none is counted or injected.
  */

@@ -555,7 +555,10 @@ static PyMethodDef Array_methods[] = {
      "device_type ('cpu', 'cuda', 'rocm', ...); BufferError if impossible without a copy."},
     {"ipc_handle", (PyCFunction)Array_ipc_handle, METH_NOARGS,
      "ipc_handle(): a gpuwrap.IpcHandle by which another process of this node opens this "
-     "array's memory (Context.ipc_open); device memory only. Keep the memory alive meanwhile."},
+     "array's memory (Context.ipc_open); device memory only: cudaMalloc's, an IPC pool's "
+     "(cuda.core ipc_enabled), VMM memory made shareable (PyTorch's expandable segments; "
+     "its importer must be allowed to take this process's descriptors: docs/IPC.md). Keep "
+     "the memory alive meanwhile."},
     {"pending", (PyCFunction)Array_pending, METH_NOARGS,
      "Whether asynchronous gpuwrap work on the memory may not have completed (gw_array_pending)."},
     {"dlpack_device", (PyCFunction)Array_dlpack_device, METH_NOARGS, NULL},

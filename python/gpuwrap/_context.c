@@ -198,7 +198,8 @@ static PyMethodDef Context_methods[] = {
     {"ipc_open", (PyCFunction)Context_ipc_open, METH_O,
      "ipc_open(handle): an Array over the memory an IpcHandle (or its bytes) of Array.ipc_handle() "
      "describes, from this or another process of the node; the mapping is closed when its last "
-     "array goes."},
+     "array goes. Pool and VMM memory: GpuwrapError GW_ENOTSUP naming the cause where the "
+     "kernel refuses pidfd_getfd of the exporter's descriptors (docs/IPC.md)."},
     {"synchronize", (PyCFunction)Context_synchronize, METH_NOARGS,
      "Wait for all work of the device."},
     {"close", (PyCFunction)Context_close, METH_NOARGS,
