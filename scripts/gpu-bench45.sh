@@ -9,12 +9,11 @@
 #     the raw import calls (<= 1.2x), an open of a mapped allocation (<= 1 us).
 # All under MPS (two processes on one GPU; without it their contexts are time-sliced):
 # nvidia-cuda-mps-control -d before, `echo quit | nvidia-cuda-mps-control` after.
-# Usage: scripts/gpu-bench45.sh      logs under $OUT/bench45 (default ./gpu-out/bench45)
+# Usage: scripts/gpu-bench45.sh [BUILD_DIR]   logs under $OUT/bench45 (default ./gpu-out/bench45)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 L=$OUT/bench45; mkdir -p "$L"
 export PATH=/usr/local/cuda/bin:$PATH
-jobs=$(nproc)
 t0=$(date +%s)
 log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$L/summary.txt"; }
 
@@ -22,12 +21,9 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$L/summary.t
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 log "yama ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo absent)"
 
-B=build/gpu-bench45
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
-  -DGW_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 \
-  || { log "configure FAILED"; tail -30 "$L/configure.txt"; exit 1; }
-cmake --build $B -j"$jobs" --target gpuwrap gpuwrap-cuda gpuwrap-tool test_vmm_cuda > "$L/build.txt" 2>&1 \
-  || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+B=${1:-build/gpu-bench45} # an existing build directory is reused as it is
+. scripts/gpu-common.sh
+gw_gpu_build "$B" "$L" || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
 log "built"
 
 nvidia-cuda-mps-control -d && log "MPS started"

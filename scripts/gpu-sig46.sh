@@ -2,23 +2,21 @@
 # Issue 46, item 2: the IPC halo path with device-side signalling (stream memory operations
 # on flag words in the mapped blocks) against interprocess events + MPI tokens
 # (GPUWRAP_HALO_IPC_SIGNAL=0), on one GPU shared by the ranks under MPS.
-# Usage (as root, on a CUDA machine): OUT=/some/dir scripts/gpu-sig46.sh
+# Usage (as root, on a CUDA machine): OUT=/some/dir scripts/gpu-sig46.sh [BUILD_DIR]
 # Logs: $OUT/sig46/ (summary.txt first). Target: "IPC / host update" <= 0.25 in the
 # --halo-bench runs (256^3 float64, one 512 KiB face each way).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 L=$OUT/sig46; mkdir -p "$L"
-B=build/gpu-sig46
+B=${1:-build/gpu-sig46} # an existing build directory is reused as it is
 t0=$(date +%s)
 log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$L/summary.txt"; }
-jobs=$(nproc 2>/dev/null || echo 8)
 
 { nvidia-smi; nvidia-smi -q | grep -iE "driver version|cuda version|product name"; } > "$L/nvidia-smi.txt" 2>&1
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON -DGW_HIP=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 || { log "configure FAILED"; tail -30 "$L/configure.txt"; exit 1; }
-cmake --build $B -j"$jobs" > "$L/build.txt" 2>&1 || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+. scripts/gpu-common.sh
+gw_gpu_build "$B" "$L" || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
 log "built"
 # does this device have the 64-bit stream memory operations the signalling needs?
 cat > "$L/attr.c" <<'C'
