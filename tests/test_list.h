@@ -104,10 +104,12 @@
   T(vmm_ipc_two_processes, ALL, "")     \
   T(pool_ipc_cycles, ALL, "")           \
   T(vmm_ipc_cycles, ALL, "")            \
+  T(fdpass_two_processes, ALL, "")      \
   H(pool_ipc_child, pool_ipc_child)     \
   H(vmm_ipc_child, vmm_ipc_child)       \
   H(pool_cycle_child, pool_cycle_child) \
-  H(vmm_cycle_child, vmm_cycle_child)
+  H(vmm_cycle_child, vmm_cycle_child)   \
+  H(fdpass_cuda_child, fdpass_cuda_child)
 
 /* gpu/test_streams_cuda.c */
 #define TEST_LIST_test_streams_cuda(T, H) \

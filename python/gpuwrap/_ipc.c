@@ -5,6 +5,9 @@
  * those bytes: immutable, compared and hashed by them, and pickled as them (a
  * multiprocessing queue or pipe, a file, MPI). The library validates them whole on open;
  * a damaged or foreign handle is its GW_EINVAL, raised here as GpuwrapError.
+ * IpcHandle.send(sock) / IpcHandle.recv(sock) carry a handle over a Unix socket with the
+ * descriptors of pool and VMM memory (gw_ipc_handle_send / gw_ipc_handle_recv), where the
+ * importer may not take them with pidfd_getfd (Yama, containers).
  */
 #include "_gpuwrap.h"
 
@@ -90,9 +93,49 @@ static PyObject *IpcHandle_repr(IpcHandleObject *o) {
   return PyUnicode_FromFormat("<gpuwrap.IpcHandle of %d bytes>", GW_IPC_HANDLE_BYTES);
 }
 
+/* ---- over a Unix socket (gw_ipc_handle_send / gw_ipc_handle_recv) ---- */
+
+/* A socket.socket (its fileno()) or an int descriptor; the caller keeps the object, so
+ * the descriptor stays open for the call (as the socket module's own calls assume). */
+static int sock_fd(PyObject *sock) { return PyObject_AsFileDescriptor(sock); }
+
+/* h.send(sock): gw_ipc_handle_send. The GIL is dropped: a full socket blocks until the
+ * peer reads (a non-blocking one, or one with a timeout, raises GW_EBUSY instead). */
+static PyObject *IpcHandle_send(IpcHandleObject *o, PyObject *sock) {
+  int fd = sock_fd(sock);
+  if (fd < 0) return NULL;
+  gw_ipc_handle h = o->h;
+  gw_status s;
+  Py_BEGIN_ALLOW_THREADS s = gw_ipc_handle_send(fd, &h);
+  Py_END_ALLOW_THREADS if (s != GW_OK) return RAISE("gw_ipc_handle_send", s);
+  Py_RETURN_NONE;
+}
+
+/* IpcHandle.recv(sock): gw_ipc_handle_recv, the handle as this type. The GIL is dropped
+ * while it waits for the message. */
+static PyObject *IpcHandle_recv(PyTypeObject *type, PyObject *sock) {
+  int fd = sock_fd(sock);
+  if (fd < 0) return NULL;
+  gw_ipc_handle h;
+  gw_status s;
+  Py_BEGIN_ALLOW_THREADS s = gw_ipc_handle_recv(fd, &h);
+  Py_END_ALLOW_THREADS if (s != GW_OK) return RAISE("gw_ipc_handle_recv", s);
+  return ipc_handle_new(type, &h);
+}
+
 static PyMethodDef IpcHandle_methods[] = {
     {"__bytes__", (PyCFunction)IpcHandle_bytes, METH_NOARGS, "The C gw_ipc_handle's 256 bytes."},
     {"__reduce__", (PyCFunction)IpcHandle_reduce, METH_NOARGS, NULL},
+    {"send", (PyCFunction)IpcHandle_send, METH_O,
+     "send(sock): send the handle over a Unix socket (a socket.socket or its descriptor) with "
+     "the descriptors of pool or VMM memory it names (SCM_RIGHTS; gw_ipc_handle_send). Only "
+     "the exporting process can send those. Blocks while the socket is full; a non-blocking "
+     "socket raises GW_EBUSY instead."},
+    {"recv", (PyCFunction)IpcHandle_recv, METH_O | METH_CLASS,
+     "IpcHandle.recv(sock): receive one handle sent by send() (gw_ipc_handle_recv); the "
+     "descriptors that came with it are kept for the next Context.ipc_open() of it in this "
+     "process, which then needs no pidfd_getfd. Blocks until a message arrives; a "
+     "non-blocking socket with nothing waiting raises GW_EBUSY."},
     {NULL}};
 
 PyTypeObject IpcHandleType = {
@@ -100,7 +143,9 @@ PyTypeObject IpcHandleType = {
     .tp_basicsize = sizeof(IpcHandleObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "IpcHandle(data): an exported array (Array.ipc_handle()) for Context.ipc_open() in "
-              "this or another process of the node. bytes(h) is the C gw_ipc_handle; picklable.",
+              "this or another process of the node. bytes(h) is the C gw_ipc_handle; picklable. "
+              "h.send(sock) / IpcHandle.recv(sock) pass it over a Unix socket with the "
+              "descriptors of pool or VMM memory.",
     .tp_new = IpcHandle_new,
     .tp_repr = (reprfunc)IpcHandle_repr,
     .tp_hash = (hashfunc)IpcHandle_hash,

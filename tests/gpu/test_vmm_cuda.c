@@ -5,7 +5,9 @@
  * cudaMemPoolTrimTo, cudaMemPoolDestroy). Classification, the extent a wrap is checked
  * against (the contiguous mapped range of VMM chunks; a pool allocation's own), no stale
  * extent after a free, an unmap, a trim or a destroy, every element written and read back
- * through gw_copy, and the IPC refusal naming how to allocate the memory shareable.
+ * through gw_copy, and the IPC refusal naming how to allocate the memory shareable; then
+ * IPC of pool and VMM memory between two processes, by pidfd_getfd and (fdpass_two_processes)
+ * by the descriptors passed over a Unix socket (gw_ipc_handle_send / gw_ipc_handle_recv).
  * Every test skips (77) without a CUDA device, or where the device has no VMM or pools.
  */
 #include "gpuwrap.h"
@@ -14,11 +16,15 @@
 #include <dlfcn.h>
 #include <cuda_runtime_api.h>
 
+#include <dirent.h>
+#include <errno.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -710,8 +716,11 @@ static double now_s(void) {
 }
 
 /* This binary again, exec'd to run helper `name` with GW_CYC_SEED and GW_CYC_N set; its
- * stdout read through *in, its stdin written through *to. */
-static pid_t cycle_child_start(const char *name, uint64_t seed, int n, FILE **in, int *to) {
+ * stdout read through *in, its stdin written through *to; `sock` (ours, left open) at
+ * PEER_SOCK in it where not -1. */
+#define PEER_SOCK 200
+static pid_t cycle_child_start(const char *name, uint64_t seed, int n, int sock, FILE **in,
+                               int *to) {
   int pto[2], pfrom[2];
   ASSERT_EQ_INT(pipe(pto), 0);
   ASSERT_EQ_INT(pipe(pfrom), 0);
@@ -735,6 +744,7 @@ static pid_t cycle_child_start(const char *name, uint64_t seed, int n, FILE **in
   posix_spawn_file_actions_adddup2(&fa, pfrom[1], 1);
   posix_spawn_file_actions_addclose(&fa, pto[1]);
   posix_spawn_file_actions_addclose(&fa, pfrom[0]);
+  if (sock >= 0) posix_spawn_file_actions_adddup2(&fa, sock, PEER_SOCK);
   char *argv[] = {exe, hname, NULL};
   pid_t pid;
   ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
@@ -794,7 +804,7 @@ static void cycles_import(const char *child, int n, const char *what) {
   uint64_t seed = tst_rand64() | 1;
   FILE *in = NULL;
   int to = -1;
-  pid_t pid = cycle_child_start(child, seed, n, &in, &to);
+  pid_t pid = cycle_child_start(child, seed, n, -1, &in, &to);
   int fds1 = -1;
   size_t free1 = 0, total = 0;
   double t0 = now_s();
@@ -950,6 +960,210 @@ TEST_IMPL(vmm_ipc_cycles) {
   vmm_require(1);
   if (!cycle_scope_ok()) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
   cycles_import("vmm_cycle_child", cycles_wanted(), "vmm");
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* ---- handles over a Unix socket (SCM_RIGHTS) between two processes ---- */
+
+/* The descriptors open now, as (number, device, inode); the listing's own descriptor left
+ * out (its number differs between two listings). *n of them, at most `cap`. */
+typedef struct {
+  int fd;
+  dev_t dev;
+  ino_t ino;
+} open_fd;
+
+static int list_fds(open_fd *out, int cap) {
+  DIR *d = opendir("/proc/self/fd");
+  ASSERT_NOT_NULL(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    int fd = atoi(e->d_name);
+    struct stat st;
+    if (fd == dirfd(d) || fstat(fd, &st) != 0) continue;
+    ASSERT_TRUE(n < cap);
+    out[n++] = (open_fd){.fd = fd, .dev = st.st_dev, .ino = st.st_ino};
+  }
+  closedir(d);
+  return n;
+}
+
+/* The importer, exec'd by fdpass_two_processes with its socket at PEER_SOCK and
+ * pidfd_getfd refused (as Yama's ptrace_scope 1 refuses a child its parent's descriptors):
+ * every open that works here works through the descriptors received. For each line
+ * "open K N" on stdin: receive a handle (N descriptors come with it, filed), open it (the
+ * received descriptors consumed: none of them is open after it), check every element
+ * against seed+2K, write seed+2K+1, release, answer "done K". "refused K" opens the last
+ * handle again with nothing received: pidfd_getfd's refusal, naming the socket's calls.
+ * Descriptors counted around every step; each open-release leaves as many as the one
+ * before of its kind ("open" lines come in pairs, K even then odd: the driver may open
+ * files of its own at a first import, never at the second). */
+static int fdpass_cuda_child(void) {
+  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
+  setup();
+  gw_cpu_ipc_force_pidfd_errno(EPERM); /* the core's call, on every backend */
+  enum { CAP = 4096 };
+  static open_fd before[CAP], after[CAP];
+  gw_ipc_handle h;
+  int have = 0, fds_prev = -1;
+  char line[64];
+  while (fgets(line, sizeof line, stdin)) {
+    int k = -1, want = -1;
+    if (sscanf(line, "refused %d", &k) == 1) {
+      ASSERT_TRUE(have);
+      int fds = tst_open_fds();
+      gw_array *a = NULL;
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
+      ASSERT_ERROR_MENTIONS("ptrace_scope");
+      ASSERT_ERROR_MENTIONS("gw_ipc_handle_recv");
+      ASSERT_NULL(a);
+      ASSERT_EQ_INT(tst_open_fds(), fds);
+      printf("done %d\n", k);
+      fflush(stdout);
+      continue;
+    }
+    ASSERT_EQ_INT(sscanf(line, "open %d %d", &k, &want), 2);
+    TEST_CONTEXT("importer, step %d", k);
+    int nb = list_fds(before, CAP);
+    ASSERT_OK(gw_ipc_handle_recv(PEER_SOCK, &h));
+    have = 1;
+    int na = list_fds(after, CAP);
+    ASSERT_EQ_INT(na, nb + want); /* the handle's descriptors, filed */
+    open_fd got[8];
+    int ngot = 0;
+    for (int i = 0; i < na; i++) {
+      int old = 0;
+      for (int j = 0; j < nb && !old; j++) old = before[j].fd == after[i].fd;
+      if (!old) {
+        ASSERT_TRUE(ngot < 8);
+        got[ngot++] = after[i];
+      }
+    }
+    ASSERT_EQ_INT(ngot, want);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    for (int i = 0; i < ngot; i++) { /* consumed: closed (its number maybe reused since) */
+      struct stat st;
+      int same = fstat(got[i].fd, &st) == 0 && st.st_dev == got[i].dev && st.st_ino == got[i].ino;
+      TEST_CONTEXT("importer, step %d: received descriptor %d after the open", k, got[i].fd);
+      ASSERT_TRUE(!same);
+    }
+    TEST_CONTEXT("importer, step %d", k);
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+    check_seeded(a, seed + 2 * (uint64_t)k);
+    write_seeded(a, seed + 2 * (uint64_t)k + 1);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a); /* the importer's cudaFree / unmap, before the exporter frees */
+    int fds = list_fds(after, CAP);
+    printf("importer step %d: descriptors %d before the receive, %d after it, %d after the "
+           "release\n",
+           k, nb, na, fds);
+    if (k % 2) ASSERT_EQ_INT(fds, fds_prev); /* the second of a pair: nothing kept */
+    fds_prev = fds;
+    printf("done %d\n", k);
+    fflush(stdout);
+  }
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* Tell the importer `cmd`, wait for its "done K". */
+static void fdpass_step(FILE *in, int to, const char *cmd, int k) {
+  char msg[64], line[256], want[32];
+  snprintf(msg, sizeof msg, "%s\n", cmd);
+  ASSERT_EQ_INT((int)write(to, msg, strlen(msg)), (int)strlen(msg));
+  snprintf(want, sizeof want, "done %d\n", k);
+  for (;;) { /* the importer's other lines (its descriptor counts) into this test's log */
+    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    if (strcmp(line, want) == 0) break;
+    fputs(line, stdout);
+  }
+  fflush(stdout);
+}
+
+/* Send `a`'s handle h twice (steps k0, k0+1: k0 even), fresh seeded data each time; the importer
+ * opens each through the descriptors that come with it and writes new data, checked here
+ * element by element; the sends open and close nothing here. */
+static void fdpass_rounds(FILE *in, int to, int sock, gw_array *a, const gw_ipc_handle *h, int nfds,
+                          uint64_t seed, int k0) {
+  for (int k = k0; k < k0 + 2; k++) {
+    TEST_CONTEXT("exporter, step %d", k);
+    write_seeded(a, seed + 2 * (uint64_t)k);
+    ASSERT_OK(gw_synchronize(ctx));
+    int fds = tst_open_fds();
+    ASSERT_OK(gw_ipc_handle_send(sock, h));
+    ASSERT_EQ_INT(tst_open_fds(), fds);
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "open %d %d", k, nfds);
+    fdpass_step(in, to, cmd, k);
+    check_seeded(a, seed + 2 * (uint64_t)k + 1);
+  }
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "refused %d", k0 + 2);
+  fdpass_step(in, to, cmd, k0 + 2);
+}
+
+/* This process exports an IPC pool's allocation (cudaMemPoolCreate with
+ * cudaMemHandleTypePosixFileDescriptor, cudaMallocFromPoolAsync) and VMM memory over 2
+ * shareable chunks, and sends each handle with gw_ipc_handle_send over a socketpair to an
+ * exec'd importer whose pidfd_getfd is refused: it opens them from the descriptors that
+ * came with them (cudaMemPoolImportFromShareableHandle; cuMemImportFromShareableHandle per
+ * chunk), reads every element, writes new data checked here element by element. Each is
+ * sent twice; descriptors are counted in both processes (the importer: the handle's
+ * descriptors filed at the receive, consumed by the open, nothing kept after the release). */
+TEST_IMPL(fdpass_two_processes) {
+  setup();
+  pools_require();
+  vmm_require(1); /* the POSIX fd handle type, which the pool's sharing needs as well */
+  uint64_t seed = tst_rand64() | 1;
+  int sv[2];
+  ASSERT_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  FILE *in = NULL;
+  int to = -1;
+  pid_t pid = cycle_child_start("fdpass_cuda_child", seed, 0, sv[1], &in, &to);
+  close(sv[1]);
+  int fds0 = tst_open_fds();
+
+  /* Pool memory: one descriptor (the pool's). */
+  cudaMemPool_t pool = pool_create(1);
+  void *p = NULL;
+  ASSERT_CUDA(cudaMallocFromPoolAsync(&p, (size_t)(POOL_SHAPE[0] * POOL_SHAPE[1]) * 8, pool, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, p, GW_FLOAT64, 2, POOL_SHAPE, NULL, 0, &a));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_EQ_INT(h.bytes[4], 3); /* pool or VMM memory's handle version */
+  fdpass_rounds(in, to, sv[0], a, &h, 1, seed, 0);
+  gw_release(a);
+  ASSERT_CUDA(cudaFreeAsync(p, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+  ASSERT_CUDA(cudaMemPoolDestroy(pool));
+
+  /* VMM memory over 2 chunks: a descriptor for each. */
+  const int two[2] = {1, 1};
+  segment s = seg_make(2, two, 1);
+  int64_t n = (int64_t)(s.cs / 8);
+  ASSERT_OK(gw_wrap(ctx, AT(s, s.cs / 2), GW_FLOAT64, 1, &n, NULL, 0, &a));
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_EQ_INT(h.bytes[239], 2); /* VMM memory */
+  ASSERT_EQ_INT(h.bytes[240], 2); /* of 2 chunks */
+  fdpass_rounds(in, to, sv[0], a, &h, 2, seed, 4);
+  gw_release(a);
+  seg_free(&s, two);
+
+  close(to);
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  fclose(in);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(sv[0]);
+  /* What gw_ipc_export opened stays (the pool's descriptor for the process's life, the
+   * chunks' until their address is exported again: docs/IPC.md), as do the driver's own;
+   * the sends opened and closed nothing (fdpass_rounds). */
+  printf("exporter: descriptors %d at the start, %d at the end\n", fds0, tst_open_fds());
   gw_context_destroy(ctx);
   return 0;
 }
