@@ -5,7 +5,7 @@
 # received), beside the pidfd_getfd tests it mirrors, then the same test under
 # compute-sanitizer memcheck. The test prints each step's descriptor counts ("importer step
 # K: descriptors ...") and the exporter's; ctest -V keeps them.
-# Usage: scripts/gpu-fdpass.sh      logs under $OUT/fdpass (default ./gpu-out/fdpass)
+# Usage: scripts/gpu-fdpass.sh [BUILD_DIR]   logs under $OUT/fdpass (default ./gpu-out/fdpass)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 L=$OUT/fdpass; mkdir -p "$L"
@@ -16,12 +16,9 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$L/summary.t
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 log "yama ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo absent)"
 
-B=build/gpu-fdpass
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGW_WERROR=ON -DGW_CUDA=ON -DGW_HIP=OFF \
-  -DGW_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1 \
-  || { log "configure FAILED"; tail -30 "$L/configure.txt"; exit 1; }
-cmake --build $B -j"$(nproc)" --target gpuwrap gpuwrap-cuda test_vmm_cuda > "$L/build.txt" 2>&1 \
-  || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
+B=${1:-build/gpu-fdpass} # an existing build directory is reused as it is
+. scripts/gpu-common.sh
+gw_gpu_build "$B" "$L" || { log "build FAILED"; grep -E "error" "$L/build.txt" | head -30; exit 1; }
 log "built"
 
 ctest --test-dir $B -R '^cuda\.test_vmm_cuda\.(fdpass|pool_ipc|vmm_ipc)_two_processes$' \
