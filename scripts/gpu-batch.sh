@@ -19,7 +19,8 @@ log() { printf '[%4ds] %s\n' $(( $(date +%s) - t0 )) "$*" | tee -a "$OUT/batch.t
 . scripts/gpu-common.sh
 gw_gpu_build "$B" "$OUT/build" || { log "build FAILED"; grep -E "error" "$OUT/build/build.txt" | head -20; exit 1; }
 log "built $B"
-declare -A limit=([bench45]=240 [fdpass]=150 [py45]=150 [sig46]=330)
+declare -A limit=([bench45]=200 [fdpass]=90 [py45]=130 [sig46]=300)
+export GW_SIG46_QUICK=${GW_SIG46_QUICK:-1} # (see gpu-sig46.sh)
 for s in "${stages[@]}"; do
   timeout "${limit[$s]:-300}" bash "scripts/gpu-$s.sh" "$B" > "$OUT/$s.log" 2>&1
   log "$s rc=$?"

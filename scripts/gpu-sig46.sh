@@ -46,7 +46,11 @@ ctest --test-dir $B -R '^cuda\..*(stream|ipc)' --timeout 300 --output-on-failure
 log "ctest cuda stream/ipc: $(grep -E 'tests passed|tests failed' "$L/ctest_cuda_streams_ipc.txt")"
 
 # A/B: the halo update alone, two rounds each, signalling on (1) and off (0: events + tokens)
-for round in 1 2; do
+# GW_SIG46_QUICK=1: one A/B round, the overlapped time/step only, --check at 2 and 4 ranks
+# periodic only, no compute-sanitizer (a batch short of device time)
+quick=${GW_SIG46_QUICK:-0}
+rounds="1 2"; [ "$quick" = 1 ] && rounds=1
+for round in $rounds; do
   for sig in 1 0; do
     for p in ipc host; do
       f="$L/bench_${p}_sig${sig}_r$round.txt"
@@ -57,7 +61,8 @@ for round in 1 2; do
 done
 # time/step blocking and overlapped, every path choice, signalling on and off
 for sig in 1 0; do
-  for mode in "" "--overlap"; do
+  modes=("" "--overlap"); [ "$quick" = 1 ] && modes=("--overlap")
+  for mode in "${modes[@]}"; do
     for p in ipc host auto; do
       f="$L/step_${p}_sig${sig}${mode:+_overlap}.txt"
       timeout 180 $R -x GPUWRAP_HALO_IPC_SIGNAL=$sig -np 2 $D -n 256 -s 300 --periodic $mode --path $p > "$f" 2>&1
@@ -67,7 +72,8 @@ for sig in 1 0; do
 done
 # --check bit for bit on the IPC path (signalling on), blocking and overlapped
 for np in 2 4; do
-  for opt in "--periodic" "" "--periodic --overlap" "--overlap"; do
+  opts=("--periodic" "" "--periodic --overlap" "--overlap"); [ "$quick" = 1 ] && opts=("--periodic" "--periodic --overlap")
+  for opt in "${opts[@]}"; do
     f="$L/check_np${np}$(echo "$opt" | tr -d ' -').txt"
     timeout 180 $R -np $np $D -n 32 -s 20 --path ipc --check $opt > "$f" 2>&1
     log "check --path ipc np=$np $opt rc=$? $(grep -iE 'check' "$f" | tr '\n' ' ' | cut -c1-200)"
@@ -77,7 +83,9 @@ echo quit | nvidia-cuda-mps-control; log "MPS stopped"
 
 # compute-sanitizer on a short IPC run with device signalling (without MPS: the sanitizer's
 # tools do not attach to MPS clients; two time-sliced contexts are slow, not wrong)
-if command -v compute-sanitizer >/dev/null; then
+if [ "$quick" = 1 ]; then
+  log "compute-sanitizer: skipped (GW_SIG46_QUICK=1)"
+elif command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     f="$L/sanitizer_$tool.txt"
     timeout 540 $R -np 2 compute-sanitizer --tool $tool --error-exitcode 99 $D -n 16 -s 4 --periodic --path ipc --check > "$f" 2>&1
