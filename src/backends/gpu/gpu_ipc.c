@@ -362,12 +362,14 @@ gw_status gwg_ipc_export(void *state, void *base, size_t extent, int device,
                          gw__ipc_share *sh) {
   (void)state;
   (void)extent;
-  gwv_mempool pool = ipc_pool(base);
-  if (pool) return pool_export(pool, base, device, rt, alloc_id, sh);
-  gw_status vs;
-  if (vmm_export(base, device, alloc_id, sh, &vs)) {
-    memset(rt, 0, GW__IPC_RT_BYTES);
-    return vs;
+  if (gwv_legacy_ipc_capable(base) != 1) { /* pool or VMM memory, or the driver cannot say */
+    gwv_mempool pool = ipc_pool(base);
+    if (pool) return pool_export(pool, base, device, rt, alloc_id, sh);
+    gw_status vs;
+    if (vmm_export(base, device, alloc_id, sh, &vs)) {
+      memset(rt, 0, GW__IPC_RT_BYTES);
+      return vs;
+    }
   }
   const char *why = gwv_ipc_refusal(base);
   if (why) return gwg_host->fail(GW_ENOTSUP, "a: %p: %s", base, why);

@@ -118,6 +118,17 @@ typedef cudaIpcEventHandle_t gwv_ipc_event_handle;
  * asked first), VMM memory with one chunk by chunk (gwv_vmm_chunk, asked first); the refusal says how to allocate the
  * memory so that it can be shared (a POSIX-fd handle type: ALLOWED_HANDLE_TYPES tells
  * whether it has one). */
+/* 1: legacy IPC exports the allocation at ptr (cudaMalloc memory); 0: it does not (pool
+ * or VMM memory); -1: the driver cannot say. Asked first, so that exporting a plain
+ * allocation makes no call that fails (the VMM probe's cuMemRetainAllocationHandle refuses
+ * it, which compute-sanitizer reports as an API error of the caller's program). */
+static inline int gwv_legacy_ipc_capable(const void *ptr) {
+  int capable = 0;
+  if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                            (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
+    return -1;
+  return capable != 0;
+}
 static inline const char *gwv_ipc_refusal(const void *ptr) {
   int capable = 1;
   if (cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,

@@ -418,6 +418,12 @@ static inline void gwv_query(const void *ptr, gwc_attrs *a) {
  * (hipDrvPointerGetAttributes, HIP_POINTER_ATTRIBUTE_IS_LEGACY_HIP_IPC_CAPABLE / MAPPED),
  * but which ones CLR fills in is unmeasured, and a second call would slow every HIP query:
  * the walk is compiled out until it is measured on ROCm. */
+/* HIP: whether legacy IPC can export ptr's allocation is not asked (see above): unknown,
+ * so the export probes for pool and VMM memory first. */
+static inline int gwv_legacy_ipc_capable(const void *ptr) {
+  (void)ptr;
+  return -1;
+}
 static inline void gwv_chunk(void *user, uintptr_t q, gwc_chunk *out) {
   (void)user;
   (void)q;
