@@ -14,7 +14,6 @@
 #include "test.h"
 
 #include "cpu_internal.h"
-#include "private.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -475,84 +474,6 @@ TEST_IMPL(capture_refused) {
   ASSERT_OK(gw_cpu_stream_destroy_external(native));
   ASSERT_OK(ops->event_destroy(st, ev));
   ASSERT_OK(ops->mem_free(st, GW_MEM_DEVICE, 0, dev));
-  gw_context_destroy(ctx);
-  return 0;
-}
-
-/* ---- stream memory operations (the halo's device-side signalling) ---- */
-
-/* A slow copy on s1, then s1 writes the flag; s2 waits for the flag and then copies the
- * result out: the wait (on s2's queue, not the host) keeps the read after the slow copy.
- * 4- and 8-byte words; the flag holds the written value after. */
-TEST_IMPL(values_ordered) {
-  gw_context *ctx = tst_open(0);
-  void *st = ctx->state, *src = NULL, *dst = NULL, *flag = NULL;
-  gw_stream *s1, *s2;
-  ASSERT_OK(gw_stream_create(ctx, &s1));
-  ASSERT_OK(gw_stream_create(ctx, &s2));
-  ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, N * 8, &src));
-  ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, N * 8, &dst));
-  ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, 64, &flag));
-  memset(flag, 0, 64);
-  for (int bytes = 4; bytes <= 8; bytes += 4) {
-    uint64_t *data = seeded(tst_rand64() | 1), *got = malloc(N * 8);
-    ASSERT_NOT_NULL(got);
-    memcpy(src, data, N * 8);
-    tst_poison(dst, N * 8);
-    tst_poison(got, N * 8);
-    uint64_t v = (uint64_t)bytes * 1000 + (tst_rand64() & 0xffff);
-    gw__xfer x = xfer(dst, GW_MEM_DEVICE, src, GW_MEM_DEVICE);
-    ASSERT_OK(ops->xfer_copy(st, &x, s1->handle));
-    ASSERT_OK(gw__stream_write_value(s1, flag, v, bytes));
-    ASSERT_OK(gw__stream_wait_value(s2, flag, v, bytes));
-    gw__xfer y = xfer(got, GW_MEM_HOST, dst, GW_MEM_DEVICE);
-    ASSERT_OK(ops->xfer_copy(st, &y, s2->handle));
-    ASSERT_ELEMS_EQ(got, data, N, 8);
-    ASSERT_OK(gw_stream_synchronize(s1));
-    uint64_t now = bytes == 4 ? *(uint32_t *)flag : *(uint64_t *)flag;
-    ASSERT_EQ_SIZE((size_t)now, (size_t)v);
-    free(data);
-    free(got);
-    memset(flag, 0, 64);
-  }
-  gw_stream_destroy(s1);
-  gw_stream_destroy(s2);
-  ASSERT_OK(ops->mem_free(st, GW_MEM_DEVICE, 0, src));
-  ASSERT_OK(ops->mem_free(st, GW_MEM_DEVICE, 0, dst));
-  ASSERT_OK(ops->mem_free(st, GW_MEM_DEVICE, 0, flag));
-  gw_context_destroy(ctx);
-  return 0;
-}
-
-/* The checks every backend shares (core), and the model's injected failures: refused
- * before anything is queued (a wait for a value nobody writes would hang the stream). */
-TEST_IMPL(values_errors) {
-  gw_context *ctx = tst_open(0);
-  void *st = ctx->state, *flag = NULL;
-  gw_stream *s;
-  ASSERT_OK(gw_stream_create(ctx, &s));
-  ASSERT_OK(ops->mem_alloc(st, GW_MEM_DEVICE, 64, &flag));
-  memset(flag, 0, 64);
-  ASSERT_EQ_INT(gw__stream_values_supported(ctx, 4), 1);
-  ASSERT_EQ_INT(gw__stream_values_supported(ctx, 8), 1);
-  ASSERT_EQ_INT(gw__stream_values_supported(ctx, 2), 0);
-  ASSERT_STATUS(gw__stream_write_value(NULL, flag, 1, 8), GW_EINVAL);
-  ASSERT_STATUS(gw__stream_write_value(s, NULL, 1, 8), GW_EINVAL);
-  ASSERT_STATUS(gw__stream_write_value(s, flag, 1, 2), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("bytes");
-  ASSERT_STATUS(gw__stream_wait_value(s, (char *)flag + 4, 1, 8), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("aligned");
-  ASSERT_STATUS(gw__stream_write_value(s, flag, (uint64_t)1 << 32, 4), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("4-byte");
-  gw_cpu_fail_op(GW_CPU_OP_STREAM_WAIT_VALUE, 1, GW_EBACKEND);
-  ASSERT_STATUS(gw__stream_wait_value(s, flag, 1, 8), GW_EBACKEND); /* never queued */
-  gw_cpu_fail_op(GW_CPU_OP_STREAM_WRITE_VALUE, 1, GW_EBACKEND);
-  ASSERT_STATUS(gw__stream_write_value(s, flag, 5, 8), GW_EBACKEND);
-  gw_cpu_fail_reset();
-  ASSERT_OK(gw_stream_synchronize(s)); /* nothing waits: the refused wait was not queued */
-  ASSERT_EQ_SIZE((size_t) * (uint64_t *)flag, (size_t)0); /* nor the refused write */
-  gw_stream_destroy(s);
-  ASSERT_OK(ops->mem_free(st, GW_MEM_DEVICE, 0, flag));
   gw_context_destroy(ctx);
   return 0;
 }

@@ -195,8 +195,6 @@
   T(open_refusals, cpu, "")                                            \
   T(inject_create_and_open, cpu, "")                                   \
   T(capture_refused, cpu, "")                                          \
-  T(values_ordered, cpu, "GPUWRAP_CPU_STREAM_DELAY_US=100000")         \
-  T(values_errors, cpu, "")                                            \
   H(evt_child, child_main)
 
 /* test_errors.c */

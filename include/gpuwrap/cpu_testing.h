@@ -51,17 +51,13 @@ typedef enum {
   /* appended: the import of VMM chunks from another process (cuMemImportFromShareableHandle,
    * cuMemAddressReserve, cuMemMap, cuMemSetAccess as one call of the model) */
   GW_CPU_OP_IPC_VMM_IMPORT,
-  /* appended: stream memory operations (cuStreamWriteValue32/64, cuStreamWaitValue32/64) */
-  GW_CPU_OP_STREAM_WRITE_VALUE,
-  GW_CPU_OP_STREAM_WAIT_VALUE,
   GW_CPU_OP_COUNT
 } gw_cpu_op;
 
 /** "context_init", "query", "alloc", "free", "register", "unregister", "device_address",
  *  "copy", "fill", "synchronize", "stream_create", "stream_destroy", "stream_synchronize",
  *  "stream_borrow", "event_create", "event_record", "stream_wait_event", "ipc_export",
- *  "ipc_open", "ipc_close", "ipc_event_create", "ipc_event_open", "ipc_pool_import",
- *  "ipc_vmm_import", "stream_write_value", "stream_wait_value".
+ *  "ipc_open", "ipc_close", "ipc_event_create", "ipc_event_open", "ipc_pool_import".
  *  (Event destroy
  *  and event query are neither counted nor injected: a destroy cannot report, a query is
  *  a poll whose "not yet" is no failure.) */

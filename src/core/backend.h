@@ -37,13 +37,11 @@
  * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). 13: IPC of stream-ordered
  * pool memory (gw__ipc_share in ipc_mem_export, the pool in ipc_mem_open and ipc_mem_close,
  * ipc_pool_import and ipc_pool_release). 14: IPC of VMM memory (GW__IPC_VMM: the chunks
- * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). 15: stream memory operations
- * (stream_write_value, stream_wait_value, caps.stream_values: the halo's device-side IPC
- * signalling) and the setting GPUWRAP_HALO_IPC_SIGNAL (ids shifted again). A plugin of another ABI
+ * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 15
+#define GW__BACKEND_ABI 14
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -93,11 +91,6 @@ typedef struct {
    * Without it the processes' contexts are time-sliced: a copy of one waits for the
    * other's slice (docs/HALO.md). */
   int concurrent_processes;
-  /* stream_write_value / stream_wait_value work on this device: bit 0 with 4-byte words,
-   * bit 1 with 8-byte words (CUDA: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR for
-   * both, _CAN_USE_64_BIT_STREAM_MEM_OPS for 8 bytes; HIP: both where the shim has the
-   * calls; the CPU model: both). 0: the halo signals through events and MPI instead. */
-  int stream_values;
 } gw__caps;
 
 /*
@@ -295,22 +288,6 @@ typedef struct gw__backend_ops {
    * on it: gw_ipc_open maps a handle's device UUID to this process's ordinal. NULL: the
    * backend cannot tell (handles then go by the exporter's ordinal). */
   gw_status (*dev_uuid)(int device, unsigned char uuid[16]);
-
-  /* ABI 15. Stream memory operations (cuStreamWriteValue32/64, cuStreamWaitValue32/64,
-   * hipStreamWriteValue32/64, hipStreamWaitValue32/64), on `bytes` (4 or 8) aligned bytes
-   * at addr: device memory of the context's device or memory mapped into it from another
-   * process (an IPC mapping), which another process's stream may write.
-   * stream_write_value: once the stream reaches it (after its work queued before), store
-   * `value` there, the stream's earlier writes visible to whoever sees the value (release;
-   * CUDA: no CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER). stream_wait_value: the stream's
-   * later work waits, on the device (never the host), until the word holds >= value,
-   * unsigned (CU_STREAM_WAIT_VALUE_GEQ; acquire: writes made before the matching store are
-   * visible after it). Both may be captured into a graph (a memory-operation node: the
-   * value is fixed at capture, every replay writes or waits for the same one). Only where
-   * caps.stream_values has the width's bit; NULL: never. */
-  gw_status (*stream_write_value)(void *state, void *stream, void *addr, uint64_t value, int bytes);
-  gw_status (*stream_wait_value)(void *state, void *stream, const void *addr, uint64_t value,
-                                 int bytes);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

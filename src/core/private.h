@@ -6,8 +6,7 @@
  * does (CTest abi.private checks it against the hash recorded in src/core/abi.lock and says
  * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
  * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID; 6: gw__dtype_from_dl; 7: the setting
- * GPUWRAP_HALO_AUTO_MPS; 8: the stream memory operations gw__stream_*_value and the setting
- * GPUWRAP_HALO_IPC_SIGNAL);
+ * GPUWRAP_HALO_AUTO_MPS);
  * a caller checks
  * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
@@ -21,7 +20,7 @@
 #include "gpuwrap/dlpack.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 8
+#define GW__PRIVATE_ABI 7
 
 GW_API int gw__private_abi(void);
 
@@ -132,19 +131,5 @@ GW_API gw_status gw__ipc_event_record(gw__ipc_event *ev, gw_stream *s);
 GW_API gw_status gw__ipc_event_wait(gw_stream *s, gw__ipc_event *ev);
 GW_API gw_status gw__ipc_event_query(gw__ipc_event *ev);
 GW_API void gw__ipc_event_destroy(gw__ipc_event *ev);
-
-/*
- * Stream memory operations (stream_value.c; backend.h, stream_write_value): a stream writes
- * a 4- or 8-byte word once it reaches the write (release), or waits on the device until a
- * word holds >= a value (unsigned, acquire). addr: device memory of s's device, or memory
- * of another process mapped into it (gw_ipc_open), `bytes`-aligned. Both may be recorded in
- * a graph capture (the value fixed at capture). The halo's IPC path signals with them
- * where gw__stream_values_supported(ctx, 8) (src/halo/halo_ipc.c).
- * @return GW_OK; GW_EINVAL (NULL, bytes not 4 or 8, a misaligned addr, a value wider than
- *         4 bytes for bytes 4); GW_ENOTSUP (not on this device); the runtime's failure.
- */
-GW_API int gw__stream_values_supported(const gw_context *ctx, int bytes);
-GW_API gw_status gw__stream_write_value(gw_stream *s, void *addr, uint64_t value, int bytes);
-GW_API gw_status gw__stream_wait_value(gw_stream *s, const void *addr, uint64_t value, int bytes);
 
 #endif /* GW_CORE_PRIVATE_H */

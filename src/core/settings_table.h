@@ -96,10 +96,6 @@
     "AUTO between ranks sharing a device under MPS: mode (by the call: IPC for "              \
     "gw_halo_update and gw_halo_start/finish, the host path for the stream-ordered calls), "  \
     "ipc (IPC for both) or host (the host path for both)")                                    \
-  X(HALO_IPC_SIGNAL, "GPUWRAP_HALO_IPC_SIGNAL", BOOL, "1", 0, 1, "", "halo",                  \
-    "the IPC path signals on the device (stream memory operations on flag words in the "      \
-    "mapped buffers, no MPI message per update) where every rank's device has them; 0: "      \
-    "interprocess events and MPI tokens")                                                     \
   X(NCCL_LIB, "GPUWRAP_NCCL_LIB", TEXT, "libnccl.so.2", 0, 0, "", "halo",                     \
     "the NCCL library the halo's NCCL path loads")                                            \
   X(LIB, "GPUWRAP_LIB", TEXT, "", 0, 0, "", "python",                                         \

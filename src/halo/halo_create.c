@@ -199,8 +199,6 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
     st =
         gw__halo_make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);
   if (st == GW_OK) st = make_stream(h); /* 9 */
-  /* 9b: whether IPC signals on the device: collective, every rank of an IPC plan */
-  if (h->ipc) st = gw__halo_ipc_signal_decide(h, st);
   /* 10: NCCL's first exchange is collective: no rank enters it alone */
   if (h->nccl) st = gw__halo_agree_once(h->comm, st, fn, &failed);
   if (st == GW_OK && h->nccl && h->stream) st = gw__halo_nccl_connect(h);

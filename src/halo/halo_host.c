@@ -30,7 +30,6 @@ gw_status gw__halo_host_post_receives(gw_halo *h) {
     if (hd->link != LINK_MPI) continue;
     for (int m = 0; m < hd->nmsg; m++) {
       const gw__halo_msg *g = &hd->msg[m];
-      if (halo_msg_sig(h, g)) continue; /* signalled on the device: no message */
       /* the low halo is filled by the low neighbour's messages toward high, and
        * vice versa */
       /* (shared memory: the data is in our segment already; MPI says when it
@@ -54,7 +53,6 @@ static int landed(const gw_halo *h, const gw__halo_dim *hd, int m) {
 static gw_status isend(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
   const gw__halo_msg *g = &hd->msg[m];
-  if (halo_msg_sig(h, g)) return GW_OK; /* its landed flag is the message */
   int shm = g->direct;
   int rc = MPI_Isend(halo_msg_at(h, g, g->off_send), shm ? 0 : g->bytes, MPI_BYTE,
                      hd->peer[g->side], halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
@@ -125,9 +123,6 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
  */
 gw_status gw__halo_host_complete(gw_halo *h, int d) {
   gw__halo_dim *hd = &h->dim[d];
-  /* device signalling: these unpacks wait on the device, not for MPI */
-  gw_status sst = h->ipc_sig ? gw__halo_ipc_unpack_signalled(h, d) : GW_OK;
-  if (sst != GW_OK) return sst;
   for (;;) {
     int idx = MPI_UNDEFINED;
     GW_TRACE_NOW(t0);

@@ -79,13 +79,12 @@ int gw__halo_gpu_aware(gw_backend backend, int setting);
  * rank checks its own and the plan's first agreement makes a bad value every
  * rank's error. */
 typedef struct {
-  int gpu_aware;  /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
-  int shm;        /* GPUWRAP_HALO_SHM */
-  int shm_group;  /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
-  size_t chunk;   /* GPUWRAP_HALO_CHUNK */
-  int nccl_self;  /* GPUWRAP_HALO_NCCL_SELF */
-  int auto_mps;   /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
-  int ipc_signal; /* GPUWRAP_HALO_IPC_SIGNAL */
+  int gpu_aware; /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
+  int shm;       /* GPUWRAP_HALO_SHM */
+  int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
+  size_t chunk;  /* GPUWRAP_HALO_CHUNK */
+  int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
+  int auto_mps;  /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
 } gw__halo_settings;
 
 /* What AUTO takes between ranks sharing a device under MPS (GPUWRAP_HALO_AUTO_MPS, in the
@@ -235,11 +234,6 @@ struct gw_halo {
   gw_ipc_handle ipc_handle;
   int ipc_only; /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
-  /* The IPC path signals on the device (halo_ipc.c, "Device-side signalling"): flag words
-   * in the IPC blocks written and waited for by the plan's stream, no MPI message and no
-   * event per update. Alike on every rank (gw__halo_ipc_signal_decide). */
-  int ipc_sig;
-  uint64_t ipc_seq; /* updates begun on this plan: the current one's sequence number */
   /* AUTO's choice per mode (GPUWRAP_HALO_AUTO_MPS=mode): where AUTO took IPC only
    * because ranks share a device under MPS, IPC is faster for the host-ordered calls but
    * the host path for the stream-ordered ones (docs/HALO.md, "AUTO"). This plan is then
@@ -275,12 +269,6 @@ static inline int halo_tag_offset(int d, int toward_high) {
  * ------------------------------------------ */
 
 static inline size_t halo_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-/* Message g of an IPC plan that signals on the device: no MPI message, no token, no event
- * (halo_ipc.c). */
-static inline int halo_msg_sig(const gw_halo *h, const gw__halo_msg *g) {
-  return g->ipc && h->ipc_sig;
-}
 
 /* Where offset `off` of message g lies: in the IPC block for an IPC message (an IPC-only
  * plan has no main block: msg_base is NULL there), else in the main block. */
@@ -382,17 +370,6 @@ gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
 void gw__halo_ipc_close(gw_halo *h);
-/* Whether the plan signals on the device (collective when h->ipc, entered by every rank
- * whatever `mine`, this rank's status so far): GPUWRAP_HALO_IPC_SIGNAL on every rank, every
- * rank with a stream and 8-byte stream memory operations. Sets h->ipc_sig alike. */
-gw_status gw__halo_ipc_signal_decide(gw_halo *h, gw_status mine);
-/* Device signalling: dim d's signalled messages' unpacks (each after its landed flag),
- * queued before the host waits for any MPI message of the dim. */
-gw_status gw__halo_ipc_unpack_signalled(gw_halo *h, int d);
-/* After a failed update (quiesce, the plan's stream drained): write every flag this rank
- * owes its neighbours for the current update, so that no neighbour's stream waits for it
- * forever. Best effort (a device that cannot run a write any more cannot be helped). */
-void gw__halo_ipc_signal_failed(gw_halo *h);
 
 /* halo_nccl.c: choosing NCCL, its communicator, and a dim's exchange through it
  */

@@ -17,34 +17,6 @@
  * made before it); no host waits for a pack or an unpack, so the pack runs while
  * the token travels, and a stream-ordered update never waits on the host for its
  * device work (see docs/HALO.md for what it measured against host waits).
- *
- * Device-side signalling (the default where every rank's device has 8-byte stream memory
- * operations: gw__stream_write_value / gw__stream_wait_value; GPUWRAP_HALO_IPC_SIGNAL=0
- * keeps the events and tokens above). Each block begins with IPC_FLAGS_BYTES of flag words,
- * per dim d and side s two 64-bit sequence numbers, each written by one process only:
- *     landed[d][s]: the last update whose pack the side-s neighbour put into our buffer
- *                   (written by that neighbour's stream, into our block which it maps);
- *     freed[d][s]:  the last update whose unpack the side-s neighbour made of what we put
- *                   into its buffer (written by that neighbour's stream, into our block).
- * Update n (h->ipc_seq, the same count on every rank: every update exchanges every
- * message) of a message toward side s queues on the plan's stream: wait until our
- * freed[d][s] >= n - 1, the pack into the neighbour's buffer, write n into the neighbour's
- * landed[d][!s]; of a message from side r: wait until our landed[d][r] >= n, the unpack,
- * write n into the neighbour's freed[d][!r]. Each stream polls only its own block (local
- * memory) and writes only into the neighbour's (remote writes: what peer mappings do
- * best). No MPI message, no event and no host wait sits on an update's path, blocking or
- * stream-ordered; nothing orders a write before its wait but the values themselves.
- *
- * The rule that nothing hangs: a stream only ever waits for a value that its neighbour's
- * same update writes, so every rank that runs update n releases its neighbours' waits for
- * n. A rank whose update fails (an argument error is refused before the count moves)
- * writes, once its own stream has drained, every flag of update n it owes (quiesce ->
- * gw__halo_ipc_signal_failed, on the plan's stream or a fresh one): its neighbours' update
- * n completes with that message's halo stale, and the counts stay in step for update n+1.
- * Updates do not agree (docs/HALO.md): the failed rank reports; its neighbours are not
- * told. gw_halo_destroy drains the plan's stream (every wait in it is for a write its
- * neighbours' matching updates queued already) before the ranks meet and free the blocks,
- * so no write lands in freed memory and no wait is left pending.
  */
 #include "halo_internal.h"
 
@@ -145,31 +117,11 @@ gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int
   return GW_OK;
 }
 
-/* The flag words at the start of each IPC block (device signalling; reserved whether it
- * is used or not, so the layout never depends on it): per dim and side, landed and freed.
- * 256 bytes keep the buffers after them aligned as the layout aligns them. */
-#define IPC_FLAGS_BYTES 256
-enum { FLAG_LANDED = 0, FLAG_FREED = 1 };
-_Static_assert(3 * 2 * 2 * 8 <= IPC_FLAGS_BYTES, "the flags fit their area");
-
-static uint64_t *flag_at(gw_array *block, int d, int s, int which) {
-  return (uint64_t *)gw_data(block) + 2 * (2 * d + s) + which;
-}
-
 gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes) {
-  int64_t n = (int64_t)(bytes + IPC_FLAGS_BYTES);
+  int64_t n = (int64_t)bytes;
   gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->ipc_block);
   if (st != GW_OK) return gw__halo_call_failed(st, "gw_alloc of the IPC receive buffers", -1);
-  h->ipc_base = (char *)gw_data(h->ipc_block) + IPC_FLAGS_BYTES;
-  /* the flags start at 0 (no update yet) before any neighbour can map the block: the
-   * handles go out after this (gw__halo_ipc_link) */
-  gw_array *flags = NULL;
-  int64_t words = IPC_FLAGS_BYTES / 8;
-  static const uint64_t zero = 0;
-  st = gw_wrap(h->ctx, gw_data(h->ipc_block), GW_UINT64, 1, &words, NULL, 0, &flags);
-  if (st == GW_OK) st = gw_fill(flags, &zero);
-  gw_release(flags);
-  if (st != GW_OK) return gw__halo_call_failed(st, "zeroing the IPC signal flags", -1);
+  h->ipc_base = gw_data(h->ipc_block);
   st = gw_ipc_export(h->ipc_block, &h->ipc_handle);
   if (st != GW_OK)
     return gw__halo_call_failed(st,
@@ -258,7 +210,7 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
       break;
     }
     gw_array *p = hd->ipc_peer[g->side];
-    if ((unsigned long long)gw_numel(p) < IPC_FLAGS_BYTES + o->off + (unsigned long long)g->bytes) {
+    if ((unsigned long long)gw_numel(p) < o->off + (unsigned long long)g->bytes) {
       st = gw__halo_fail(GW_EINVAL,
                          "gw_halo_create: rank %d's IPC receive buffer along dim %d (%llu + "
                          "%d bytes) lies "
@@ -266,8 +218,7 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
                          peer, d, o->off, g->bytes, (long long)gw_numel(p));
       break;
     }
-    hd->shm_delta[g->side] =
-        ((char *)gw_data(p) + IPC_FLAGS_BYTES + o->off) - (h->ipc_base + g->off_send);
+    hd->shm_delta[g->side] = ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
     st = gw__ipc_event_open(h->ctx, &o->landed, &hd->ipc_peer_landed[g->side]);
     if (st == GW_OK) st = gw__ipc_event_open(h->ctx, &o->freed, &hd->ipc_peer_freed[g->side]);
     if (st != GW_OK) {
@@ -284,73 +235,8 @@ static gw_status step(gw_status st, const char *what, int d) {
   return st == GW_OK ? GW_OK : gw__halo_call_failed(st, what, d);
 }
 
-/* ---- device-side signalling ---- */
-
-gw_status gw__halo_ipc_signal_decide(gw_halo *h, gw_status mine) {
-  /* (a rank without IPC messages has no block and signals nothing: it takes the others'
-   * choice; a plan is one protocol, every rank's or none's) */
-  int msgs = h->ipc_block != NULL, all = 0;
-  int can = mine == GW_OK && h->set.ipc_signal &&
-            (!msgs || (h->stream && gw__stream_values_supported(h->ctx, 8)));
-  gw_status st = gw__halo_mpi(MPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, h->comm),
-                              "MPI_Allreduce (device signalling)", -1);
-  h->ipc_sig = st == GW_OK && all;
-  return mine != GW_OK ? mine : st;
-}
-
-/* Our own flag (waited for) and the side's neighbour's (written), of dim d, side s. */
-static uint64_t *own_flag(gw_halo *h, int d, int s, int which) {
-  return flag_at(h->ipc_block, d, s, which);
-}
-static uint64_t *peer_flag(gw_halo *h, int d, int s, int which) {
-  return flag_at(h->dim[d].ipc_peer[s], d, !s, which);
-}
-
-gw_status gw__halo_ipc_unpack_signalled(gw_halo *h, int d) {
-  gw__halo_dim *hd = &h->dim[d];
-  for (int m = 0; m < hd->nmsg; m++) {
-    if (!halo_msg_sig(h, &hd->msg[m])) continue;
-    gw_status st = gw__halo_ipc_before_unpack(h, d, m);
-    if (st == GW_OK) st = gw__halo_ipc_copy(h, d, m, GW__HALO_UNPACK);
-    if (st == GW_OK) st = gw__halo_ipc_after_unpack(h, d, m);
-    if (st != GW_OK) return st;
-  }
-  return GW_OK;
-}
-
-/* Every flag this rank writes for update n, on stream s. */
-static gw_status write_all(gw_halo *h, gw_stream *s) {
-  gw_status st = GW_OK;
-  for (int d = 0, m = -1; st == GW_OK && gw__halo_next_direct(h, &d, &m);) {
-    const gw__halo_msg *g = &h->dim[d].msg[m];
-    if (!halo_msg_sig(h, g)) continue;
-    /* (message m goes toward side g->side and comes from it: landed for the one, freed for
-     * the other) */
-    st = gw__stream_write_value(s, peer_flag(h, d, g->side, FLAG_LANDED), h->ipc_seq, 8);
-    if (st == GW_OK)
-      st = gw__stream_write_value(s, peer_flag(h, d, g->side, FLAG_FREED), h->ipc_seq, 8);
-  }
-  return st == GW_OK ? gw_stream_synchronize(s) : st;
-}
-
-void gw__halo_ipc_signal_failed(gw_halo *h) {
-  if (!h->ipc_sig || h->ipc_seq == 0) return;
-  if (h->stream && write_all(h, h->stream) == GW_OK) return;
-  gw_stream *fresh = NULL; /* the plan's stream itself may be what failed */
-  if (gw_stream_create(h->ctx, &fresh) == GW_OK) (void)write_all(h, fresh);
-  gw_stream_destroy(fresh);
-}
-
 gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
   gw__halo_dim *hd = &h->dim[d];
-  if (h->ipc_sig) /* the neighbour unpacked update n - 1 out of the buffer this pack fills */
-    return h->ipc_seq < 2
-               ? GW_OK
-               : step(gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_FREED),
-                                            h->ipc_seq - 1, 8),
-                      "path IPC: waiting for the neighbour's unpacks "
-                      "(gw__stream_wait_value)",
-                      d);
   /* (no streams: every copy ran to completion already; a 0-byte token: the
    * neighbour's unpacks were complete when it was sent) */
   if (!h->q || !recorded) return GW_OK;
@@ -360,10 +246,6 @@ gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
 
 gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
-  if (h->ipc_sig)
-    return step(
-        gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_LANDED), h->ipc_seq, 8),
-        "path IPC: signalling a pack (gw__stream_write_value)", d);
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_record(hd->ipc_landed[hd->msg[m].side], h->q),
               "path IPC: recording a pack's event (gw__ipc_event_record)", d);
@@ -371,10 +253,6 @@ gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
 
 gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
-  if (h->ipc_sig)
-    return step(
-        gw__stream_wait_value(h->q, own_flag(h, d, hd->msg[m].side, FLAG_LANDED), h->ipc_seq, 8),
-        "path IPC: waiting for the neighbour's pack (gw__stream_wait_value)", d);
   if (!h->q) return GW_OK;
   return step(gw__ipc_event_wait(h->q, hd->ipc_peer_landed[hd->msg[m].side]),
               "path IPC: waiting for the neighbour's pack (gw__ipc_event_wait)", d);
@@ -382,10 +260,6 @@ gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
 
 gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
-  if (h->ipc_sig) /* (blocking or not: the sender's next pack waits for it on its device) */
-    return step(
-        gw__stream_write_value(h->q, peer_flag(h, d, hd->msg[m].side, FLAG_FREED), h->ipc_seq, 8),
-        "path IPC: signalling an unpack (gw__stream_write_value)", d);
   if (h->blocking) return GW_OK; /* (no queue too) 0 bytes once the unpacks are done */
   gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
                       "path IPC: recording an unpack's event (gw__ipc_event_record)", d);

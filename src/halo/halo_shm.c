@@ -209,7 +209,6 @@ void gw__halo_shm_resync(gw_halo *h) {
   for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
     gw__halo_dim *hd = &h->dim[d];
     const gw__halo_msg *g = &hd->msg[m];
-    if (halo_msg_sig(h, g)) continue; /* no tokens: gw__halo_ipc_signal_failed instead */
     (void)MPI_Isend(h->msg_base, 0, MPI_BYTE, hd->peer[g->side], halo_tag_free(h, d, g->side),
                     h->comm, &hd->tok_req[m]);
     (void)MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
@@ -278,7 +277,7 @@ gw_status gw__halo_shm_release(gw_halo *h) {
   if (!h->shm_owed) return GW_OK;
   h->shm_owed = 0;
   for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
-    if ((h->dim[d].msg[m].ipc && !h->blocking) || halo_msg_sig(h, &h->dim[d].msg[m])) continue;
+    if (h->dim[d].msg[m].ipc && !h->blocking) continue;
     gw_status st = gw__halo_send_free(h, d, m, 0);
     if (st != GW_OK) return st;
   }

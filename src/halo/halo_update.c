@@ -47,8 +47,7 @@ static void quiesce(gw_halo *h) {
     }
   if (h->stream) (void)gw_stream_synchronize(h->stream);
   if (h->q && h->q != h->stream) (void)gw_stream_synchronize(h->q); /* the caller's */
-  gw__halo_ipc_signal_failed(h); /* (drained: nothing of ours still waits or writes) */
-  gw__halo_shm_cancel(h);        /* this epoch's tokens: gone; the next epoch's start below */
+  gw__halo_shm_cancel(h); /* this epoch's tokens: gone; the next epoch's start below */
   h->inflight = -1;
   h->started = 0;
   h->captured = 0;
@@ -179,9 +178,6 @@ static gw_status begin(gw_halo *h, const char *fn, int split, gw_stream *s) {
   h->q = s && (h->info.neighbours == 0 || h->captured) && h->stream ? s : h->stream;
   /* (no queue: every copy runs to completion, so tokens go as after a synchronization) */
   h->blocking = (!split && !s) || !h->q;
-  /* device signalling: this update's sequence number, before anything can fail (a failure
-   * from here on writes its flags: quiesce) */
-  h->ipc_seq++;
   GW_TRACE_NOW(t0);
   if (st == GW_OK) st = gw__halo_host_post_receives(h);
   GW_TRACE_NOW(t1);

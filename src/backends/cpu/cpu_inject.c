@@ -59,8 +59,6 @@ static const char *const op_names[GW_CPU_OP_COUNT] = {
     [GW_CPU_OP_IPC_EVENT_OPEN] = "ipc_event_open",
     [GW_CPU_OP_IPC_POOL_IMPORT] = "ipc_pool_import",
     [GW_CPU_OP_IPC_VMM_IMPORT] = "ipc_vmm_import",
-    [GW_CPU_OP_STREAM_WRITE_VALUE] = "stream_write_value",
-    [GW_CPU_OP_STREAM_WAIT_VALUE] = "stream_wait_value",
 };
 
 GW_API const char *gw_cpu_op_name(gw_cpu_op op) {

@@ -250,10 +250,6 @@ gw_cpu_capture_mode gw__cpu_capture_mode_exchange(gw_cpu_capture_mode m);
  * GW_EBACKEND, having invalidated the captures it breaks, when it may not. */
 gw_status gw__cpu_capture_guard(const char *call);
 gw_status gw__cpu_stream_capturing(void *stream, uint64_t *capture);
-/* Stream memory operations: a queued store of a word (release), a queued wait until the
- * word holds >= value (acquire; polled: another process may store it). */
-gw_status gw__cpu_stream_write_value(void *stream, void *addr, uint64_t value, int bytes);
-gw_status gw__cpu_stream_wait_value(void *stream, const void *addr, uint64_t value, int bytes);
 /* fork(): the streams' lock, taken innermost (after the model's), and the child's reset
  * (no worker thread survives a fork: queues are taken over by new workers on demand;
  * cpu_queue.c). */

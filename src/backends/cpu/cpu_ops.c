@@ -59,7 +59,6 @@ static gw_status cpu_context_init(int device, void **state, gw__caps *caps) {
       .gpu_aware_hint = 0,
       .host_register_readonly = c->readonly_register,
       .concurrent_processes = c->mps,
-      .stream_values = 3, /* both widths */
   };
   /* The modelled device is the same device in every process of this machine: the
    * processes of one node that see machine device N share it (as ranks sharing a GPU do),
@@ -199,20 +198,6 @@ static gw_status cpu_stream_wait_event(void *state, void *stream, void *event) {
   (void)state;
   CHECK(GW_CPU_OP_STREAM_WAIT_EVENT);
   RELAXED(gw__cpu_stream_wait_event(stream, event));
-}
-
-static gw_status cpu_stream_write_value(void *state, void *stream, void *addr, uint64_t value,
-                                        int bytes) {
-  (void)state;
-  CHECK(GW_CPU_OP_STREAM_WRITE_VALUE);
-  RELAXED(gw__cpu_stream_write_value(stream, addr, value, bytes));
-}
-
-static gw_status cpu_stream_wait_value(void *state, void *stream, const void *addr, uint64_t value,
-                                       int bytes) {
-  (void)state;
-  CHECK(GW_CPU_OP_STREAM_WAIT_VALUE);
-  RELAXED(gw__cpu_stream_wait_value(stream, addr, value, bytes));
 }
 
 /* Not injected or counted: a poll, and GW_EBUSY is an answer, not a failure. */
@@ -356,6 +341,4 @@ const gw__backend_ops gw__cpu_ops = {
     .proc_fork_lock = cpu_fork_lock,
     .stream_owns_native = gw__cpu_stream_is_native,
     .stream_capturing = cpu_stream_capturing,
-    .stream_write_value = cpu_stream_write_value,
-    .stream_wait_value = cpu_stream_wait_value,
 };

@@ -447,21 +447,6 @@ gw_status gw__cpu_stream_wait_event(void *stream, void *ev) {
   return st;
 }
 
-/* ---- stream memory operations (cuStreamWriteValue / cuStreamWaitValue) ---- */
-
-/* Queued items like copies: on a capturing stream they are recorded (the runtime captures
- * them as memory-operation nodes), and a launch replays them with the value of the
- * capture. */
-gw_status gw__cpu_stream_write_value(void *stream, void *addr, uint64_t value, int bytes) {
-  item it = {.kind = IT_WRITEVAL, .u.v = {addr, value, bytes}};
-  return enqueue(queue_of(stream), &it);
-}
-
-gw_status gw__cpu_stream_wait_value(void *stream, const void *addr, uint64_t value, int bytes) {
-  item it = {.kind = IT_WAITVAL, .u.v = {(void *)addr, value, bytes}};
-  return enqueue(queue_of(stream), &it);
-}
-
 gw_status gw__cpu_event_query(void *ev) {
   const event *e = ev;
   pthread_mutex_lock(&gw__cpu_streams_mutex);

@@ -16,10 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* IT_SIGNAL / IT_SHWAIT: an interprocess event's record / wait (cpu_ipc_event.c).
- * IT_WRITEVAL / IT_WAITVAL: stream memory operations (cuStreamWriteValue / WaitValue): a
- * store of a word once the stream reaches it, a wait until a word holds >= a value (which
- * another process may store: polled, as IT_SHWAIT). */
+/* IT_SIGNAL / IT_SHWAIT: an interprocess event's record / wait (cpu_ipc_event.c). */
 typedef enum {
   IT_COPY,
   IT_FILL,
@@ -28,9 +25,7 @@ typedef enum {
   IT_NOP,
   IT_BATCH,
   IT_SIGNAL,
-  IT_SHWAIT,
-  IT_WRITEVAL,
-  IT_WAITVAL
+  IT_SHWAIT
 } item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
@@ -58,11 +53,6 @@ typedef struct item {
       gw__xfer *x; /* IT_BATCH: malloc'd, freed when the item completes */
       int n;
     } b;
-    struct {
-      void *addr; /* IT_WRITEVAL / IT_WAITVAL: the word (4 or 8 bytes, aligned) */
-      uint64_t value;
-      int bytes;
-    } v;
   } u;
 } item;
 
@@ -118,10 +108,6 @@ gw_status gw__cpu_start_worker(queue *q);
 void gw__cpu_push(queue *q, item *it);
 /* In a forked child, run the queued work on the calling thread (no workers there). */
 void gw__cpu_child_drain(void);
-/* An IT_WAITVAL's word holds at least its value (acquire). */
-bool gw__cpu_value_reached(const item *h);
-/* The head h waits for progress another process may make (no condition variable tells). */
-bool gw__cpu_waits_outside(const item *h);
 /* The head h of q may run: its stream-ordering dependencies have completed. */
 bool gw__cpu_queue_ready(const queue *q, const item *h);
 /* Pop q's head h, which has run (freeing it if it is a worker item). */

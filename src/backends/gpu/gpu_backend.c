@@ -60,7 +60,6 @@ static gw_status context_init(int device, void **state, gw__caps *caps) {
   c->caps.host_register_readonly = gwv_host_register_readonly_supported(device);
   gwv_device_uuid(device, c->caps.device_uuid);
   c->caps.concurrent_processes = gwv_concurrent_processes(device);
-  c->caps.stream_values = gwv_stream_values(device);
   c->ccaps = (gwc_caps){.pageable_access = c->caps.pageable_access,
                         .host_ptr_for_registered = c->caps.host_ptr_for_registered};
   int sms = gwv_device_attr(GWV_ATTR_SM_COUNT, device);
@@ -319,8 +318,6 @@ static const gw__backend_ops gwg_ops = {
     .event_destroy = gwg_event_destroy,
     .event_record = gwg_event_record,
     .stream_wait_event = gwg_stream_wait_event,
-    .stream_write_value = gwg_stream_write_value,
-    .stream_wait_value = gwg_stream_wait_value,
     .event_query = gwg_event_query,
     .ipc_mem_export = gwg_ipc_export,
     .ipc_mem_open = gwg_ipc_open,

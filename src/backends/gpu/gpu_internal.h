@@ -99,9 +99,6 @@ gw_status gwg_event_create(void *state, void **event);
 gw_status gwg_event_destroy(void *state, void *event);
 gw_status gwg_event_record(void *state, void *event, void *stream);
 gw_status gwg_stream_wait_event(void *state, void *stream, void *event);
-gw_status gwg_stream_write_value(void *state, void *stream, void *addr, uint64_t value, int bytes);
-gw_status gwg_stream_wait_value(void *state, void *stream, const void *addr, uint64_t value,
-                                int bytes);
 gw_status gwg_event_query(void *state, void *event);
 gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture);
 

@@ -230,38 +230,6 @@ gw_status gwg_stream_wait_event(void *state, void *stream, void *event) {
   return GW_OK;
 }
 
-/* Stream memory operations on the stream's device (the word may be another process's
- * memory mapped here). Relaxed capture mode as every call (gwg_enter): the operation itself
- * is captured where the stream captures (a memory-operation node). */
-gw_status gwg_stream_write_value(void *state, void *stream, void *addr, uint64_t value, int bytes) {
-  (void)state;
-  const gwg_stream *st = stream;
-  gwg_prev prev;
-  gw_status s = gwg_enter(st->device, &prev);
-  if (s != GW_OK) return s;
-  gwv_err e = gwv_stream_write_value(st->s, addr, value, bytes);
-  gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_WRITE_VALUE_CALL "%d of %p on a stream of device %d", bytes * 8, addr,
-                    st->device);
-  return GW_OK;
-}
-
-gw_status gwg_stream_wait_value(void *state, void *stream, const void *addr, uint64_t value,
-                                int bytes) {
-  (void)state;
-  const gwg_stream *st = stream;
-  gwg_prev prev;
-  gw_status s = gwg_enter(st->device, &prev);
-  if (s != GW_OK) return s;
-  gwv_err e = gwv_stream_wait_value(st->s, addr, value, bytes);
-  gwg_leave(prev);
-  if (e != GWV_SUCCESS)
-    return gwg_fail(e, GWV_WAIT_VALUE_CALL "%d of %p on a stream of device %d", bytes * 8,
-                    (void *)addr, st->device);
-  return GW_OK;
-}
-
 /* One runtime query. A special handle (legacy, per-thread) names the current device's
  * default stream: that device is made current for it; any other handle is asked as it is. */
 gw_status gwg_stream_capturing(void *state, void *stream, uint64_t *capture) {

@@ -418,46 +418,6 @@ static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_
              : (gwv_err)cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst, v, n, (CUstream)s);
 }
 
-/* Stream memory operations (backend.h, stream_write_value): the driver's
- * cuStreamWriteValue32/64 and cuStreamWaitValue32/64 (GEQ), in the thread's current context
- * as the memsets above; their codes pass through as gwv_err the same way. The write keeps
- * its memory barrier (no CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER): the work before it is
- * visible to a reader of the value. 32-bit operations are always there since CUDA 12 (the
- * _V1 attributes were for the old opt-in); 64-bit ones where
- * CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS says so, and only where the device can
- * wait at all (CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, the attribute of the
- * current wait operations; the halo waits GEQ, never NOR, but a device without it has no
- * wait worth the name on this driver). Bit 0: 4 bytes, bit 1: 8 bytes. */
-#define GWV_WRITE_VALUE_CALL "cuStreamWriteValue"
-#define GWV_WAIT_VALUE_CALL "cuStreamWaitValue(GEQ)"
-static inline int gwv_stream_values(int device) {
-  CUdevice d;
-  int nor = 0, b64 = 0;
-  if (cuDeviceGet(&d, device) != CUDA_SUCCESS ||
-      cuDeviceGetAttribute(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, d) !=
-          CUDA_SUCCESS ||
-      cuDeviceGetAttribute(&b64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, d) !=
-          CUDA_SUCCESS)
-    return 0;
-  return nor ? 1 | (b64 ? 2 : 0) : 0;
-}
-static inline gwv_err gwv_stream_write_value(gwv_stream s, void *addr, uint64_t v, int bytes) {
-  gwv_err e = gwv_memset_context();
-  if (e != cudaSuccess) return e;
-  CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
-  return bytes == 4 ? (gwv_err)cuStreamWriteValue32((CUstream)s, p, (cuuint32_t)v, 0)
-                    : (gwv_err)cuStreamWriteValue64((CUstream)s, p, (cuuint64_t)v, 0);
-}
-static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v, int bytes) {
-  gwv_err e = gwv_memset_context();
-  if (e != cudaSuccess) return e;
-  CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
-  return bytes == 4
-             ? (gwv_err)cuStreamWaitValue32((CUstream)s, p, (cuuint32_t)v, CU_STREAM_WAIT_VALUE_GEQ)
-             : (gwv_err)cuStreamWaitValue64((CUstream)s, p, (cuuint64_t)v,
-                                            CU_STREAM_WAIT_VALUE_GEQ);
-}
-
 /* The generation the classifier reads our raw attributes with. */
 #define GWV_GEN GWC_GEN_CUDA
 _Static_assert((int)CU_MEMORYTYPE_HOST == GWC_CU_HOST &&

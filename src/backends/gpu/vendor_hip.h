@@ -333,30 +333,6 @@ static inline gwv_err gwv_memset_d32_async(void *dst, uint32_t v, size_t n, gwv_
   return hipMemsetD32Async((hipDeviceptr_t)dst, (int)v, n, s);
 }
 
-/* Stream memory operations (backend.h, stream_write_value): hipStreamWriteValue32/64 and
- * hipStreamWaitValue32/64 with hipStreamWaitValueGte over the whole word (the mask of all
- * ones). Both widths where hipDeviceAttributeCanUseStreamWaitValue says the device waits. */
-#define GWV_WRITE_VALUE_CALL "hipStreamWriteValue"
-#define GWV_WAIT_VALUE_CALL "hipStreamWaitValue(Gte)"
-static inline int gwv_stream_values(int device) {
-  int v = 0;
-  if (hipDeviceGetAttribute(&v, hipDeviceAttributeCanUseStreamWaitValue, device) != hipSuccess) {
-    (void)hipGetLastError();
-    v = 0;
-  }
-  return v ? 3 : 0;
-}
-static inline gwv_err gwv_stream_write_value(gwv_stream s, void *addr, uint64_t v, int bytes) {
-  return bytes == 4 ? hipStreamWriteValue32(s, addr, (uint32_t)v, 0)
-                    : hipStreamWriteValue64(s, addr, v, 0);
-}
-static inline gwv_err gwv_stream_wait_value(gwv_stream s, const void *addr, uint64_t v, int bytes) {
-  return bytes == 4 ? hipStreamWaitValue32(s, (void *)addr, (uint32_t)v, hipStreamWaitValueGte,
-                                           0xFFFFFFFFu)
-                    : hipStreamWaitValue64(s, (void *)addr, v, hipStreamWaitValueGte,
-                                           0xFFFFFFFFFFFFFFFFull);
-}
-
 #if HIP_VERSION_MAJOR >= 6
 #define GWV_GEN GWC_GEN_ROCM6
 #define GWV_ATTR_TYPE(a) ((a).type)
