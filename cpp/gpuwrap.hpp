@@ -144,6 +144,16 @@ public:
     std::memcpy(h.raw_.bytes, p, n);
     return h;
   }
+  /** gw_ipc_handle_send: the handle, with the descriptors of pool and VMM memory, over the
+   *  Unix socket `sock` (SCM_RIGHTS; in the exporting process; docs/IPC.md). */
+  void send(int sock) const { check(gw_ipc_handle_send(sock, &raw_)); }
+  /** gw_ipc_handle_recv: one handle from `sock`; its descriptors are kept for the next
+   *  context::ipc_open of it in this process (instead of pidfd_getfd). */
+  static ipc_handle recv(int sock) {
+    ipc_handle h;
+    check(gw_ipc_handle_recv(sock, &h.raw_));
+    return h;
+  }
   const unsigned char *data() const noexcept { return raw_.bytes; }
   static constexpr std::size_t size() noexcept { return GW_IPC_HANDLE_BYTES; }
   const gw_ipc_handle &get() const noexcept { return raw_; }

@@ -263,6 +263,20 @@ module gpuwrap_core
       type(c_ptr), intent(inout) :: out
       integer(c_int) :: st
     end function
+    ! The handle (and the descriptors of pool and VMM memory) over a Unix socket's
+    ! descriptor `sock` (SCM_RIGHTS; docs/IPC.md); h is untouched when a receive fails.
+    function gw_ipc_handle_send(sock, h) bind(c, name="gw_ipc_handle_send") result(st)
+      import :: c_int, gw_ipc_handle
+      integer(c_int), value :: sock
+      type(gw_ipc_handle), intent(in) :: h
+      integer(c_int) :: st
+    end function
+    function gw_ipc_handle_recv(sock, h) bind(c, name="gw_ipc_handle_recv") result(st)
+      import :: c_int, gw_ipc_handle
+      integer(c_int), value :: sock
+      type(gw_ipc_handle), intent(inout) :: h
+      integer(c_int) :: st
+    end function
     function gw_copy(dst, src) bind(c, name="gw_copy") result(st)
       import :: c_int, c_ptr
       type(c_ptr), value :: dst, src

@@ -5,6 +5,9 @@
 #include <gpuwrap.hpp>
 #include <gpuwrap/cpu_testing.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +70,19 @@ int main() {
     raw.bytes[100] ^= 1;
     EXPECT(thrown([&] { ctx.ipc_open(gw::ipc_handle(raw)); }, &what) == GW_EINVAL);
     EXPECT(what.find("check value") != std::string::npos);
+    { // ipc_handle::send / recv over a socket pair (in one process: the same memory)
+      int sv[2];
+      EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+      hv.send(sv[0]);
+      gw::ipc_handle got = gw::ipc_handle::recv(sv[1]);
+      EXPECT(std::memcmp(got.data(), hv.data(), hv.size()) == 0);
+      gw::array o2 = ctx.ipc_open(got);
+      EXPECT(o2.data() == v.data());
+      close(sv[0]);
+      EXPECT(thrown([&] { gw::ipc_handle::recv(sv[1]); }, &what) == GW_EBACKEND);
+      EXPECT(what.find("closed") != std::string::npos);
+      close(sv[1]);
+    }
     gw::array host = gw::array::wrap(ctx, h.data(), {n});
     EXPECT(thrown([&] { host.export_ipc(); }, &what) == GW_ENOTSUP);
     EXPECT(what.find("only device memory") != std::string::npos);

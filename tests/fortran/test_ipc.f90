@@ -1,7 +1,9 @@
 ! fortran.ipc: gw_ipc_export / gw_ipc_open from Fortran: type(gw_ipc_handle) is the C
 ! handle's 256 bytes; a device array's strided view exported and opened in the exporting
 ! process (the same memory, every element checked on fresh random data); a damaged handle
-! is GW_EINVAL with the handle's reason; host memory GW_ENOTSUP, the handle untouched.
+! is GW_EINVAL with the handle's reason; host memory GW_ENOTSUP, the handle untouched; the
+! handle over a Unix socket pair (gw_ipc_handle_send / gw_ipc_handle_recv) arrives whole and
+! opens the same memory; a receive from a closed peer is GW_EBACKEND.
 program test_ipc
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: real64, error_unit
@@ -10,7 +12,22 @@ program test_ipc
   integer :: nfail
   integer(c_int) :: st
   type(c_ptr) :: ctx, d, v, o, h, back
-  type(gw_ipc_handle) :: hnd, bad, keep
+  type(gw_ipc_handle) :: hnd, bad, keep, got
+  integer(c_int) :: sv(2)
+  ! (libc, Linux's constants: AF_UNIX 1, SOCK_STREAM 1)
+  interface
+    function c_socketpair(domain, kind, protocol, fds) bind(c, name="socketpair") result(r)
+      import :: c_int
+      integer(c_int), value :: domain, kind, protocol
+      integer(c_int), intent(out) :: fds(2)
+      integer(c_int) :: r
+    end function
+    function c_close(fd) bind(c, name="close") result(r)
+      import :: c_int
+      integer(c_int), value :: fd
+      integer(c_int) :: r
+    end function
+  end interface
   real(real64), allocatable, target :: x(:), y(:)
   integer(c_int64_t) :: n(1), start(1), vshape(1), step(1)
 
@@ -35,6 +52,18 @@ program test_ipc
   call check(gw_wrap_array(ctx, y, back) == GW_OK, 'wrap y')
   call check(gw_copy(back, o) == GW_OK, 'copy the opened array back')
   call check(all(y == x(5:100:5)), 'every element of the view')
+  call check(c_socketpair(1_c_int, 1_c_int, 0_c_int, sv) == 0, 'socketpair')
+  call check(gw_ipc_handle_send(sv(1), hnd) == GW_OK, 'gw_ipc_handle_send')
+  call check(gw_ipc_handle_recv(sv(2), got) == GW_OK, 'gw_ipc_handle_recv')
+  call check(all(got%bytes == hnd%bytes), 'the handle arrives whole')
+  call gw_release(o)
+  call check(gw_ipc_open(ctx, got, o) == GW_OK, 'open the received handle')
+  call check(c_associated(gw_data(o), gw_data(v)), 'the same memory, received')
+  call check(c_close(sv(1)) == 0, 'close the sending end')
+  keep = got
+  call check(gw_ipc_handle_recv(sv(2), got) == GW_EBACKEND, 'a closed peer: GW_EBACKEND')
+  call check(all(got%bytes == keep%bytes), 'the handle untouched by the failed receive')
+  call check(c_close(sv(2)) == 0, 'close the receiving end')
   bad = hnd
   bad%bytes(200) = int(ieor(int(bad%bytes(200)), 1), c_int8_t)
   st = gw_ipc_open(ctx, bad, v)
