@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,40 @@ static int vmm_child(void) {
     send_line(stdout, "freed");
     expect_line(stdin, "go", NULL);
     seg_free(&t);
+  } else if (strcmp(job, "many") == 0) {
+    /* An array over `extra` chunks (more than a handle holds: a manifest), its first
+     * element in the middle of chunk 0 and its last in the middle of the last; exported
+     * twice (the same manifest, so the same handle); then a span of other chunks at the
+     * same base, whose manifest replaces the first (one kept open either way). */
+    int k = atoi(extra);
+    segment s = seg_make(k, k);
+    int64_t n = (int64_t)((size_t)(k - 1) * s.cs / 4);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, s.r + s.cs / 2, GW_UINT32, 1, &n, NULL, 0, &a));
+    write_seeded(a, seed);
+    gw_ipc_handle again;
+    int held = tst_open_fds(); /* the chunks' descriptors counted */
+    ASSERT_OK(gw_ipc_export(a, &h));
+    ASSERT_OK(gw_ipc_export(a, &again));
+    ASSERT_EQ_INT(memcmp(h.bytes, again.bytes, sizeof h.bytes), 0);
+    ASSERT_EQ_INT(h.bytes[239], 2);
+    ASSERT_EQ_INT((int)(h.bytes[240] | h.bytes[241] << 8), k); /* the chunk count */
+    ASSERT_EQ_INT(tst_open_fds(), held + 1);                   /* the manifest */
+    send_handle(stdout, &h);
+    expect_line(stdin, "go", NULL);
+    check_seeded(a, seed + 100);
+    gw_release(a);
+    seg_free(&s);
+    segment t = seg_make(k, k);
+    n = (int64_t)((size_t)k * t.cs / 4);
+    ASSERT_OK(gw_wrap(ctx, t.r, GW_UINT32, 1, &n, NULL, 0, &a));
+    held = tst_open_fds();
+    ASSERT_OK(gw_ipc_export(a, &again));
+    if (t.r == s.r) /* the same base: the older manifest replaced (closed) */
+      ASSERT_EQ_INT(tst_open_fds(), held);
+    gw_release(a);
+    seg_free(&t);
+    fds0 += t.r == s.r ? 1 : 2; /* the manifests stay open (ipc_manifest.c) */
   } else if (strcmp(job, "cycler") == 0) {
     int n = atoi(extra);
     size_t live0 = gw_cpu_vmm_live();
@@ -229,6 +264,89 @@ TEST_IMPL(vmm_injected_failures) {
   return 0;
 }
 
+/* Arrays over 12 and 40 chunks (a manifest lists them, ipc_manifest.c), exported by an
+ * exec'd child, their first element in the middle of a chunk: every element read here and
+ * written back, checked there; a second open shares the mapping; a handle whose manifest
+ * descriptor, chunk count or digest is wrong is refused naming why, nothing left open; a
+ * refused take of the manifest (EPERM, ENOSYS) and a failed import leave nothing. */
+TEST_IMPL(vmm_many_chunks) {
+  TEST_REQUIRE_CPU();
+  tst_require_pidfd();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  gw_context *ctx = tst_open(0);
+  int maps0 = vmm_maps();
+  static const int ks[2] = {12, 40};
+  for (int w = 0; w < 2; w++) {
+    uint64_t seed = tst_rand64() | 1;
+    char extra[16];
+    snprintf(extra, sizeof extra, "%d", ks[w]);
+    peer p = peer_start("many", seed, extra);
+    int fds0 = tst_open_fds();
+    gw_ipc_handle h;
+    expect_line(p.in, "handle", &h);
+    gw_array *a = NULL, *b = NULL;
+    /* Damaged: the manifest named by another of the exporter's descriptors (its stdin, a
+     * pipe), a wrong chunk count, a wrong digest. */
+    struct {
+      int at, value;
+      const char *says;
+    } damage[3] = {{73, 0, "not a sealed memfd"},
+                   {240, ks[w] + 1, "bytes, not the"},
+                   {80, 0x5a, "digest is not the handle's"}};
+    for (int d = 0; d < 3; d++) {
+      gw_ipc_handle bad = h;
+      if (damage[d].at == 73)
+        memset(bad.bytes + 73, 0, 4); /* descriptor 0 */
+      else if (damage[d].at == 240)
+        bad.bytes[240] = (unsigned char)damage[d].value;
+      else
+        bad.bytes[damage[d].at] ^= (unsigned char)damage[d].value;
+      reseal(&bad);
+      ASSERT_STATUS(gw_ipc_open(ctx, &bad, &a), GW_EINVAL);
+      ASSERT_ERROR_MENTIONS("VMM manifest");
+      ASSERT_ERROR_MENTIONS(damage[d].says);
+      ASSERT_NULL(a);
+      ASSERT_EQ_INT(vmm_maps(), maps0);
+      ASSERT_EQ_INT(tst_open_fds(), fds0);
+    }
+    /* Refused takes and a failed import. */
+    int errs[2] = {EPERM, ENOSYS};
+    for (int i = 0; i < 2; i++) {
+      gw_cpu_ipc_force_pidfd_errno(errs[i]);
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
+      ASSERT_ERROR_MENTIONS("VMM memory's manifest");
+      ASSERT_NULL(a);
+      ASSERT_EQ_INT(vmm_maps(), maps0);
+      ASSERT_EQ_INT(tst_open_fds(), fds0);
+    }
+    gw_cpu_ipc_force_pidfd_errno(0);
+    gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+    ASSERT_NULL(a);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+
+    long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT);
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+    check_seeded(a, seed);
+    ASSERT_OK(gw_ipc_open(ctx, &h, &b)); /* the same mapping */
+    ASSERT_EQ_PTR(gw_data(b), gw_data(a));
+    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT), imports + 1);
+    ASSERT_EQ_INT(vmm_maps(), maps0 + ks[w]); /* one mapping per chunk */
+    gw_release(b);
+    write_seeded(a, seed + 100);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    send_line(p.out, "go");
+    peer_finish(&p);
+  }
+  gw_context_destroy(ctx);
+  return 0;
+}
+
 /* An array over more chunks than a handle names is refused at export, saying so; a
  * damaged chunk count is refused; the exporting process's own open of its handle is the
  * memory itself. */
@@ -236,24 +354,42 @@ TEST_IMPL(vmm_export_limits) {
   TEST_REQUIRE_CPU();
   gw_context *ctx = tst_open(0);
   int fds0 = tst_open_fds();
-  segment s = seg_make(9, 9);
-  int64_t n = (int64_t)(s.cs * 9 / 4);
+  /* 1025 chunks of the model's granularity (the most is 1024): refused, nothing kept. A
+   * chunk of the model is a memfd, open while it lives: room for 1025 of them. */
+  struct rlimit rl;
+  ASSERT_EQ_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_cur < 2048) {
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 2048)
+      TEST_SKIP("RLIMIT_NOFILE's hard limit is under 2048: 1025 chunks need as many files");
+    rl.rlim_cur = 2048;
+    ASSERT_EQ_INT(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  }
+  segment big = seg_make(1025, 1025);
+  int64_t n = (int64_t)(big.cs * 1025 / 4);
   gw_array *a = NULL;
-  ASSERT_OK(gw_wrap(ctx, s.r, GW_UINT32, 1, &n, NULL, 0, &a));
+  ASSERT_OK(gw_wrap(ctx, big.r, GW_UINT32, 1, &n, NULL, 0, &a));
   gw_ipc_handle h;
   ASSERT_STATUS(gw_ipc_export(a, &h), GW_ENOTSUP);
-  ASSERT_ERROR_MENTIONS("more than 8 chunks");
+  ASSERT_ERROR_MENTIONS("more than 1024 chunks");
   gw_release(a);
+  seg_free(&big);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  segment s = seg_make(9, 9);
   n = (int64_t)(s.cs * 8 / 4);
   ASSERT_OK(gw_wrap(ctx, s.r + s.cs, GW_UINT32, 1, &n, NULL, 0, &a));
   write_seeded(a, 7);
   ASSERT_OK(gw_ipc_export(a, &h));
   gw_array *b = NULL;
   gw_ipc_handle bad = h; /* a damaged chunk count: refused before any call */
-  bad.bytes[240] = 9;
+  bad.bytes[240] = 7;
   reseal(&bad);
   ASSERT_STATUS(gw_ipc_open(ctx, &bad, &b), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("VMM chunk count 9");
+  ASSERT_ERROR_MENTIONS("VMM chunk 7 after the last is not zero");
+  bad.bytes[240] = 0x01; /* 1025 */
+  bad.bytes[241] = 0x04;
+  reseal(&bad);
+  ASSERT_STATUS(gw_ipc_open(ctx, &bad, &b), GW_EINVAL);
+  ASSERT_ERROR_MENTIONS("VMM chunk count 1025");
   ASSERT_OK(gw_ipc_open(ctx, &h, &b));
   ASSERT_EQ_PTR(gw_data(b), gw_data(a));
   check_seeded(b, 7);

@@ -304,6 +304,7 @@
   T(vmm_cycles, cpu, "")             \
   T(vmm_injected_failures, cpu, "")  \
   T(vmm_export_limits, cpu, "")      \
+  T(vmm_many_chunks, cpu, "")        \
   H(vmm_child, vmm_child)
 
 /* test_ipc_fdpass.c */

@@ -37,11 +37,13 @@
  * GPUWRAP_HALO_AUTO_MPS (the settings' ids a plugin reads shifted). 13: IPC of stream-ordered
  * pool memory (gw__ipc_share in ipc_mem_export, the pool in ipc_mem_open and ipc_mem_close,
  * ipc_pool_import and ipc_pool_release). 14: IPC of VMM memory (GW__IPC_VMM: the chunks
- * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). A plugin of another ABI
+ * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). 16 (15 was the reverted stream
+ * memory operations' number, not reused): GW__IPC_VMM_MAX_CHUNKS 8 -> 1024 and the
+ * manifest in gw__ipc_share (spans of more chunks than a handle holds). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 14
+#define GW__BACKEND_ABI 16
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -49,9 +51,11 @@
 
 /* How an exported allocation is shared (ipc_mem_export fills it; docs/IPC.md). */
 enum { GW__IPC_LEGACY = 0, GW__IPC_POOL = 1, GW__IPC_VMM = 2 };
-/* VMM memory: at most this many chunks per exported span (the handle's runtime bytes hold
- * each chunk's descriptor number and size); a span over more is refused at export. */
-#define GW__IPC_VMM_MAX_CHUNKS 8
+/* VMM memory: at most this many chunks per exported span; a span over more is refused at
+ * export. The handle's runtime bytes hold GW__IPC_VMM_HANDLE_CHUNKS chunks' descriptor
+ * numbers and sizes; a longer list goes in a manifest the handle names (ipc_manifest.c). */
+#define GW__IPC_VMM_MAX_CHUNKS 1024
+#define GW__IPC_VMM_HANDLE_CHUNKS 8
 typedef struct {
   int kind;         /* GW__IPC_LEGACY: rt is the runtime's legacy handle; GW__IPC_POOL: rt is the
              * pool's export data of the allocation (cudaMemPoolExportPointer) */
@@ -69,6 +73,12 @@ typedef struct {
   int nchunks;
   int chunk_fd[GW__IPC_VMM_MAX_CHUNKS];
   uint64_t chunk_bytes[GW__IPC_VMM_MAX_CHUNKS];
+  /* The core's (never a backend's): more chunks than GW__IPC_VMM_HANDLE_CHUNKS are listed
+   * in the manifest, this process's descriptor manifest_fd (the exporter's in a decoded
+   * handle, where chunk_fd and chunk_bytes are unknown until it is read), whose contents
+   * have the digest manifest_digest. */
+  int manifest_fd;
+  uint64_t manifest_digest;
 } gw__ipc_share;
 
 /* What a context's device can do; filled by ctx_init. */

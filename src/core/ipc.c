@@ -5,6 +5,7 @@
  */
 #include "codec.h"
 #include "ipc_fdpass.h"
+#include "ipc_manifest.h"
 #include "ipc_table.h"
 #include "proc_identity.h"
 
@@ -76,15 +77,30 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   for (int i = 0; f.share.kind == GW__IPC_VMM && s == GW_OK && i < f.share.nchunks; i++)
     s = gw__ipc_fd_exported(f.share.chunk_fd[i]);
   if (s != GW_OK) return s;
+  bool manifest = f.share.kind == GW__IPC_VMM && f.share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS;
+  if (manifest) {
+    /* More chunks than the handle holds: their list goes in a manifest it names
+     * (ipc_manifest.c), which a send passes with them. */
+    s = gw__ipc_manifest_export(&f.share, &f.share.manifest_fd);
+    if (s == GW_OK) s = gw__ipc_fd_exported(f.share.manifest_fd);
+    if (s != GW_OK) return s;
+  }
   if (f.share.kind == GW__IPC_VMM) {
     /* The span of the chunks is what the handle names; each chunk's descriptor and size go
-     * in the runtime's bytes (ipc_handle.c, version 3). */
+     * in the runtime's bytes (ipc_handle.c, version 3), or the manifest's descriptor and
+     * digest do. */
     uint64_t total = 0;
     memset(f.rt, 0, sizeof f.rt);
     for (int i = 0; i < f.share.nchunks; i++) {
-      gw__put_le32(f.rt + 8 * i, (uint32_t)f.share.chunk_fd[i]);
-      gw__put_le32(f.rt + 8 * i + 4, (uint32_t)(f.share.chunk_bytes[i] >> 12));
+      if (!manifest) {
+        gw__put_le32(f.rt + 8 * i, (uint32_t)f.share.chunk_fd[i]);
+        gw__put_le32(f.rt + 8 * i + 4, (uint32_t)(f.share.chunk_bytes[i] >> 12));
+      }
       total += f.share.chunk_bytes[i];
+    }
+    if (manifest) {
+      gw__put_le32(f.rt, (uint32_t)f.share.manifest_fd);
+      gw__put_le64(f.rt + 4, gw__ipc_manifest_digest(&f.share));
     }
     f.offset = (uint64_t)((uintptr_t)a->dev0 - f.share.span_base);
     info.base = (void *)f.share.span_base;
@@ -230,7 +246,9 @@ static gw_status check_own(gw_context *ctx, const gw__ipc_fields *d, int device)
                     base, why);
   }
   bool same_chunks = sh.nchunks == d->share.nchunks && sh.span_base == d->base;
-  for (int i = 0; vmm && same_chunks && i < sh.nchunks; i++)
+  bool listed = vmm && d->share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS; /* in a manifest */
+  if (listed && same_chunks) same_chunks = gw__ipc_manifest_digest(&sh) == d->share.manifest_digest;
+  for (int i = 0; vmm && !listed && same_chunks && i < sh.nchunks; i++)
     same_chunks =
         sh.chunk_fd[i] == d->share.chunk_fd[i] && sh.chunk_bytes[i] == d->share.chunk_bytes[i];
   if (sh.kind != d->share.kind || sh.pool_id != d->share.pool_id ||

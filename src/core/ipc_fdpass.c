@@ -27,6 +27,7 @@
  */
 #include "ipc_fdpass.h"
 
+#include "ipc_manifest.h"
 #include "proc_identity.h"
 
 #include <errno.h>
@@ -38,10 +39,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The most descriptors one message carries (Linux's SCM_MAX_FD): a VMM handle whose
+ * manifest lists more than SEND_MAX - 1 chunks is refused by the socket path (its open
+ * takes them with pidfd_getfd instead; docs/IPC.md). */
+#define SEND_MAX 253
 /* A message may carry more descriptors than a handle names (a confused or hostile peer):
- * room for twice the most a handle names, so that a few too many are told apart from the
- * kernel's truncation (MSG_CTRUNC), and every one that arrived is closed. */
-#define RECV_ROOM (2 * GW__IPC_VMM_MAX_CHUNKS)
+ * room for all Linux lets one message carry, so that every one that arrived is counted and
+ * closed (MSG_CTRUNC, a kernel with a larger limit, is refused as well). */
+#define RECV_ROOM SEND_MAX
 
 struct sent_fd { /* a descriptor this process exported */
   int fd;
@@ -52,8 +57,9 @@ struct sent_fd { /* a descriptor this process exported */
 struct got_fd { /* a descriptor received for another process's handle */
   struct got_fd *next;
   uint64_t pid, nonce;
-  int their_fd; /* its number in the exporter, as the handle names it */
-  int fd;       /* ours */
+  int their_fd;   /* its number in the exporter, as the handle names it */
+  int fd;         /* ours */
+  uint64_t group; /* a manifest handle's: its digest (its descriptors are dropped together) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -148,19 +154,57 @@ int gw__ipc_fd_claim(uint64_t pid, uint64_t nonce, int fd) {
   return mine;
 }
 
-/* The descriptors d's handle names, in the order a send puts them in its message. */
-static int named_fds(const gw__ipc_fields *d, int out[GW__IPC_VMM_MAX_CHUNKS]) {
+static bool listed(const gw__ipc_fields *d) {
+  return d->share.kind == GW__IPC_VMM && d->share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS;
+}
+
+/* The descriptors d's handle names, in the order a send puts them in its message: a
+ * manifest handle's manifest, then the chunks it lists, read from `manifest` (this
+ * process's copy of it). *n is their count. */
+static gw_status named_fds(const gw__ipc_fields *d, int manifest, int out[SEND_MAX], int *n) {
+  *n = 0;
   if (d->share.kind == GW__IPC_POOL) {
     out[0] = d->share.fd;
-    return 1;
+    *n = 1;
+  } else if (listed(d)) {
+    if (d->share.nchunks + 1 > SEND_MAX)
+      return gw__fail(GW_ENOTSUP,
+                      "h: VMM memory of %d chunks: a message over a Unix socket carries at most "
+                      "%d descriptors (the manifest and %d chunks); open it with pidfd_getfd "
+                      "(gw_ipc_open of the bytes alone), or export a smaller view",
+                      d->share.nchunks, SEND_MAX, SEND_MAX - 1);
+    int fds[GW__IPC_VMM_MAX_CHUNKS];
+    uint64_t bytes[GW__IPC_VMM_MAX_CHUNKS];
+    gw_status s = gw__ipc_manifest_read(manifest, d, fds, bytes);
+    if (s != GW_OK) return s;
+    out[0] = d->share.manifest_fd;
+    memcpy(out + 1, fds, (size_t)d->share.nchunks * sizeof(int));
+    *n = 1 + d->share.nchunks;
+  } else if (d->share.kind == GW__IPC_VMM) {
+    for (int i = 0; i < d->share.nchunks; i++) out[i] = d->share.chunk_fd[i];
+    *n = d->share.nchunks;
   }
-  if (d->share.kind != GW__IPC_VMM) return 0;
-  for (int i = 0; i < d->share.nchunks; i++) out[i] = d->share.chunk_fd[i];
-  return d->share.nchunks;
+  return GW_OK;
 }
 
 void gw__ipc_fd_drop(const gw__ipc_fields *d) {
-  int fds[GW__IPC_VMM_MAX_CHUNKS], n = named_fds(d, fds);
+  if (listed(d)) { /* the manifest's and its chunks' descriptors, as received together */
+    pthread_mutex_lock(&lock);
+    for (struct got_fd **p = &got; *p;) {
+      struct got_fd *g = *p;
+      if (g->pid == d->pid && g->nonce == d->nonce && g->group == d->share.manifest_digest) {
+        *p = g->next;
+        close(g->fd);
+        free(g);
+      } else {
+        p = &g->next;
+      }
+    }
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  int fds[SEND_MAX], n = 0;
+  (void)named_fds(d, -1, fds, &n);
   for (int i = 0; i < n; i++) {
     int mine = gw__ipc_fd_claim(d->pid, d->nonce, fds[i]);
     if (mine >= 0) close(mine);
@@ -215,8 +259,8 @@ gw_status gw_ipc_handle_send(int sock, const gw_ipc_handle *h) {
   gw__ipc_fields d;
   gw_status s = gw__ipc_handle_decode(h, &d);
   if (s != GW_OK) return s;
-  int fds[GW__IPC_VMM_MAX_CHUNKS], n = named_fds(&d, fds);
-  if (n > 0) {
+  int fds[SEND_MAX], n = 0;
+  if (d.share.kind != GW__IPC_LEGACY) {
     uint64_t pid, nonce;
     gw__proc_identity(&pid, &nonce);
     if (d.pid != pid || d.nonce != nonce)
@@ -227,6 +271,10 @@ gw_status gw_ipc_handle_send(int sock, const gw_ipc_handle *h) {
                       kind_name(d.share.kind), (unsigned long long)d.pid,
                       d.pid == pid ? " (this process before an exec)" : "",
                       (unsigned long long)pid);
+    /* A manifest is checked before it is read for the chunks it lists. */
+    if (listed(&d)) s = still_exported(d.share.manifest_fd, "VMM memory's manifest");
+    if (s == GW_OK) s = named_fds(&d, d.share.manifest_fd, fds, &n);
+    if (s != GW_OK) return s;
     for (int i = 0; i < n; i++) {
       s = still_exported(fds[i], kind_name(d.share.kind));
       if (s != GW_OK) return s;
@@ -238,7 +286,7 @@ gw_status gw_ipc_handle_send(int sock, const gw_ipc_handle *h) {
 
   union {
     struct cmsghdr align;
-    char b[CMSG_SPACE(GW__IPC_VMM_MAX_CHUNKS * sizeof(int))];
+    char b[CMSG_SPACE(SEND_MAX * sizeof(int))];
   } ctl;
   memset(&ctl, 0, sizeof ctl);
   size_t done = 0;
@@ -350,7 +398,7 @@ static gw_status recv_message(int sock, unsigned char *buf, int *fds, int *nfds)
                     "sock: the message carried more descriptors than %d (control data "
                     "truncated: MSG_CTRUNC); a handle names at most %d; every one received "
                     "is closed",
-                    RECV_ROOM, GW__IPC_VMM_MAX_CHUNKS);
+                    RECV_ROOM, SEND_MAX);
   if (done == 0 && eof)
     return gw__fail(GW_EBACKEND,
                     "sock: no handle: the peer closed socket %d (or sent an empty message)", sock);
@@ -387,14 +435,29 @@ gw_status gw_ipc_handle_recv(int sock, gw_ipc_handle *out) {
                     "with them closed): %s",
                     GW_IPC_HANDLE_BYTES, n, n == 1 ? "" : "s", why);
   }
-  int named[GW__IPC_VMM_MAX_CHUNKS], want = named_fds(&d, named);
+  int named[SEND_MAX], want = 0;
+  /* A manifest handle: the manifest comes first, and lists the chunks' numbers. */
+  s = listed(&d) && n > 0 ? named_fds(&d, fds[0], named, &want) : named_fds(&d, -1, named, &want);
+  if (s == GW_ENOTSUP && listed(&d)) {
+    close_all(fds, n);
+    return s;
+  }
+  if (s != GW_OK) {
+    close_all(fds, n);
+    char why[256];
+    snprintf(why, sizeof why, "%s", gw_last_error());
+    return gw__fail(s, "sock: the VMM manifest received (%d descriptor%s closed): %s", n,
+                    n == 1 ? "" : "s", why);
+  }
+  if (listed(&d) && n == 0) want = 1 + d.share.nchunks;
   if (n != want) {
     close_all(fds, n);
     if (d.share.kind == GW__IPC_VMM)
       return gw__fail(GW_EINVAL,
                       "sock: a VMM memory handle of %d chunks came with %d descriptor%s, not %d "
-                      "(one per chunk); every one received is closed",
-                      want, n, n == 1 ? "" : "s", want);
+                      "(one per chunk%s); every one received is closed",
+                      d.share.nchunks, n, n == 1 ? "" : "s", want,
+                      listed(&d) ? ", and the manifest first" : "");
     return gw__fail(GW_EINVAL,
                     "sock: a %s handle came with %d descriptor%s, not %d; every one received is "
                     "closed",
@@ -407,7 +470,7 @@ gw_status gw_ipc_handle_recv(int sock, gw_ipc_handle *out) {
     n = 0;
   }
   /* Every entry made before any is filed: a failure files none. */
-  struct got_fd *made[GW__IPC_VMM_MAX_CHUNKS] = {0};
+  struct got_fd *made[SEND_MAX] = {0};
   for (int i = 0; i < n; i++) {
     made[i] = malloc(sizeof *made[i]);
     if (!made[i]) {
@@ -415,7 +478,11 @@ gw_status gw_ipc_handle_recv(int sock, gw_ipc_handle *out) {
       close_all(fds, n);
       return gw__fail(GW_ENOMEM, "gw_ipc_handle_recv: out of host memory");
     }
-    *made[i] = (struct got_fd){.pid = d.pid, .nonce = d.nonce, .their_fd = named[i], .fd = fds[i]};
+    *made[i] = (struct got_fd){.pid = d.pid,
+                               .nonce = d.nonce,
+                               .their_fd = named[i],
+                               .fd = fds[i],
+                               .group = listed(&d) ? d.share.manifest_digest : 0};
   }
   pthread_mutex_lock(&lock);
   for (int i = 0; i < n; i++) {

@@ -37,10 +37,13 @@
  *   252   4  CRC-32 of bytes 0..251
  * Version 3, VMM memory made with a POSIX file descriptor handle type (kind 2): base and
  * extent are the span of the chunks covering the array (mapped back to back), the
- * runtime's 64 bytes hold per chunk (at most GW__IPC_VMM_MAX_CHUNKS = 8) its descriptor in
+ * runtime's 64 bytes hold per chunk (at most GW__IPC_VMM_HANDLE_CHUNKS = 8) its descriptor in
  * the exporting process (int32) and its size in 4 KiB units (uint32), zero after the
  * last; 240 holds the chunk count, 244 the first chunk's id. The sizes must add up to the
- * extent.
+ * extent. A span of more chunks (9 to GW__IPC_VMM_MAX_CHUNKS = 1024) lists them in a
+ * manifest (ipc_manifest.c: a sealed memfd of 8-byte entries as above): the runtime's
+ * bytes then hold the manifest's descriptor in the exporting process (int32) at 73 and
+ * the digest of its contents (uint64) at 77, zero after; 240 holds the chunk count.
  * Sixteen dims of two int64 do not fit beside the rest; varints do for any array of up to
  * 6 dims (6 x (9 + 10) = 114 bytes) and for up to 16 when the values are small. What does
  * not fit is refused at export (GW_ENOTSUP), never truncated. Version 1 (device by
@@ -194,8 +197,19 @@ static gw_status read_fields(const unsigned char *b, gw__ipc_fields *r) {
     if (r->share.nchunks < 1 || r->share.nchunks > GW__IPC_VMM_MAX_CHUNKS)
       return bad("VMM chunk count %d is not 1 to %d", r->share.nchunks, GW__IPC_VMM_MAX_CHUNKS);
     if (r->share.pool_id == 0) return bad("VMM chunk id is zero (damaged handle)");
-    uint64_t total = 0;
-    for (int i = 0; i < GW__IPC_VMM_MAX_CHUNKS; i++) {
+    if (r->share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS) {
+      /* The chunks are listed in the manifest (ipc_manifest.c), read at open. */
+      r->share.manifest_fd = (int32_t)gw__get_le32(r->rt);
+      r->share.manifest_digest = gw__get_le64(r->rt + 4);
+      if (r->share.manifest_fd < 0)
+        return bad("VMM manifest descriptor %d is negative", r->share.manifest_fd);
+      if (r->share.manifest_digest == 0) return bad("VMM manifest digest is zero (damaged handle)");
+      for (int i = 12; i < GW__IPC_RT_BYTES; i++)
+        if (r->rt[i]) return bad("byte %d after the VMM manifest's digest is not zero", OFF_RT + i);
+    }
+    uint64_t total = r->share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS ? r->extent : 0;
+    for (int i = 0; r->share.nchunks <= GW__IPC_VMM_HANDLE_CHUNKS && i < GW__IPC_VMM_HANDLE_CHUNKS;
+         i++) {
       int32_t fd = (int32_t)gw__get_le32(r->rt + 8 * i);
       uint64_t bytes = (uint64_t)gw__get_le32(r->rt + 8 * i + 4) << 12;
       if (i >= r->share.nchunks) {

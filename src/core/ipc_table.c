@@ -18,6 +18,7 @@
 #include "ipc_table.h"
 
 #include "ipc_fdpass.h"
+#include "ipc_manifest.h"
 
 #include "gpuwrap/cpu_testing.h"
 
@@ -262,14 +263,29 @@ static gw_status vmm_open(gw_context *ctx, const gw__ipc_fields *d, int device, 
   if (!ctx->ops->ipc_vmm_open || !ctx->ops->ipc_vmm_close)
     return gw__fail(GW_ENOTSUP, "h: VMM memory, which the %s backend cannot open", ctx->ops->name);
   int fds[GW__IPC_VMM_MAX_CHUNKS], n = 0;
+  const int *named = d->share.chunk_fd;
+  const uint64_t *bytes = d->share.chunk_bytes;
   gw_status s = GW_OK;
-  while (n < d->share.nchunks && s == GW_OK) {
-    s = take_fd("VMM memory", d->pid, d->nonce, d->share.chunk_fd[n], &fds[n]);
+  int listed[GW__IPC_VMM_MAX_CHUNKS];
+  uint64_t listed_bytes[GW__IPC_VMM_MAX_CHUNKS];
+  if (d->share.nchunks > GW__IPC_VMM_HANDLE_CHUNKS) {
+    /* The chunks are listed in the manifest (ipc_manifest.c): taken as a chunk is, read,
+     * checked against the handle, closed. */
+    int mfd = -1;
+    s = take_fd("VMM memory's manifest", d->pid, d->nonce, d->share.manifest_fd, &mfd);
+    if (s == GW_OK) {
+      s = gw__ipc_manifest_read(mfd, d, listed, listed_bytes);
+      close(mfd);
+    }
+    named = listed;
+    bytes = listed_bytes;
+  }
+  while (s == GW_OK && n < d->share.nchunks) {
+    s = take_fd("VMM memory", d->pid, d->nonce, named[n], &fds[n]);
     if (s == GW_OK) n++;
   }
   if (s == GW_OK)
-    s = ctx->ops->ipc_vmm_open(ctx->state, device, n, fds, d->share.chunk_bytes, d->share.pool_id,
-                               local);
+    s = ctx->ops->ipc_vmm_open(ctx->state, device, n, fds, bytes, d->share.pool_id, local);
   for (int i = 0; i < n; i++) close(fds[i]);
   return s;
 }

@@ -844,8 +844,8 @@ bool gw__cpu_vmm_export(uintptr_t lo, uintptr_t hi, uint64_t *alloc_id, gw__ipc_
                      who, n, (void *)c->at, c->bytes);
     else if (n == GW__IPC_VMM_MAX_CHUNKS)
       *st = gw__fail(GW_ENOTSUP,
-                     "%s: the array's bytes [%p, %p) span more than %d chunks, which a handle "
-                     "cannot name; export a smaller view (or map larger chunks)",
+                     "%s: the array's bytes [%p, %p) span more than %d chunks, which a handle's "
+                     "manifest cannot list; export a smaller view (or map larger chunks)",
                      who, (void *)lo, (void *)hi, GW__IPC_VMM_MAX_CHUNKS);
     else if ((c->bytes & 4095) != 0)
       *st =

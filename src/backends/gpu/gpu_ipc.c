@@ -303,10 +303,11 @@ static int vmm_export(void *base, int device, uint64_t *alloc_id, gw__ipc_share 
                            "= CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR so that it can be shared",
                            out.nchunks, (void *)cb, cs);
     else if (out.nchunks == GW__IPC_VMM_MAX_CHUNKS)
-      *st = gwg_host->fail(GW_ENOTSUP,
-                           "a: the array's bytes [%p, %p) span more than %d VMM chunks, which "
-                           "a handle cannot name; export a smaller view (or map larger chunks)",
-                           (void *)lo, (void *)hi, GW__IPC_VMM_MAX_CHUNKS);
+      *st = gwg_host->fail(
+          GW_ENOTSUP,
+          "a: the array's bytes [%p, %p) span more than %d VMM chunks, which "
+          "a handle's manifest cannot list; export a smaller view (or map larger chunks)",
+          (void *)lo, (void *)hi, GW__IPC_VMM_MAX_CHUNKS);
     else if (cs % 4096)
       *st = gwg_host->fail(GW_ENOTSUP, "a: VMM chunk of %zu bytes is not a multiple of 4 KiB", cs);
     else {
