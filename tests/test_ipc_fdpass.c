@@ -185,6 +185,34 @@ static int fdpass_child(void) {
       ASSERT_EQ_INT(tst_open_fds(), fds0);
       send_line(stdout, "checked");
     }
+  } else if (strcmp(job, "vmm_many") == 0) {
+    /* Handles of 12 and 40 chunks (a manifest lists them): the manifest and every chunk's
+     * descriptor received; every element read, seed+100+w written back. */
+    for (int w = 0; w < 2; w++) {
+      int k = w == 0 ? 12 : 40;
+      gw_ipc_handle h = recv_again(sock);
+      ASSERT_EQ_INT(tst_open_fds(), fds0 + 1 + k); /* the manifest, one per chunk */
+      if (w == 0) {                                /* a failed import consumes them; then again */
+        gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
+        ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+        ASSERT_NULL(a);
+        ASSERT_EQ_INT(tst_open_fds(), fds0);
+        h = recv_again(sock);
+      }
+      ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+      ASSERT_EQ_INT(tst_open_fds(), fds0);
+      check_seeded(a, seed + (uint64_t)w);
+      write_seeded(a, seed + 100 + (uint64_t)w);
+      ASSERT_OK(gw_synchronize(ctx));
+      gw_release(a);
+      a = NULL;
+      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP); /* no new receive */
+      ASSERT_ERROR_MENTIONS("VMM memory's manifest");
+      ASSERT_ERROR_MENTIONS("gw_ipc_handle_recv");
+      ASSERT_EQ_INT(tst_open_fds(), fds0);
+      send_line(stdout, "checked");
+    }
   } else if (strcmp(job, "legacy") == 0) {
     /* Bytes, no descriptor; any process may forward it: sent back to the exporter. */
     gw_ipc_handle h = recv_again(sock);
@@ -282,6 +310,74 @@ TEST_IMPL(fdpass_vmm) {
   close(sv[1]);
   seg_free(&s);
   ASSERT_EQ_INT(tst_open_fds(), fds0);
+  gw_context_destroy(ctx);
+  return 0;
+}
+
+/* VMM memory over 12 and 40 chunks (the handle names a manifest, ipc_manifest.c), the
+ * array's first element in the middle of a chunk: the manifest and every chunk travel in
+ * one message to an exec'd child that may not use pidfd_getfd; every element both ways.
+ * A manifest handle with descriptors that are not its manifest and chunks is refused on
+ * receipt, all closed; one of more chunks than a message carries is refused at send. */
+TEST_IMPL(fdpass_vmm_many) {
+  TEST_REQUIRE_CPU();
+  gw_context *ctx = tst_open(0);
+  int fds0 = tst_open_fds();
+  uint64_t seed = tst_rand64() | 1;
+  int sv[2];
+  sock_pair(SOCK_SEQPACKET, sv);
+  peer p = peer_start("vmm_many", seed, NULL, sv[1]);
+  for (int w = 0; w < 2; w++) {
+    int k = w == 0 ? 12 : 40;
+    segment s = seg_make(k, k);
+    int64_t n = (int64_t)((size_t)(k - 1) * s.cs / 4);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_wrap(ctx, s.r + s.cs / 2, GW_UINT32, 1, &n, NULL, 0, &a));
+    write_seeded(a, seed + (uint64_t)w);
+    gw_ipc_handle h;
+    ASSERT_OK(gw_ipc_export(a, &h));
+    ASSERT_EQ_INT(h.bytes[239], 2);
+    ASSERT_EQ_INT(h.bytes[240], k); /* chunks listed */
+    serve(&p, sv[0], &h);           /* until the child checked and wrote back */
+    check_seeded(a, seed + 100 + (uint64_t)w);
+    if (w == 0) {
+      /* Five descriptors, none of them the manifest: refused, all five closed. */
+      int bad[2], many[5];
+      sock_pair(SOCK_SEQPACKET, bad);
+      for (int i = 0; i < 5; i++) ASSERT_TRUE((many[i] = dup(bad[0])) >= 0);
+      int before = tst_open_fds();
+      send_raw(bad[0], h.bytes, sizeof h.bytes, many, 5);
+      gw_ipc_handle got;
+      ASSERT_STATUS(gw_ipc_handle_recv(bad[1], &got), GW_EINVAL);
+      ASSERT_ERROR_MENTIONS("VMM manifest received (5 descriptors closed)");
+      ASSERT_ERROR_MENTIONS("not a sealed memfd");
+      ASSERT_EQ_INT(tst_open_fds(), before);
+      for (int i = 0; i < 5; i++) close(many[i]);
+      close(bad[0]);
+      close(bad[1]);
+    }
+    gw_release(a);
+    seg_free(&s);
+  }
+  expect_line(p.in, "done", NULL);
+  peer_finish(&p);
+  /* 253 chunks: the manifest and 253 descriptors are more than one message carries. */
+  segment s = seg_make(253, 253);
+  int64_t n = (int64_t)(s.cs * 253 / 4);
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, s.r, GW_UINT32, 1, &n, NULL, 0, &a));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  ASSERT_STATUS(gw_ipc_handle_send(sv[0], &h), GW_ENOTSUP);
+  ASSERT_ERROR_MENTIONS("at most 253 descriptors");
+  gw_release(a);
+  seg_free(&s);
+  close(sv[0]);
+  close(sv[1]);
+  /* The manifests stay open for the life of the process, one per span base (ipc_manifest.c):
+   * three bases here at most. */
+  int left = tst_open_fds() - fds0;
+  ASSERT_TRUE(left >= 1 && left <= 3);
   gw_context_destroy(ctx);
   return 0;
 }

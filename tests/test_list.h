@@ -311,6 +311,7 @@
 #define TEST_LIST_test_ipc_fdpass(T, H) \
   T(fdpass_pool, cpu, "")               \
   T(fdpass_vmm, cpu, "")                \
+  T(fdpass_vmm_many, cpu, "")           \
   T(fdpass_legacy, cpu, "")             \
   T(fdpass_bad_input, cpu, "")          \
   H(fdpass_child, fdpass_child)

@@ -590,12 +590,15 @@ TEST_IMPL(pool_ipc_two_processes) {
 static int vmm_ipc_child(void) {
   uint64_t seed = strtoull(getenv("GW_VMM_SEED"), NULL, 10);
   setup();
-  const int three[3] = {1, 1, 1};
-  segment s = seg_make(3, three, 1);
-  for (int k = 0; k < 2; k++) {
+  const int twelve[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  segment s = seg_make(12, twelve, 1);
+  for (int k = 0; k < 3; k++) {
     gw_array *a = NULL;
     if (k == 0) {
       int64_t n = (int64_t)(s.cs / 8);
+      ASSERT_OK(gw_wrap(ctx, AT(s, s.cs / 2), GW_FLOAT64, 1, &n, NULL, 0, &a));
+    } else if (k == 2) { /* 12 chunks from the middle of chunk 0: a manifest lists them */
+      int64_t n = (int64_t)(11 * s.cs / 8);
       ASSERT_OK(gw_wrap(ctx, AT(s, s.cs / 2), GW_FLOAT64, 1, &n, NULL, 0, &a));
     } else {
       int64_t shape[2] = {2, (int64_t)(s.cs / 16) + 3}, strides[2] = {(int64_t)(s.cs / 8), -1};
@@ -614,13 +617,14 @@ static int vmm_ipc_child(void) {
     check_seeded(a, seed + 100 + (uint64_t)k);
     gw_release(a);
   }
-  seg_free(&s, three);
+  seg_free(&s, twelve);
   gw_context_destroy(ctx);
   return 0;
 }
 
-/* An exec'd child maps 3 shareable VMM chunks and exports an array over 2 and one over 3
- * (offset in the middle chunk); this process opens each (pidfd_getfd of each chunk's
+/* An exec'd child maps 12 shareable VMM chunks and exports an array over 2, one over 3
+ * (offset in the middle chunk) and one over 12 from the middle of chunk 0 (listed in a
+ * manifest, docs/IPC.md "VMM memory"); this process opens each (pidfd_getfd of each chunk's
  * descriptor, cuMemImportFromShareableHandle, reserve, map, set access), reads every
  * element, writes new data the child checks element by element, and closes (synchronize,
  * unmap, free the range); the device's free memory is back where it started. */
@@ -666,7 +670,7 @@ TEST_IMPL(vmm_ipc_two_processes) {
   close(from[1]);
   FILE *in = fdopen(from[0], "r");
   ASSERT_NOT_NULL(in);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     static char line[2 * GW_IPC_HANDLE_BYTES + 64];
     do ASSERT_NOT_NULL(fgets(line, sizeof line, in));
     while (strncmp(line, "handle ", 7) != 0);
@@ -677,8 +681,8 @@ TEST_IMPL(vmm_ipc_two_processes) {
       h.bytes[i] = (unsigned char)v;
     }
     ASSERT_EQ_INT(h.bytes[4], 3);
-    ASSERT_EQ_INT(h.bytes[239], 2);              /* VMM memory */
-    ASSERT_EQ_INT(h.bytes[240], k == 0 ? 2 : 3); /* chunks */
+    ASSERT_EQ_INT(h.bytes[239], 2);                            /* VMM memory */
+    ASSERT_EQ_INT(h.bytes[240], k == 0 ? 2 : k == 1 ? 3 : 12); /* chunks */
     gw_array *a = NULL;
     ASSERT_OK(gw_ipc_open(ctx, &h, &a));
     ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
