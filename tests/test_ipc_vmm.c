@@ -75,10 +75,25 @@ static int vmm_child(void) {
     ASSERT_EQ_INT(h.bytes[239], 2);
     ASSERT_EQ_INT((int)(h.bytes[240] | h.bytes[241] << 8), k); /* the chunk count */
     ASSERT_EQ_INT(tst_open_fds(), held + 1);                   /* the manifest */
+    gw_array *own = NULL; /* the exporter's own open: the memory itself, chunks checked */
+    ASSERT_OK(gw_ipc_open(ctx, &h, &own));
+    ASSERT_EQ_PTR(gw_data(own), gw_data(a));
+    gw_release(own);
     send_handle(stdout, &h);
     expect_line(stdin, "go", NULL);
     check_seeded(a, seed + 100);
     gw_release(a);
+    /* The middle chunk released (its descriptor closed) while the manifest stays: the
+     * importer's take of it fails mid-list. Then a new chunk there, for seg_free. */
+    expect_line(stdin, "drop", NULL);
+    char *mid = s.r + (size_t)(k / 2) * s.cs;
+    ASSERT_OK(gw_cpu_vmm_unmap(mid, s.cs));
+    send_line(stdout, "dropped");
+    expect_line(stdin, "go", NULL);
+    gw_cpu_vmm_chunk c;
+    ASSERT_OK(gw_cpu_vmm_create(0, s.cs, GW_CPU_HANDLE_POSIX_FD, &c));
+    ASSERT_OK(gw_cpu_vmm_map(mid, s.cs, c));
+    ASSERT_OK(gw_cpu_vmm_release(c));
     seg_free(&s);
     segment t = seg_make(k, k);
     n = (int64_t)((size_t)k * t.cs / 4);
@@ -268,7 +283,8 @@ TEST_IMPL(vmm_injected_failures) {
  * exec'd child, their first element in the middle of a chunk: every element read here and
  * written back, checked there; a second open shares the mapping; a handle whose manifest
  * descriptor, chunk count or digest is wrong is refused naming why, nothing left open; a
- * refused take of the manifest (EPERM, ENOSYS) and a failed import leave nothing. */
+ * refused take of the manifest (EPERM, ENOSYS), a failed import and a take failing in the
+ * middle of the list (that chunk released in the exporter) leave nothing. */
 TEST_IMPL(vmm_many_chunks) {
   TEST_REQUIRE_CPU();
   tst_require_pidfd();
@@ -338,6 +354,17 @@ TEST_IMPL(vmm_many_chunks) {
     write_seeded(a, seed + 100);
     ASSERT_OK(gw_synchronize(ctx));
     gw_release(a);
+    ASSERT_EQ_INT(vmm_maps(), maps0);
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    send_line(p.out, "go");
+    /* The middle chunk released in the exporter: its take fails after the manifest and the
+     * chunks before it were taken; all of them closed, nothing mapped. */
+    send_line(p.out, "drop");
+    expect_line(p.in, "dropped", NULL);
+    a = NULL;
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+    ASSERT_ERROR_MENTIONS("no descriptor");
+    ASSERT_NULL(a);
     ASSERT_EQ_INT(vmm_maps(), maps0);
     ASSERT_EQ_INT(tst_open_fds(), fds0);
     send_line(p.out, "go");
