@@ -6,7 +6,8 @@
  * child must never unregister them, and it is not the process that exported the parent's
  * IPC handles (it forgets the parent's identity, proc_identity.c).
  * Lock order (the order the code nests them): pin, registry, ipc import table, the
- * descriptors received over sockets (ipc_fdpass.c), owned, then
+ * descriptors received over sockets (ipc_fdpass.c), the VMM manifests (ipc_manifest.c),
+ * owned, then
  * each backend's own (backend.h's fork_lock).
  */
 #include "internal.h"
@@ -19,6 +20,7 @@ static void lock_all(void) {
   gw__registry_lock(1);
   gw__ipc_lock(1);
   gw__ipc_fd_lock(1);
+  gw__ipc_manifest_lock(1);
   gw__owned_lock(1);
   gw__backends_fork_lock(1);
 }
@@ -26,6 +28,7 @@ static void lock_all(void) {
 static void unlock_all(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
+  gw__ipc_manifest_lock(0);
   gw__ipc_fd_lock(0);
   gw__ipc_lock(0);
   gw__registry_lock(0);
@@ -35,6 +38,7 @@ static void unlock_all(void) {
 static void child(void) {
   gw__backends_fork_lock(0);
   gw__owned_lock(0);
+  gw__ipc_manifest_child();   /* closes its copies of the parent's manifests */
   gw__ipc_fd_child();         /* closes the received descriptors, releases their lock */
   gw__ipc_child();            /* also releases the table's lock */
   gw__proc_identity_forget(); /* not the exporter of the parent's handles */

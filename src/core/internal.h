@@ -261,6 +261,10 @@ void gw__ipc_child(void);
  * the descriptors received, the parent's to use (ipc_fdpass.c). */
 void gw__ipc_fd_lock(int on);
 void gw__ipc_fd_child(void);
+/* The exporter's VMM manifests (ipc_manifest.c): its lock (a leaf), and a forked child's
+ * forgetting of them (it is not their exporter; it closes its copies, releases the lock). */
+void gw__ipc_manifest_lock(int on);
+void gw__ipc_manifest_child(void);
 
 /* ---- ownership table (owned.c): addresses owned by live arrays ---- */
 /* Record [p, p + bytes) (bytes 0 counts as 1) as owned; GW_EOWNED if any byte of it is

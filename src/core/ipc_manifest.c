@@ -40,6 +40,14 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct manifest *made; /* lock */
 static size_t n_made, cap_made;
 
+void gw__ipc_manifest_lock(int on) { on ? pthread_mutex_lock(&lock) : pthread_mutex_unlock(&lock); }
+
+void gw__ipc_manifest_child(void) {
+  for (size_t i = 0; i < n_made; i++) close(made[i].fd); /* the parent's, inherited */
+  n_made = 0;
+  pthread_mutex_unlock(&lock);
+}
+
 static void put_entries(const gw__ipc_share *sh, unsigned char *b) {
   for (int i = 0; i < sh->nchunks; i++) {
     gw__put_le32(b + GW__IPC_MANIFEST_ENTRY * i, (uint32_t)sh->chunk_fd[i]);
