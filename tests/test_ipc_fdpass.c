@@ -79,6 +79,40 @@ static gw_ipc_handle recv_again(int sock) {
   return h;
 }
 
+/* Two VMM handles received over `sock`, round w with got[w] descriptors (one per chunk,
+ * and the manifest where there is one): in round `fail_round` an injected import consumes
+ * them and the handle is received again; then every element read, seed+100+w written back,
+ * the release leaves nothing mapped or open, and an open without a new receive is refused
+ * naming gw_ipc_handle_recv (and `refusal` where given). */
+static void vmm_rounds(gw_context *ctx, int sock, uint64_t seed, int fds0, const int got[2],
+                       int fail_round, const char *refusal) {
+  for (int w = 0; w < 2; w++) {
+    gw_array *a = NULL;
+    gw_ipc_handle h = recv_again(sock);
+    ASSERT_EQ_INT(tst_open_fds(), fds0 + got[w]);
+    if (w == fail_round) {
+      gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
+      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
+      ASSERT_NULL(a);
+      ASSERT_EQ_INT(tst_open_fds(), fds0);
+      h = recv_again(sock);
+    }
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    check_seeded(a, seed + (uint64_t)w);
+    write_seeded(a, seed + 100 + (uint64_t)w);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a);
+    a = NULL;
+    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP); /* no new receive */
+    if (refusal) ASSERT_ERROR_MENTIONS(refusal);
+    ASSERT_ERROR_MENTIONS("gw_ipc_handle_recv");
+    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    send_line(stdout, "checked");
+  }
+}
+
 static int fdpass_child(void) {
   const char *job = getenv("GW_FDP_JOB");
   ASSERT_NOT_NULL(job);
@@ -161,58 +195,12 @@ static int fdpass_child(void) {
     gw_release(a);
     ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
   } else if (strcmp(job, "vmm") == 0) {
-    /* Two handles (2 and 3 chunks): every element read, seed+100+w written back. */
-    for (int w = 0; w < 2; w++) {
-      gw_ipc_handle h = recv_again(sock);
-      ASSERT_EQ_INT(tst_open_fds(), fds0 + 2 + w); /* one per chunk */
-      if (w == 1) {                                /* a failed import consumes them; then again */
-        gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
-        ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-        ASSERT_NULL(a);
-        ASSERT_EQ_INT(tst_open_fds(), fds0);
-        h = recv_again(sock);
-      }
-      ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
-      check_seeded(a, seed + (uint64_t)w);
-      write_seeded(a, seed + 100 + (uint64_t)w);
-      ASSERT_OK(gw_synchronize(ctx));
-      gw_release(a);
-      a = NULL;
-      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP); /* no new receive */
-      ASSERT_ERROR_MENTIONS("gw_ipc_handle_recv");
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
-      send_line(stdout, "checked");
-    }
+    /* Two handles (2 and 3 chunks), the second's first import injected */
+    vmm_rounds(ctx, sock, seed, fds0, (const int[2]){2, 3}, 1, NULL);
   } else if (strcmp(job, "vmm_many") == 0) {
-    /* Handles of 12 and 40 chunks (a manifest lists them): the manifest and every chunk's
-     * descriptor received; every element read, seed+100+w written back. */
-    for (int w = 0; w < 2; w++) {
-      int k = w == 0 ? 12 : 40;
-      gw_ipc_handle h = recv_again(sock);
-      ASSERT_EQ_INT(tst_open_fds(), fds0 + 1 + k); /* the manifest, one per chunk */
-      if (w == 0) {                                /* a failed import consumes them; then again */
-        gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
-        ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-        ASSERT_NULL(a);
-        ASSERT_EQ_INT(tst_open_fds(), fds0);
-        h = recv_again(sock);
-      }
-      ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
-      check_seeded(a, seed + (uint64_t)w);
-      write_seeded(a, seed + 100 + (uint64_t)w);
-      ASSERT_OK(gw_synchronize(ctx));
-      gw_release(a);
-      a = NULL;
-      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP); /* no new receive */
-      ASSERT_ERROR_MENTIONS("VMM memory's manifest");
-      ASSERT_ERROR_MENTIONS("gw_ipc_handle_recv");
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
-      send_line(stdout, "checked");
-    }
+    /* Handles of 12 and 40 chunks (a manifest lists them: it comes with them), the first's
+     * first import injected */
+    vmm_rounds(ctx, sock, seed, fds0, (const int[2]){1 + 12, 1 + 40}, 0, "VMM memory's manifest");
   } else if (strcmp(job, "legacy") == 0) {
     /* Bytes, no descriptor; any process may forward it: sent back to the exporter. */
     gw_ipc_handle h = recv_again(sock);
