@@ -1,14 +1,17 @@
 /*
  * What the two-process IPC tests of pool and VMM memory share (tests/test_ipc_pool.c,
- * tests/test_ipc_vmm.c, tests/test_ipc_fdpass.c): handles as hex lines over pipes, a peer
- * process exec'd from the test binary (with a socket where asked), Yama's ptrace_scope,
- * seeded data checked element by element, and VMM segments.
+ * tests/test_ipc_vmm.c, tests/test_ipc_fdpass.c, tests/gpu/test_vmm_cuda.c): handles as hex
+ * lines over pipes, a peer process exec'd from the test binary (with a socket where asked),
+ * Yama's ptrace_scope, seeded data checked element by element, and the rounds of an export
+ * in one process and its opens in the other (the CPU model's VMM segments:
+ * tests/cpu_segment.h).
  */
 #ifndef GW_TEST_IPC_PEER_H
 #define GW_TEST_IPC_PEER_H
 
 #include "test.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -179,45 +182,140 @@ TST_API void check_seeded(const gw_array *a, uint64_t seed) {
   free(got);
 }
 
-/* A reservation of `slots` chunks of cs bytes, the first `mapped` of them mapped (made
- * shareable), as PyTorch's expandable segments. */
+/* The peer's side of tst_peer_start: its job, and its seed and extra word through *seed and
+ * *extra. */
+TST_API const char *tst_peer_job(const char *prefix, uint64_t *seed, const char **extra) {
+  char name[64];
+  snprintf(name, sizeof name, "%sJOB", prefix);
+  const char *job = getenv(name);
+  ASSERT_NOT_NULL(job);
+  snprintf(name, sizeof name, "%sSEED", prefix);
+  const char *s = getenv(name);
+  ASSERT_NOT_NULL(s);
+  *seed = strtoull(s, NULL, 10);
+  snprintf(name, sizeof name, "%sEXTRA", prefix);
+  *extra = getenv(name);
+  return job;
+}
+
+/* Skips where this process may not take another's descriptors at all: no pidfd_open, or
+ * Yama's ptrace_scope 2 or more. */
+TST_API void tst_require_take_fd(void) {
+  tst_require_pidfd();
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+}
+
+/* ---- a round between two processes: the peer exports, this process opens ---- */
+
+/* The exporter's half of a round: `a` seeded with `seed`, exported into *h, the handle on
+ * stdout; back when the importer says "go" (it has read every element, maybe written its
+ * own, and released the array). */
+TST_API void tst_export_round(gw_context *ctx, gw_array *a, uint64_t seed, gw_ipc_handle *h) {
+  write_seeded(a, seed);
+  ASSERT_OK(gw_synchronize(ctx));
+  ASSERT_OK(gw_ipc_export(a, h));
+  send_handle(stdout, h);
+  expect_line(stdin, "go", NULL);
+}
+
+/* What differs between the allocators' two-process tests on the CPU model (test_ipc_pool.c,
+ * test_ipc_vmm.c): the peer (this binary's helper `child`, its variables under `prefix`)
+ * and the name the model's mappings of the memory carry in /proc/self/maps. */
 typedef struct {
-  char *r;
-  size_t cs;
-  int slots, mapped;
-} segment;
+  const char *prefix, *child, *maps_name;
+} ipc_alloc;
 
-TST_API segment seg_make(int slots, int mapped) {
-  segment s = {.cs = 2 * gw_cpu_vmm_granularity(), .slots = slots, .mapped = mapped};
-  ASSERT_OK(gw_cpu_vmm_reserve(s.cs * (size_t)slots, (void **)&s.r));
-  for (int k = 0; k < mapped; k++) {
-    gw_cpu_vmm_chunk c;
-    ASSERT_OK(gw_cpu_vmm_create(0, s.cs, GW_CPU_HANDLE_POSIX_FD, &c));
-    ASSERT_OK(gw_cpu_vmm_map(s.r + (size_t)k * s.cs, s.cs, c));
-    ASSERT_OK(gw_cpu_vmm_release(c)); /* the mapping holds it, as after cuMemMap */
-  }
-  return s;
-}
-TST_API void seg_free(segment *s) {
-  for (int k = 0; k < s->mapped; k++) ASSERT_OK(gw_cpu_vmm_unmap(s->r + (size_t)k * s->cs, s->cs));
-  ASSERT_OK(gw_cpu_vmm_free(s->r, s->cs * (size_t)s->slots));
+TST_API int ipc_alloc_maps(const ipc_alloc *k) { return tst_maps_naming(k->maps_name); }
+
+/* Nothing of an import left in this process: no imported pool or pointer, the memory's
+ * mappings and the open descriptors at maps0 and fds0. */
+TST_API void tst_nothing_left(const ipc_alloc *k, int maps0, int fds0) {
+  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+  ASSERT_EQ_INT(ipc_alloc_maps(k), maps0);
+  ASSERT_EQ_INT(tst_open_fds(), fds0);
 }
 
-/* The arrays the tests share, over a segment of 3 mapped chunks (uint32 elements):
- *   0: 1-D over 2 chunks, [cs/2, cs + cs/2);
- *   1: 2-D {2, k}, strides {cs/4, -1}: its first element in the MIDDLE chunk at 1.5 cs,
- *      row 0 running down into chunk 0, row 1 (at 2.5 cs) down into chunk 2: 3 chunks. */
-TST_API gw_array *shared_array(gw_context *ctx, const segment *s, int which) {
+/* An open of h that fails with `want`, the error naming `says` and `also` (each where not
+ * NULL), no array made and nothing left (tst_nothing_left). */
+TST_API void tst_open_fails_clean(gw_context *ctx, const gw_ipc_handle *h, gw_status want,
+                                  const char *says, const char *also, const ipc_alloc *k, int maps0,
+                                  int fds0) {
   gw_array *a = NULL;
-  if (which == 0) {
-    int64_t n = (int64_t)(s->cs / 4);
-    ASSERT_OK(gw_wrap(ctx, s->r + s->cs / 2, GW_UINT32, 1, &n, NULL, 0, &a));
-  } else {
-    int64_t shape[2] = {2, (int64_t)(s->cs / 8) + 3}, strides[2] = {(int64_t)(s->cs / 4), -1};
-    ASSERT_OK(gw_wrap(ctx, s->r + s->cs + s->cs / 2, GW_UINT32, 2, shape, strides, 0, &a));
+  ASSERT_STATUS(gw_ipc_open(ctx, h, &a), want);
+  if (says) ASSERT_ERROR_MENTIONS(says);
+  if (also) ASSERT_ERROR_MENTIONS(also);
+  ASSERT_NULL(a);
+  tst_nothing_left(k, maps0, fds0);
+}
+
+/* pidfd_getfd refused as Yama refuses it (EPERM) and as a kernel before 5.6 lacks it
+ * (ENOSYS): each open of h fails with GW_ENOTSUP naming the cause and `also`, leaving
+ * nothing; then pidfd_getfd is itself again. */
+TST_API void tst_open_refusals(gw_context *ctx, const gw_ipc_handle *h, const char *also,
+                               const ipc_alloc *k, int maps0, int fds0) {
+  static const struct {
+    int err;
+    const char *says;
+  } refusals[2] = {{EPERM, "ptrace_scope"}, {ENOSYS, "Linux 5.6"}};
+  for (int i = 0; i < 2; i++) {
+    gw_cpu_ipc_force_pidfd_errno(refusals[i].err);
+    tst_open_fails_clean(ctx, h, GW_ENOTSUP, refusals[i].says, also, k, maps0, fds0);
   }
-  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
-  return a;
+  gw_cpu_ipc_force_pidfd_errno(0);
+}
+
+/* A forked child is not served this process's mapping of h (at `mine`): it imports its own
+ * and finds every element of `seed` there, where Yama lets it take its sibling's
+ * descriptors; under scope 1 it may not, and says so. */
+TST_API void tst_fork_opens_own(gw_context *ctx, const gw_ipc_handle *h, const void *mine,
+                                uint64_t seed) {
+  int sibling_refused = ptrace_scope() >= 1;
+  fflush(NULL);
+  pid_t kid = fork();
+  ASSERT_TRUE(kid >= 0);
+  if (kid == 0) {
+    gw_array *c = NULL;
+    gw_status s = gw_ipc_open(ctx, h, &c);
+    if (sibling_refused) _exit(s == GW_ENOTSUP && strstr(gw_last_error(), "ptrace_scope") ? 0 : 5);
+    if (s != GW_OK) _exit(3);
+    if (gw_data(c) == mine) _exit(4);
+    check_seeded(c, seed);
+    gw_release(c);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The importer's side of the cycle tests: the peer's job "cycler" exports
+ * tst_ipc_cycles(dflt) allocations (n as its extra word), allocation i seeded with seed+i;
+ * each opened here, every element checked, released. Descriptors, mappings (the model's
+ * import table and /proc/self/maps) and the model's device memory end where they started
+ * (the peer checks its own side). */
+TST_API void tst_import_cycles(const ipc_alloc *k, int dflt) {
+  tst_require_take_fd();
+  gw_context *ctx = tst_open(0);
+  int maps0 = ipc_alloc_maps(k), fds0 = tst_open_fds();
+  size_t live0 = gw_cpu_vmm_live();
+  uint64_t seed = tst_rand64() | 1;
+  int n = tst_ipc_cycles(dflt);
+  char count[16];
+  snprintf(count, sizeof count, "%d", n);
+  peer p = tst_peer_start(k->prefix, k->child, "cycler", seed, count);
+  for (int i = 0; i < n; i++) {
+    gw_ipc_handle h;
+    expect_line(p.in, "handle", &h);
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    check_seeded(a, seed + (uint64_t)i);
+    gw_release(a);
+    send_line(p.out, "go");
+  }
+  peer_finish(&p);
+  tst_nothing_left(k, maps0, fds0);
+  ASSERT_EQ_SIZE(gw_cpu_vmm_live(), live0);
+  gw_context_destroy(ctx);
 }
 
 #endif /* GW_TEST_IPC_PEER_H */

@@ -10,6 +10,7 @@
  * there worked through the socket. Descriptors are counted (/proc/self/fd) around every
  * step, failures included.
  */
+#include "cpu_segment.h"
 #include "ipc_peer.h"
 
 #include <errno.h>

@@ -13,15 +13,12 @@
  */
 #include "ipc_peer.h"
 
-#include <errno.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 /* ---- helpers (tests/ipc_peer.h) ---- */
 
+static const ipc_alloc POOL = {"GW_POOL_", "pool_child", "gw-cpu-pool-"};
+
 static peer peer_start(const char *job, uint64_t seed, const char *extra) {
-  return tst_peer_start("GW_POOL_", "pool_child", job, seed, extra);
+  return tst_peer_start(POOL.prefix, POOL.child, job, seed, extra);
 }
 
 /* An array over a new allocation of `pool` (wrapped: the pool owns the memory). */
@@ -42,30 +39,27 @@ static void pool_array_free(gw_array *a) {
   ASSERT_OK(gw_cpu_pool_free(p));
 }
 
-static int pool_maps(void) { return tst_maps_naming("gw-cpu-pool-"); }
+static int pool_maps(void) { return ipc_alloc_maps(&POOL); }
 
 static const int64_t SHAPE[2] = {37, 29};
 
 /* ---- the second process ---- */
 
 static int pool_child(void) {
-  const char *job = getenv("GW_POOL_JOB");
-  ASSERT_NOT_NULL(job);
-  uint64_t seed = strtoull(getenv("GW_POOL_SEED"), NULL, 10);
-  const char *extra = getenv("GW_POOL_EXTRA");
+  uint64_t seed;
+  const char *extra;
+  const char *job = tst_peer_job(POOL.prefix, &seed, &extra);
   gw_context *ctx = tst_open(0);
   int fds0 = tst_open_fds();
   gw_ipc_handle h;
   if (strcmp(job, "open_rw") == 0) {
     /* The parent's handle: read every element, write seed+1 back; or, where Yama refuses
      * the parent's descriptor to its child, the refusal and nothing left open. */
+    int maps0 = pool_maps();
     expect_line(stdin, "handle", &h);
     gw_array *a = NULL;
     if (strcmp(extra, "refused") == 0) {
-      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
-      ASSERT_ERROR_MENTIONS("ptrace_scope");
-      ASSERT_ERROR_MENTIONS("SCM_RIGHTS");
-      ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
+      tst_open_fails_clean(ctx, &h, GW_ENOTSUP, "ptrace_scope", "SCM_RIGHTS", &POOL, maps0, fds0);
     } else {
       ASSERT_OK(gw_ipc_open(ctx, &h, &a));
       ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
@@ -115,10 +109,7 @@ static int pool_child(void) {
     int64_t len = 64;
     for (int i = 0; i < n; i++) {
       gw_array *a = pool_array(ctx, pool, GW_UINT32, 1, &len);
-      write_seeded(a, seed + (uint64_t)i);
-      ASSERT_OK(gw_ipc_export(a, &h));
-      send_handle(stdout, &h);
-      expect_line(stdin, "go", NULL);
+      tst_export_round(ctx, a, seed + (uint64_t)i, &h);
       pool_array_free(a);
     }
     ASSERT_OK(gw_cpu_pool_destroy(pool));
@@ -166,8 +157,7 @@ TEST_IMPL(pool_parent_to_child) {
  * open or mapped. */
 TEST_IMPL(pool_child_to_parent) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  tst_require_take_fd();
   gw_context *ctx = tst_open(0);
   int maps0 = pool_maps();
   uint64_t seed = tst_rand64() | 1;
@@ -180,9 +170,8 @@ TEST_IMPL(pool_child_to_parent) {
   gw_ipc_handle bad = h;
   bad.bytes[239] = 9;
   reseal(&bad);
+  tst_open_fails_clean(ctx, &bad, GW_EINVAL, "kind 9", NULL, &POOL, maps0, fds0);
   gw_array *a = NULL, *b = NULL;
-  ASSERT_STATUS(gw_ipc_open(ctx, &bad, &a), GW_EINVAL);
-  ASSERT_ERROR_MENTIONS("kind 9");
 
   long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_POOL_IMPORT),
        opens = gw_cpu_op_calls(GW_CPU_OP_IPC_OPEN);
@@ -209,25 +198,7 @@ TEST_IMPL(pool_child_to_parent) {
   ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 2); /* one pool, one pointer */
   ASSERT_EQ_INT(pool_maps(), maps0 + 2);         /* its header and its bytes */
 
-  /* A forked child is not served the parent's mapping: it imports its own (where Yama
-   * lets it take its sibling's descriptor: under scope 1 it may not, and says so). */
-  int sibling_refused = ptrace_scope() >= 1;
-  fflush(NULL);
-  pid_t kid = fork();
-  ASSERT_TRUE(kid >= 0);
-  if (kid == 0) {
-    gw_array *c = NULL;
-    gw_status s = gw_ipc_open(ctx, &h, &c);
-    if (sibling_refused) _exit(s == GW_ENOTSUP && strstr(gw_last_error(), "ptrace_scope") ? 0 : 5);
-    if (s != GW_OK) _exit(3);
-    if (gw_data(c) == gw_data(a)) _exit(4);
-    check_seeded(c, seed);
-    gw_release(c);
-    _exit(0);
-  }
-  int st = 0;
-  ASSERT_EQ_INT(waitpid(kid, &st, 0), kid);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  tst_fork_opens_own(ctx, &h, gw_data(a), seed);
 
   write_seeded(a, seed + 1);
   ASSERT_OK(gw_synchronize(ctx));
@@ -240,13 +211,7 @@ TEST_IMPL(pool_child_to_parent) {
   send_line(p.out, "go");
   expect_line(p.in, "freed", NULL); /* the child checked seed+1 and freed the allocation */
 
-  a = NULL;
-  ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-  ASSERT_ERROR_MENTIONS("was freed");
-  ASSERT_NULL(a);
-  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-  ASSERT_EQ_INT(pool_maps(), maps0);
-  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  tst_open_fails_clean(ctx, &h, GW_EBACKEND, "was freed", NULL, &POOL, maps0, fds0);
   send_line(p.out, "go");
   peer_finish(&p);
   gw_context_destroy(ctx);
@@ -259,31 +224,7 @@ TEST_IMPL(pool_child_to_parent) {
  * mappings alive) where they started, on both sides (the child checks its own). */
 TEST_IMPL(pool_cycles) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
-  gw_context *ctx = tst_open(0);
-  int maps0 = pool_maps(), fds0 = tst_open_fds();
-  size_t live0 = gw_cpu_vmm_live();
-  uint64_t seed = tst_rand64() | 1;
-  int N = tst_ipc_cycles(1000);
-  char count[16];
-  snprintf(count, sizeof count, "%d", N);
-  peer p = peer_start("cycler", seed, count);
-  for (int i = 0; i < N; i++) {
-    gw_ipc_handle h;
-    expect_line(p.in, "handle", &h);
-    gw_array *a = NULL;
-    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-    check_seeded(a, seed + (uint64_t)i);
-    gw_release(a);
-    send_line(p.out, "go");
-  }
-  peer_finish(&p);
-  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-  ASSERT_EQ_INT(pool_maps(), maps0);
-  ASSERT_EQ_INT(tst_open_fds(), fds0);
-  ASSERT_EQ_SIZE(gw_cpu_vmm_live(), live0);
-  gw_context_destroy(ctx);
+  tst_import_cycles(&POOL, 1000);
   return 0;
 }
 
@@ -292,8 +233,7 @@ TEST_IMPL(pool_cycles) {
  * refused free (cudaFree) is reported. (The exporter's side: the child's first export.) */
 TEST_IMPL(pool_injected_failures) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  tst_require_take_fd();
   gw_context *ctx = tst_open(0);
   int maps0 = pool_maps();
   uint64_t seed = tst_rand64() | 1;
@@ -301,32 +241,13 @@ TEST_IMPL(pool_injected_failures) {
   int fds0 = tst_open_fds(); /* the pipes to the child counted */
   gw_ipc_handle h;
   expect_line(p.in, "handle", &h);
-  gw_array *a = NULL;
-  struct {
-    int err;
-    const char *says;
-  } refusals[2] = {{EPERM, "ptrace_scope"}, {ENOSYS, "Linux 5.6"}};
-  for (int i = 0; i < 2; i++) {
-    gw_cpu_ipc_force_pidfd_errno(refusals[i].err);
-    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
-    ASSERT_ERROR_MENTIONS(refusals[i].says);
-    ASSERT_ERROR_MENTIONS("SCM_RIGHTS");
-    ASSERT_NULL(a);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-    ASSERT_EQ_INT(pool_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
-  }
-  gw_cpu_ipc_force_pidfd_errno(0);
+  tst_open_refusals(ctx, &h, "SCM_RIGHTS", &POOL, maps0, fds0);
   gw_cpu_op ops[2] = {GW_CPU_OP_IPC_POOL_IMPORT, GW_CPU_OP_IPC_OPEN};
   for (int i = 0; i < 2; i++) {
     gw_cpu_fail_op(ops[i], 1, GW_EBACKEND);
-    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-    ASSERT_ERROR_MENTIONS(gw_cpu_op_name(ops[i]));
-    ASSERT_NULL(a);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-    ASSERT_EQ_INT(pool_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    tst_open_fails_clean(ctx, &h, GW_EBACKEND, gw_cpu_op_name(ops[i]), NULL, &POOL, maps0, fds0);
   }
+  gw_array *a = NULL;
   ASSERT_OK(gw_ipc_open(ctx, &h, &a));
   check_seeded(a, seed);
   gw_cpu_fail_op(GW_CPU_OP_IPC_CLOSE, 1, GW_EBACKEND);

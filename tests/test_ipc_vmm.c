@@ -9,29 +9,54 @@
  * this binary again, exec'd, talking through stdin and stdout as test_ipc_pool.c does.
  * The child exports (Yama's ptrace_scope 1 lets a parent take its child's descriptors).
  */
+#include "cpu_segment.h"
 #include "ipc_peer.h"
 
-#include <errno.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 /* ---- helpers (tests/ipc_peer.h) ---- */
 
+static const ipc_alloc VMM = {"GW_VMM_", "vmm_child", "gw-cpu-vmm-"};
+
 static peer peer_start(const char *job, uint64_t seed, const char *extra) {
-  return tst_peer_start("GW_VMM_", "vmm_child", job, seed, extra);
+  return tst_peer_start(VMM.prefix, VMM.child, job, seed, extra);
 }
 
-static int vmm_maps(void) { return tst_maps_naming("gw-cpu-vmm-"); }
+static int vmm_maps(void) { return ipc_alloc_maps(&VMM); }
+
+/* The importer's first half of a round: h opened, every element of `seed` read; a second
+ * open of it is the same mapping (one import), one mapping per chunk. */
+static gw_array *open_shared(gw_context *ctx, const gw_ipc_handle *h, uint64_t seed, int chunks,
+                             int maps0) {
+  gw_array *a = NULL, *b = NULL;
+  long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT);
+  ASSERT_OK(gw_ipc_open(ctx, h, &a));
+  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+  check_seeded(a, seed);
+  ASSERT_OK(gw_ipc_open(ctx, h, &b)); /* the same mapping */
+  ASSERT_EQ_PTR(gw_data(b), gw_data(a));
+  ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT), imports + 1);
+  ASSERT_EQ_INT(vmm_maps(), maps0 + chunks);
+  gw_release(b);
+  return a;
+}
+
+/* Its second half: `seed` written into every element of `a` (the exporter checks them),
+ * `a` released leaving nothing, and "go" to the exporter. */
+static void write_back(gw_context *ctx, gw_array *a, uint64_t seed, int maps0, int fds0, peer *p) {
+  write_seeded(a, seed);
+  ASSERT_OK(gw_synchronize(ctx));
+  gw_release(a);
+  tst_nothing_left(&VMM, maps0, fds0);
+  send_line(p->out, "go");
+}
 
 /* ---- the second process ---- */
 
 static int vmm_child(void) {
-  const char *job = getenv("GW_VMM_JOB");
-  ASSERT_NOT_NULL(job);
-  uint64_t seed = strtoull(getenv("GW_VMM_SEED"), NULL, 10);
-  const char *extra = getenv("GW_VMM_EXTRA");
+  uint64_t seed;
+  const char *extra;
+  const char *job = tst_peer_job(VMM.prefix, &seed, &extra);
   gw_context *ctx = tst_open(0);
   int fds0 = tst_open_fds();
   gw_ipc_handle h;
@@ -41,13 +66,10 @@ static int vmm_child(void) {
     segment s = seg_make(4, 3);
     for (int w = 0; w < 2; w++) {
       gw_array *a = shared_array(ctx, &s, w);
-      write_seeded(a, seed + (uint64_t)w);
-      ASSERT_OK(gw_ipc_export(a, &h));
+      tst_export_round(ctx, a, seed + (uint64_t)w, &h);
       ASSERT_EQ_INT(h.bytes[4], 3);
       ASSERT_EQ_INT(h.bytes[239], 2);
       ASSERT_EQ_INT(h.bytes[240], w == 0 ? 2 : 3); /* chunks named */
-      send_handle(stdout, &h);
-      expect_line(stdin, "go", NULL);
       check_seeded(a, seed + 100 + (uint64_t)w);
       gw_release(a);
     }
@@ -111,10 +133,7 @@ static int vmm_child(void) {
     for (int i = 0; i < n; i++) {
       segment s = seg_make(3, 3);
       gw_array *a = shared_array(ctx, &s, 1);
-      write_seeded(a, seed + (uint64_t)i);
-      ASSERT_OK(gw_ipc_export(a, &h));
-      send_handle(stdout, &h);
-      expect_line(stdin, "go", NULL);
+      tst_export_round(ctx, a, seed + (uint64_t)i, &h);
       gw_release(a);
       seg_free(&s);
     }
@@ -135,8 +154,7 @@ static int vmm_child(void) {
  * whose descriptor numbers are reused is refused (stale), leaving nothing open. */
 TEST_IMPL(vmm_child_to_parent) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  tst_require_take_fd();
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps();
   uint64_t seed = tst_rand64() | 1;
@@ -145,53 +163,13 @@ TEST_IMPL(vmm_child_to_parent) {
   gw_ipc_handle hs[2];
   for (int w = 0; w < 2; w++) {
     expect_line(p.in, "handle", &hs[w]);
-    gw_array *a = NULL, *b = NULL;
-    long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT);
-    ASSERT_OK(gw_ipc_open(ctx, &hs[w], &a));
-    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
-    check_seeded(a, seed + (uint64_t)w);
-    ASSERT_OK(gw_ipc_open(ctx, &hs[w], &b)); /* the same mapping */
-    ASSERT_EQ_PTR(gw_data(b), gw_data(a));
-    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT), imports + 1);
-    ASSERT_EQ_INT(vmm_maps(), maps0 + (w == 0 ? 2 : 3)); /* one mapping per chunk */
-    gw_release(b);
-    /* A forked child is not served the parent's mapping: it maps its own (where Yama lets
-     * it take its sibling's descriptors; under scope 1 it may not, and says so). */
-    int sibling_refused = ptrace_scope() >= 1;
-    fflush(NULL);
-    pid_t kid = fork();
-    ASSERT_TRUE(kid >= 0);
-    if (kid == 0) {
-      gw_array *c = NULL;
-      gw_status st = gw_ipc_open(ctx, &hs[w], &c);
-      if (sibling_refused)
-        _exit(st == GW_ENOTSUP && strstr(gw_last_error(), "ptrace_scope") ? 0 : 5);
-      if (st != GW_OK) _exit(3);
-      if (gw_data(c) == gw_data(a)) _exit(4);
-      check_seeded(c, seed + (uint64_t)w);
-      gw_release(c);
-      _exit(0);
-    }
-    int kst = 0;
-    ASSERT_EQ_INT(waitpid(kid, &kst, 0), kid);
-    ASSERT_TRUE(WIFEXITED(kst) && WEXITSTATUS(kst) == 0);
-    write_seeded(a, seed + 100 + (uint64_t)w);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_release(a);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
-    send_line(p.out, "go");
+    gw_array *a = open_shared(ctx, &hs[w], seed + (uint64_t)w, w == 0 ? 2 : 3, maps0);
+    tst_fork_opens_own(ctx, &hs[w], gw_data(a), seed + (uint64_t)w);
+    write_back(ctx, a, seed + 100 + (uint64_t)w, maps0, fds0, &p);
   }
   expect_line(p.in, "freed", NULL);
-  for (int w = 0; w < 2; w++) {
-    gw_array *a = NULL;
-    ASSERT_STATUS(gw_ipc_open(ctx, &hs[w], &a), GW_EBACKEND);
-    ASSERT_NULL(a);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
-  }
+  for (int w = 0; w < 2; w++)
+    tst_open_fails_clean(ctx, &hs[w], GW_EBACKEND, NULL, NULL, &VMM, maps0, fds0);
   send_line(p.out, "go");
   peer_finish(&p);
   gw_context_destroy(ctx);
@@ -204,31 +182,7 @@ TEST_IMPL(vmm_child_to_parent) {
  * sides. */
 TEST_IMPL(vmm_cycles) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
-  gw_context *ctx = tst_open(0);
-  int maps0 = vmm_maps(), fds0 = tst_open_fds();
-  size_t live0 = gw_cpu_vmm_live();
-  uint64_t seed = tst_rand64() | 1;
-  int N = tst_ipc_cycles(300);
-  char count[16];
-  snprintf(count, sizeof count, "%d", N);
-  peer p = peer_start("cycler", seed, count);
-  for (int i = 0; i < N; i++) {
-    gw_ipc_handle h;
-    expect_line(p.in, "handle", &h);
-    gw_array *a = NULL;
-    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-    check_seeded(a, seed + (uint64_t)i);
-    gw_release(a);
-    send_line(p.out, "go");
-  }
-  peer_finish(&p);
-  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-  ASSERT_EQ_INT(vmm_maps(), maps0);
-  ASSERT_EQ_INT(tst_open_fds(), fds0);
-  ASSERT_EQ_SIZE(gw_cpu_vmm_live(), live0);
-  gw_context_destroy(ctx);
+  tst_import_cycles(&VMM, 300);
   return 0;
 }
 
@@ -236,8 +190,7 @@ TEST_IMPL(vmm_cycles) {
  * import) leaves nothing open or mapped and says why. */
 TEST_IMPL(vmm_injected_failures) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  tst_require_take_fd();
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps();
   uint64_t seed = tst_rand64() | 1;
@@ -245,34 +198,15 @@ TEST_IMPL(vmm_injected_failures) {
   int fds0 = tst_open_fds();
   gw_ipc_handle h;
   expect_line(p.in, "handle", &h);
-  gw_array *a = NULL;
-  struct {
-    int err;
-    const char *says;
-  } refusals[2] = {{EPERM, "ptrace_scope"}, {ENOSYS, "Linux 5.6"}};
-  for (int i = 0; i < 2; i++) {
-    gw_cpu_ipc_force_pidfd_errno(refusals[i].err);
-    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
-    ASSERT_ERROR_MENTIONS(refusals[i].says);
-    ASSERT_ERROR_MENTIONS("VMM memory");
-    ASSERT_NULL(a);
-    ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
-  }
-  gw_cpu_ipc_force_pidfd_errno(0);
+  tst_open_refusals(ctx, &h, "VMM memory", &VMM, maps0, fds0);
   gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
-  ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-  ASSERT_ERROR_MENTIONS(gw_cpu_op_name(GW_CPU_OP_IPC_VMM_IMPORT));
-  ASSERT_NULL(a);
-  ASSERT_EQ_SIZE(gw_cpu_ipc_pool_mappings(), 0);
-  ASSERT_EQ_INT(vmm_maps(), maps0);
-  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  tst_open_fails_clean(ctx, &h, GW_EBACKEND, gw_cpu_op_name(GW_CPU_OP_IPC_VMM_IMPORT), NULL, &VMM,
+                       maps0, fds0);
+  gw_array *a = NULL;
   ASSERT_OK(gw_ipc_open(ctx, &h, &a));
   check_seeded(a, seed);
   gw_release(a);
-  ASSERT_EQ_INT(vmm_maps(), maps0);
-  ASSERT_EQ_INT(tst_open_fds(), fds0);
+  tst_nothing_left(&VMM, maps0, fds0);
   send_line(p.out, "go");
   peer_finish(&p);
   gw_context_destroy(ctx);
@@ -287,8 +221,7 @@ TEST_IMPL(vmm_injected_failures) {
  * middle of the list (that chunk released in the exporter) leave nothing. */
 TEST_IMPL(vmm_many_chunks) {
   TEST_REQUIRE_CPU();
-  tst_require_pidfd();
-  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  tst_require_take_fd();
   gw_context *ctx = tst_open(0);
   int maps0 = vmm_maps();
   static const int ks[2] = {12, 40};
@@ -300,7 +233,6 @@ TEST_IMPL(vmm_many_chunks) {
     int fds0 = tst_open_fds();
     gw_ipc_handle h;
     expect_line(p.in, "handle", &h);
-    gw_array *a = NULL, *b = NULL;
     /* Damaged: the manifest named by another of the exporter's descriptors (its stdin, a
      * pipe), a wrong chunk count, a wrong digest. */
     struct {
@@ -318,55 +250,20 @@ TEST_IMPL(vmm_many_chunks) {
       else
         bad.bytes[damage[d].at] ^= (unsigned char)damage[d].value;
       reseal(&bad);
-      ASSERT_STATUS(gw_ipc_open(ctx, &bad, &a), GW_EINVAL);
-      ASSERT_ERROR_MENTIONS("VMM manifest");
-      ASSERT_ERROR_MENTIONS(damage[d].says);
-      ASSERT_NULL(a);
-      ASSERT_EQ_INT(vmm_maps(), maps0);
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
+      tst_open_fails_clean(ctx, &bad, GW_EINVAL, "VMM manifest", damage[d].says, &VMM, maps0, fds0);
     }
     /* Refused takes and a failed import. */
-    int errs[2] = {EPERM, ENOSYS};
-    for (int i = 0; i < 2; i++) {
-      gw_cpu_ipc_force_pidfd_errno(errs[i]);
-      ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_ENOTSUP);
-      ASSERT_ERROR_MENTIONS("VMM memory's manifest");
-      ASSERT_NULL(a);
-      ASSERT_EQ_INT(vmm_maps(), maps0);
-      ASSERT_EQ_INT(tst_open_fds(), fds0);
-    }
-    gw_cpu_ipc_force_pidfd_errno(0);
+    tst_open_refusals(ctx, &h, "VMM memory's manifest", &VMM, maps0, fds0);
     gw_cpu_fail_op(GW_CPU_OP_IPC_VMM_IMPORT, 1, GW_EBACKEND);
-    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-    ASSERT_NULL(a);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    tst_open_fails_clean(ctx, &h, GW_EBACKEND, NULL, NULL, &VMM, maps0, fds0);
 
-    long imports = gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT);
-    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
-    check_seeded(a, seed);
-    ASSERT_OK(gw_ipc_open(ctx, &h, &b)); /* the same mapping */
-    ASSERT_EQ_PTR(gw_data(b), gw_data(a));
-    ASSERT_EQ_INT(gw_cpu_op_calls(GW_CPU_OP_IPC_VMM_IMPORT), imports + 1);
-    ASSERT_EQ_INT(vmm_maps(), maps0 + ks[w]); /* one mapping per chunk */
-    gw_release(b);
-    write_seeded(a, seed + 100);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_release(a);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
-    send_line(p.out, "go");
+    gw_array *a = open_shared(ctx, &h, seed, ks[w], maps0);
+    write_back(ctx, a, seed + 100, maps0, fds0, &p);
     /* The middle chunk released in the exporter: its take fails after the manifest and the
      * chunks before it were taken; all of them closed, nothing mapped. */
     send_line(p.out, "drop");
     expect_line(p.in, "dropped", NULL);
-    a = NULL;
-    ASSERT_STATUS(gw_ipc_open(ctx, &h, &a), GW_EBACKEND);
-    ASSERT_ERROR_MENTIONS("no descriptor");
-    ASSERT_NULL(a);
-    ASSERT_EQ_INT(vmm_maps(), maps0);
-    ASSERT_EQ_INT(tst_open_fds(), fds0);
+    tst_open_fails_clean(ctx, &h, GW_EBACKEND, "no descriptor", NULL, &VMM, maps0, fds0);
     send_line(p.out, "go");
     peer_finish(&p);
   }
