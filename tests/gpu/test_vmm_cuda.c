@@ -18,7 +18,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #include "cuda_assert.h"
+#include "ipc_peer.h"
 
 /* The driver API through dlopen, not linked: the test then starts, and skips, on a machine
  * without libcuda.so.1 (CI), as the rest of the CUDA tests do through the runtime. The names
@@ -445,60 +443,105 @@ TEST_IMPL(export_refused) {
   return 0;
 }
 
-/* ---- IPC of an IPC pool's memory between two processes ---- */
+/* ---- IPC between two processes: the peer (tests/ipc_peer.h) and the rounds ---- */
 
-static void *seeded(size_t bytes, uint64_t seed) {
-  void *buf = malloc(bytes);
-  ASSERT_NOT_NULL(buf);
-  uint64_t keep = tst_rng;
-  tst_rng = seed;
-  tst_random_fill(buf, bytes);
-  tst_rng = keep;
-  return buf;
+/* This binary again, exec'd to run helper `child` with the seed and a count n (its
+ * GW_CU_SEED and GW_CU_EXTRA); `sock` (ours, left open) at TST_PEER_SOCK in it where not
+ * -1. */
+static peer peer_start(const char *child, uint64_t seed, int n, int sock) {
+  char count[16];
+  snprintf(count, sizeof count, "%d", n);
+  return tst_peer_start_sock("GW_CU_", child, child, seed, count, sock);
 }
-static void write_seeded(gw_array *a, uint64_t seed) {
-  void *buf = seeded(tst_array_bytes(a), seed);
-  tst_write(a, buf);
-  free(buf);
+
+/* The peer's side: its seed, and its count through *n where n is not NULL. */
+static uint64_t peer_seed(int *n) {
+  uint64_t seed;
+  const char *extra;
+  tst_peer_job("GW_CU_", &seed, &extra);
+  if (n) *n = atoi(extra);
+  return seed;
 }
-static void check_seeded(const gw_array *a, uint64_t seed) {
-  size_t bytes = tst_array_bytes(a);
-  void *want = seeded(bytes, seed), *got = malloc(bytes);
-  ASSERT_NOT_NULL(got);
-  tst_read(a, got);
-  ASSERT_ELEMS_EQ(got, want, bytes / 8, 8);
-  free(want);
-  free(got);
+
+/* Skips where the device has no POSIX file descriptor handles or Yama's ptrace_scope lets
+ * no process take another's descriptors (2 and more; a parent may take its child's under 0
+ * and 1). */
+static void ipc_require(void) {
+  CUdevice dev;
+  int fdtype = 0;
+  ASSERT_CU(drv_cuDeviceGet(&dev, 0));
+  ASSERT_CU(drv_cuDeviceGetAttribute(
+      &fdtype, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
+  if (!fdtype) TEST_SKIP("the device has no POSIX file descriptor handles");
+  if (ptrace_scope() >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
 }
+
+/* An allocation of an IPC pool (float64 of `shape`), wrapped; its pointer through *p. */
+static gw_array *pool_ipc_array(cudaMemPool_t pool, int ndim, const int64_t *shape, void **p) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  ASSERT_CUDA(cudaMallocFromPoolAsync(p, (size_t)n * 8, pool, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0)); /* the importer may use it only after this */
+  gw_array *a = NULL;
+  ASSERT_OK(gw_wrap(ctx, *p, GW_FLOAT64, ndim, shape, NULL, 0, &a));
+  return a;
+}
+static void pool_ipc_free(gw_array *a, void *p) {
+  gw_release(a);
+  ASSERT_CUDA(cudaFreeAsync(p, 0));
+  ASSERT_CUDA(cudaStreamSynchronize(0));
+}
+
+/* The exporter's side of a round of pool_ipc_two_processes and vmm_ipc_two_processes: `a`
+ * seeded with seed, its handle on stdout; after the importer's "go", every element must be
+ * back, the importer's writes. */
+static void export_round(gw_array *a, uint64_t seed, uint64_t back) {
+  gw_ipc_handle h;
+  tst_export_round(ctx, a, seed, &h);
+  check_seeded(a, back);
+}
+
+/* The importer's side: `child`, exec'd, exports `rounds` arrays, array k seeded with
+ * seed+k (a handle of version 3; VMM memory over chunks[k] chunks where chunks is given);
+ * each is opened here, every element read, seed+100+k written into every element (the
+ * child checks them), and released before the child frees it. */
+static void import_rounds(const char *child, int rounds, const int *chunks) {
+  uint64_t seed = tst_rand64() | 1;
+  peer p = peer_start(child, seed, rounds, -1);
+  for (int k = 0; k < rounds; k++) {
+    gw_ipc_handle h;
+    expect_line(p.in, "handle", &h);
+    ASSERT_EQ_INT(h.bytes[4], 3); /* pool or VMM memory */
+    if (chunks) {
+      ASSERT_EQ_INT(h.bytes[239], 2); /* VMM memory */
+      ASSERT_EQ_INT(h.bytes[240], chunks[k]);
+    }
+    gw_array *a = NULL;
+    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
+    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
+    check_seeded(a, seed + (uint64_t)k);
+    write_seeded(a, seed + 100 + (uint64_t)k);
+    ASSERT_OK(gw_synchronize(ctx));
+    gw_release(a); /* cudaFree of the pointer, or synchronize, unmap, free the range */
+    send_line(p.out, "go");
+  }
+  peer_finish(&p);
+}
+
+/* ---- IPC of an IPC pool's memory between two processes ---- */
 
 static const int64_t POOL_SHAPE[2] = {300, 257};
 
 /* The exporter, exec'd by pool_ipc_two_processes: an allocation of an IPC pool with seeded
- * data, its handle on stdout; after a line on stdin, every element must be seed+1 (the
- * parent's writes), then it is freed (after the importer freed its pointer). */
+ * data, exported; then freed (after the importer freed its pointer). */
 static int pool_ipc_child(void) {
-  uint64_t seed = strtoull(getenv("GW_POOL_SEED"), NULL, 10);
+  uint64_t seed = peer_seed(NULL);
   setup();
   cudaMemPool_t pool = pool_create(1);
   void *p = NULL;
-  ASSERT_CUDA(cudaMallocFromPoolAsync(&p, (size_t)(POOL_SHAPE[0] * POOL_SHAPE[1]) * 8, pool, 0));
-  ASSERT_CUDA(cudaStreamSynchronize(0)); /* the importer may use it only after this */
-  gw_array *a = NULL;
-  ASSERT_OK(gw_wrap(ctx, p, GW_FLOAT64, 2, POOL_SHAPE, NULL, 0, &a));
-  write_seeded(a, seed);
-  ASSERT_OK(gw_synchronize(ctx));
-  gw_ipc_handle h;
-  ASSERT_OK(gw_ipc_export(a, &h));
-  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(hex + 2 * i, "%02x", h.bytes[i]);
-  printf("handle %s\n", hex);
-  fflush(stdout);
-  char line[16];
-  ASSERT_NOT_NULL(fgets(line, sizeof line, stdin));
-  check_seeded(a, seed + 1);
-  gw_release(a);
-  ASSERT_CUDA(cudaFreeAsync(p, 0));
-  ASSERT_CUDA(cudaStreamSynchronize(0));
+  gw_array *a = pool_ipc_array(pool, 2, POOL_SHAPE, &p);
+  export_round(a, seed, seed + 100);
+  pool_ipc_free(a, p);
   ASSERT_CUDA(cudaMemPoolDestroy(pool));
   gw_context_destroy(ctx);
   return 0;
@@ -511,84 +554,20 @@ static int pool_ipc_child(void) {
 TEST_IMPL(pool_ipc_two_processes) {
   setup();
   pools_require();
-  int fdtype = 0;
-  CUdevice dev;
-  ASSERT_CU(drv_cuDeviceGet(&dev, 0));
-  ASSERT_CU(drv_cuDeviceGetAttribute(
-      &fdtype, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
-  if (!fdtype) TEST_SKIP("the device has no POSIX file descriptor handles");
-  FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-  int scope = -1;
-  if (yama) {
-    if (fscanf(yama, "%d", &scope) != 1) scope = -1;
-    fclose(yama);
-  }
-  if (scope >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
-  uint64_t seed = tst_rand64() | 1;
-  int to[2], from[2];
-  ASSERT_EQ_INT(pipe(to), 0);
-  ASSERT_EQ_INT(pipe(from), 0);
-  char exe[4096], name[] = "pool_ipc_child", eseed[64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ASSERT_TRUE(len > 0);
-  exe[len] = '\0';
-  snprintf(eseed, sizeof eseed, "GW_POOL_SEED=%llu", (unsigned long long)seed);
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = calloc(n + 2, sizeof *env);
-  ASSERT_NOT_NULL(env);
-  for (size_t i = 0; i < n; i++) env[i] = environ[i];
-  env[n] = eseed;
-  posix_spawn_file_actions_t fa;
-  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
-  posix_spawn_file_actions_addclose(&fa, to[1]);
-  posix_spawn_file_actions_addclose(&fa, from[0]);
-  char *argv[] = {exe, name, NULL};
-  pid_t pid;
-  ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  free(env);
-  close(to[0]);
-  close(from[1]);
-  FILE *in = fdopen(from[0], "r");
-  ASSERT_NOT_NULL(in);
-  static char line[2 * GW_IPC_HANDLE_BYTES + 64];
-  do ASSERT_NOT_NULL(fgets(line, sizeof line, in));
-  while (strncmp(line, "handle ", 7) != 0);
-  gw_ipc_handle h;
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
-    unsigned v;
-    ASSERT_EQ_INT(sscanf(line + 7 + 2 * i, "%2x", &v), 1);
-    h.bytes[i] = (unsigned char)v;
-  }
-  ASSERT_EQ_INT(h.bytes[4], 3); /* pool memory */
-  gw_array *a = NULL;
-  ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-  ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
-  check_seeded(a, seed);
-  write_seeded(a, seed + 1);
-  ASSERT_OK(gw_synchronize(ctx));
-  gw_release(a); /* cudaFree of the imported pointer, before the exporter frees */
-  ASSERT_EQ_INT((int)write(to[1], "go\n", 3), 3);
-  close(to[1]);
-  int st = 0;
-  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
-  fclose(in);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  ipc_require();
+  import_rounds("pool_ipc_child", 1, NULL);
   gw_context_destroy(ctx);
   return 0;
 }
 
 /* ---- IPC of VMM memory (POSIX fd handle type) between two processes ---- */
 
-/* The exporter, exec'd by vmm_ipc_two_processes: 3 shareable chunks mapped back to back;
- * an array over 2 of them and one over 3 whose first element lies in the middle chunk
- * (rows running down into the first and the last), seeded; each handle on stdout; after a
- * line on stdin, every element must be seed+100+k (the parent's writes). */
+/* The exporter, exec'd by vmm_ipc_two_processes: 12 shareable chunks mapped back to back;
+ * an array over 2 of them, one over 3 whose first element lies in the middle chunk (rows
+ * running down into the first and the last) and one over all 12 from the middle of chunk 0
+ * (a manifest lists them), each exported in turn (export_round). */
 static int vmm_ipc_child(void) {
-  uint64_t seed = strtoull(getenv("GW_VMM_SEED"), NULL, 10);
+  uint64_t seed = peer_seed(NULL);
   setup();
   const int twelve[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   segment s = seg_make(12, twelve, 1);
@@ -604,17 +583,7 @@ static int vmm_ipc_child(void) {
       int64_t shape[2] = {2, (int64_t)(s.cs / 16) + 3}, strides[2] = {(int64_t)(s.cs / 8), -1};
       ASSERT_OK(gw_wrap(ctx, AT(s, s.cs + s.cs / 2), GW_FLOAT64, 2, shape, strides, 0, &a));
     }
-    write_seeded(a, seed + (uint64_t)k);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_ipc_handle h;
-    ASSERT_OK(gw_ipc_export(a, &h));
-    char hex[2 * GW_IPC_HANDLE_BYTES + 1];
-    for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(hex + 2 * i, "%02x", h.bytes[i]);
-    printf("handle %s\n", hex);
-    fflush(stdout);
-    char line[16];
-    ASSERT_NOT_NULL(fgets(line, sizeof line, stdin));
-    check_seeded(a, seed + 100 + (uint64_t)k);
+    export_round(a, seed + (uint64_t)k, seed + 100 + (uint64_t)k);
     gw_release(a);
   }
   seg_free(&s, twelve);
@@ -631,72 +600,11 @@ static int vmm_ipc_child(void) {
 TEST_IMPL(vmm_ipc_two_processes) {
   setup();
   vmm_require(1);
-  FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-  int scope = -1;
-  if (yama) {
-    if (fscanf(yama, "%d", &scope) != 1) scope = -1;
-    fclose(yama);
-  }
-  if (scope >= 2) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
-  uint64_t seed = tst_rand64() | 1;
+  ipc_require();
   size_t free0 = 0, total = 0;
   ASSERT_CUDA(cudaMemGetInfo(&free0, &total));
-  int to[2], from[2];
-  ASSERT_EQ_INT(pipe(to), 0);
-  ASSERT_EQ_INT(pipe(from), 0);
-  char exe[4096], name[] = "vmm_ipc_child", eseed[64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ASSERT_TRUE(len > 0);
-  exe[len] = '\0';
-  snprintf(eseed, sizeof eseed, "GW_VMM_SEED=%llu", (unsigned long long)seed);
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = calloc(n + 2, sizeof *env);
-  ASSERT_NOT_NULL(env);
-  for (size_t i = 0; i < n; i++) env[i] = environ[i];
-  env[n] = eseed;
-  posix_spawn_file_actions_t fa;
-  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_adddup2(&fa, to[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, from[1], 1);
-  posix_spawn_file_actions_addclose(&fa, to[1]);
-  posix_spawn_file_actions_addclose(&fa, from[0]);
-  char *argv[] = {exe, name, NULL};
-  pid_t pid;
-  ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  free(env);
-  close(to[0]);
-  close(from[1]);
-  FILE *in = fdopen(from[0], "r");
-  ASSERT_NOT_NULL(in);
-  for (int k = 0; k < 3; k++) {
-    static char line[2 * GW_IPC_HANDLE_BYTES + 64];
-    do ASSERT_NOT_NULL(fgets(line, sizeof line, in));
-    while (strncmp(line, "handle ", 7) != 0);
-    gw_ipc_handle h;
-    for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
-      unsigned v;
-      ASSERT_EQ_INT(sscanf(line + 7 + 2 * i, "%2x", &v), 1);
-      h.bytes[i] = (unsigned char)v;
-    }
-    ASSERT_EQ_INT(h.bytes[4], 3);
-    ASSERT_EQ_INT(h.bytes[239], 2);                            /* VMM memory */
-    ASSERT_EQ_INT(h.bytes[240], k == 0 ? 2 : k == 1 ? 3 : 12); /* chunks */
-    gw_array *a = NULL;
-    ASSERT_OK(gw_ipc_open(ctx, &h, &a));
-    ASSERT_EQ_INT(gw_kind(a), GW_MEM_DEVICE);
-    check_seeded(a, seed + (uint64_t)k);
-    write_seeded(a, seed + 100 + (uint64_t)k);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_release(a); /* synchronize, unmap, free the range */
-    ASSERT_EQ_INT((int)write(to[1], "go\n", 3), 3);
-  }
-  close(to[1]);
-  int st = 0;
-  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
-  fclose(in);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  static const int chunks[3] = {2, 3, 12};
+  import_rounds("vmm_ipc_child", 3, chunks);
   size_t free1 = 0;
   ASSERT_CUDA(cudaMemGetInfo(&free1, &total));
   ASSERT_TRUE(free1 + ((size_t)2 << 20) >= free0); /* the imports gave their memory back */
@@ -719,56 +627,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* This binary again, exec'd to run helper `name` with GW_CYC_SEED and GW_CYC_N set; its
- * stdout read through *in, its stdin written through *to; `sock` (ours, left open) at
- * PEER_SOCK in it where not -1. */
-#define PEER_SOCK 200
-static pid_t cycle_child_start(const char *name, uint64_t seed, int n, int sock, FILE **in,
-                               int *to) {
-  int pto[2], pfrom[2];
-  ASSERT_EQ_INT(pipe(pto), 0);
-  ASSERT_EQ_INT(pipe(pfrom), 0);
-  char exe[4096], hname[64], eseed[64], en[64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ASSERT_TRUE(len > 0);
-  exe[len] = '\0';
-  snprintf(hname, sizeof hname, "%s", name);
-  snprintf(eseed, sizeof eseed, "GW_CYC_SEED=%llu", (unsigned long long)seed);
-  snprintf(en, sizeof en, "GW_CYC_N=%d", n);
-  size_t k = 0;
-  while (environ[k]) k++;
-  char **env = calloc(k + 3, sizeof *env);
-  ASSERT_NOT_NULL(env);
-  for (size_t i = 0; i < k; i++) env[i] = environ[i];
-  env[k] = eseed;
-  env[k + 1] = en;
-  posix_spawn_file_actions_t fa;
-  ASSERT_EQ_INT(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_adddup2(&fa, pto[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, pfrom[1], 1);
-  posix_spawn_file_actions_addclose(&fa, pto[1]);
-  posix_spawn_file_actions_addclose(&fa, pfrom[0]);
-  if (sock >= 0) posix_spawn_file_actions_adddup2(&fa, sock, PEER_SOCK);
-  char *argv[] = {exe, hname, NULL};
-  pid_t pid;
-  ASSERT_EQ_INT(posix_spawn(&pid, exe, &fa, NULL, argv, env), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  free(env);
-  close(pto[0]);
-  close(pfrom[1]);
-  *in = fdopen(pfrom[0], "r");
-  ASSERT_NOT_NULL(*in);
-  *to = pto[1];
-  return pid;
-}
-
-static void cycle_send_handle(const gw_ipc_handle *h) {
-  char hex[2 * GW_IPC_HANDLE_BYTES + 1];
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(hex + 2 * i, "%02x", h->bytes[i]);
-  printf("handle %s\n", hex);
-  fflush(stdout);
-}
-
 /* The next "handle" line (1), or "done" (0). */
 static int cycle_next(FILE *in, gw_ipc_handle *h) {
   static char line[2 * GW_IPC_HANDLE_BYTES + 64];
@@ -777,27 +635,28 @@ static int cycle_next(FILE *in, gw_ipc_handle *h) {
     if (strncmp(line, "done", 4) == 0) return 0;
     if (strncmp(line, "handle ", 7) == 0) break;
   }
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
-    unsigned v;
-    ASSERT_EQ_INT(sscanf(line + 7 + 2 * i, "%2x", &v), 1);
-    h->bytes[i] = (unsigned char)v;
-  }
+  from_hex(line + 7, h);
   return 1;
 }
 
-/* The exporter's side of one cycle, after its export: the handle out, its descriptors
- * counted where the importer has nothing mapped (cycle 1 is the baseline: the pool's
- * descriptor, or the chunks', made by the first export), then wait for "go". */
-static void cycle_child_step(int i, int n, const gw_ipc_handle *h, int *fds1) {
-  cycle_send_handle(h);
+/* The exporter's side of cycle i of n: `a` seeded with seed+i and exported, the handle
+ * out (returned); its descriptors counted where the importer has nothing mapped (cycle 1 is
+ * the baseline: the pool's descriptor, or the chunks', made by the first export); then
+ * wait for "go". */
+static gw_ipc_handle cycle_child_step(gw_array *a, uint64_t seed, int i, int n, int *fds1) {
+  write_seeded(a, seed + (uint64_t)i);
+  ASSERT_OK(gw_synchronize(ctx));
+  gw_ipc_handle h;
+  ASSERT_OK(gw_ipc_export(a, &h));
+  send_handle(stdout, &h);
   int fds = tst_open_fds();
   if (i == 1) *fds1 = fds;
   if (i == n - 1) {
     TEST_CONTEXT("exporter's descriptors after %d cycles", n);
     ASSERT_EQ_INT(fds, *fds1);
   }
-  char line[16];
-  ASSERT_NOT_NULL(fgets(line, sizeof line, stdin));
+  expect_line(stdin, "go", NULL);
+  return h;
 }
 
 /* The importer's side: every cycle opens the handle, checks every element, releases;
@@ -806,15 +665,13 @@ static void cycle_child_step(int i, int n, const gw_ipc_handle *h, int *fds1) {
  * the last, and must agree. */
 static void cycles_import(const char *child, int n, const char *what) {
   uint64_t seed = tst_rand64() | 1;
-  FILE *in = NULL;
-  int to = -1;
-  pid_t pid = cycle_child_start(child, seed, n, -1, &in, &to);
+  peer p = peer_start(child, seed, n, -1);
   int fds1 = -1;
   size_t free1 = 0, total = 0;
   double t0 = now_s();
   gw_ipc_handle h;
   for (int i = 0; i < n; i++) {
-    ASSERT_TRUE(cycle_next(in, &h));
+    ASSERT_TRUE(cycle_next(p.in, &h));
     if (i == 1 || i == n - 1) {
       size_t fr = 0;
       ASSERT_CUDA(cudaMemGetInfo(&fr, &total));
@@ -836,56 +693,32 @@ static void cycles_import(const char *child, int n, const char *what) {
     ASSERT_OK(gw_ipc_open(ctx, &h, &a));
     check_seeded(a, seed + (uint64_t)i);
     gw_release(a);
-    ASSERT_EQ_INT((int)write(to, "go\n", 3), 3);
+    send_line(p.out, "go");
   }
-  ASSERT_TRUE(!cycle_next(in, &h)); /* "done": the exporter checked its own side */
-  close(to);
-  int st = 0;
-  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
-  fclose(in);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-}
-
-static int cycle_scope_ok(void) {
-  FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-  int scope = -1;
-  if (yama) {
-    if (fscanf(yama, "%d", &scope) != 1) scope = -1;
-    fclose(yama);
-  }
-  return scope < 2;
+  ASSERT_TRUE(!cycle_next(p.in, &h)); /* "done": the exporter checked its own side */
+  peer_finish(&p);
 }
 
 /* Pool cycles' exporter: one IPC pool; each cycle an allocation (64 KiB of float64),
  * seeded, exported, freed once the importer released it. */
 static int pool_cycle_child(void) {
-  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
-  int n = atoi(getenv("GW_CYC_N"));
+  int n = 0;
+  uint64_t seed = peer_seed(&n);
   setup();
   int fds0 = tst_open_fds(), fds1 = -1;
   cudaMemPool_t pool = pool_create(1);
   int64_t len = 8192;
   for (int i = 0; i < n; i++) {
     void *p = NULL;
-    ASSERT_CUDA(cudaMallocFromPoolAsync(&p, (size_t)len * 8, pool, 0));
-    ASSERT_CUDA(cudaStreamSynchronize(0));
-    gw_array *a = NULL;
-    ASSERT_OK(gw_wrap(ctx, p, GW_FLOAT64, 1, &len, NULL, 0, &a));
-    write_seeded(a, seed + (uint64_t)i);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_ipc_handle h;
-    ASSERT_OK(gw_ipc_export(a, &h));
-    cycle_child_step(i, n, &h, &fds1);
-    gw_release(a);
-    ASSERT_CUDA(cudaFreeAsync(p, 0));
-    ASSERT_CUDA(cudaStreamSynchronize(0));
+    gw_array *a = pool_ipc_array(pool, 1, &len, &p);
+    cycle_child_step(a, seed, i, n, &fds1);
+    pool_ipc_free(a, p);
   }
   ASSERT_CUDA(cudaMemPoolDestroy(pool));
   /* the pool's exported descriptor stays for the process's life (docs/IPC.md) */
   TEST_CONTEXT("exporter's descriptors at the start %d, after cycle 1 %d", fds0, fds1);
   ASSERT_TRUE(tst_open_fds() <= fds1);
-  printf("done\n");
-  fflush(stdout);
+  send_line(stdout, "done");
   gw_context_destroy(ctx);
   return 0;
 }
@@ -896,13 +729,7 @@ static int pool_cycle_child(void) {
 TEST_IMPL(pool_ipc_cycles) {
   setup();
   pools_require();
-  CUdevice dev;
-  int fdtype = 0;
-  ASSERT_CU(drv_cuDeviceGet(&dev, 0));
-  ASSERT_CU(drv_cuDeviceGetAttribute(
-      &fdtype, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
-  if (!fdtype) TEST_SKIP("the device has no POSIX file descriptor handles");
-  if (!cycle_scope_ok()) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  ipc_require();
   cycles_import("pool_cycle_child", cycles_wanted(), "pool");
   gw_context_destroy(ctx);
   return 0;
@@ -914,8 +741,8 @@ TEST_IMPL(pool_ipc_cycles) {
  * unmapped once the importer released it. Re-exporting the same address as a new
  * allocation closes the old chunks' descriptors (gpu_ipc.c), so the count stays. */
 static int vmm_cycle_child(void) {
-  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
-  int n = atoi(getenv("GW_CYC_N"));
+  int n = 0;
+  uint64_t seed = peer_seed(&n);
   setup();
   vmm_require(1);
   int fds1 = -1;
@@ -938,19 +765,14 @@ static int vmm_cycle_child(void) {
     ASSERT_CU(drv_cuMemSetAccess(s.r, 2 * s.cs, &acc, 1));
     gw_array *a = NULL;
     ASSERT_OK(gw_wrap(ctx, AT(s, s.cs - 32768), GW_FLOAT64, 1, &len, NULL, 0, &a));
-    write_seeded(a, seed + (uint64_t)i);
-    ASSERT_OK(gw_synchronize(ctx));
-    gw_ipc_handle h;
-    ASSERT_OK(gw_ipc_export(a, &h));
+    gw_ipc_handle h = cycle_child_step(a, seed, i, n, &fds1);
     ASSERT_EQ_INT(h.bytes[240], 2); /* both chunks named */
-    cycle_child_step(i, n, &h, &fds1);
     gw_release(a);
     ASSERT_CUDA(cudaDeviceSynchronize());
     ASSERT_CU(drv_cuMemUnmap(s.r, 2 * s.cs));
   }
   ASSERT_CU(drv_cuMemAddressFree(s.r, 2 * s.cs));
-  printf("done\n");
-  fflush(stdout);
+  send_line(stdout, "done");
   gw_context_destroy(ctx);
   return 0;
 }
@@ -962,7 +784,7 @@ static int vmm_cycle_child(void) {
 TEST_IMPL(vmm_ipc_cycles) {
   setup();
   vmm_require(1);
-  if (!cycle_scope_ok()) TEST_SKIP("Yama ptrace_scope >= 2: no process may take another's fd");
+  ipc_require();
   cycles_import("vmm_cycle_child", cycles_wanted(), "vmm");
   gw_context_destroy(ctx);
   return 0;
@@ -994,7 +816,7 @@ static int list_fds(open_fd *out, int cap) {
   return n;
 }
 
-/* The importer, exec'd by fdpass_two_processes with its socket at PEER_SOCK and
+/* The importer, exec'd by fdpass_two_processes with its socket at TST_PEER_SOCK and
  * pidfd_getfd refused (as Yama's ptrace_scope 1 refuses a child its parent's descriptors):
  * every open that works here works through the descriptors received. For each line
  * "open K N" on stdin: receive a handle (N descriptors come with it, filed), open it (the
@@ -1005,7 +827,7 @@ static int list_fds(open_fd *out, int cap) {
  * before of its kind ("open" lines come in pairs, K even then odd: the driver may open
  * files of its own at a first import, never at the second). */
 static int fdpass_cuda_child(void) {
-  uint64_t seed = strtoull(getenv("GW_CYC_SEED"), NULL, 10);
+  uint64_t seed = peer_seed(NULL);
   setup();
   gw_cpu_ipc_force_pidfd_errno(EPERM); /* the core's call, on every backend */
   enum { CAP = 4096 };
@@ -1031,7 +853,7 @@ static int fdpass_cuda_child(void) {
     ASSERT_EQ_INT(sscanf(line, "open %d %d", &k, &want), 2);
     TEST_CONTEXT("importer, step %d", k);
     int nb = list_fds(before, CAP);
-    ASSERT_OK(gw_ipc_handle_recv(PEER_SOCK, &h));
+    ASSERT_OK(gw_ipc_handle_recv(TST_PEER_SOCK, &h));
     have = 1;
     int na = list_fds(after, CAP);
     ASSERT_EQ_INT(na, nb + want); /* the handle's descriptors, filed */
@@ -1074,13 +896,12 @@ static int fdpass_cuda_child(void) {
 }
 
 /* Tell the importer `cmd`, wait for its "done K". */
-static void fdpass_step(FILE *in, int to, const char *cmd, int k) {
-  char msg[64], line[256], want[32];
-  snprintf(msg, sizeof msg, "%s\n", cmd);
-  ASSERT_EQ_INT((int)write(to, msg, strlen(msg)), (int)strlen(msg));
+static void fdpass_step(peer *p, const char *cmd, int k) {
+  char line[256], want[32];
+  send_line(p->out, cmd);
   snprintf(want, sizeof want, "done %d\n", k);
   for (;;) { /* the importer's other lines (its descriptor counts) into this test's log */
-    ASSERT_NOT_NULL(fgets(line, sizeof line, in));
+    ASSERT_NOT_NULL(fgets(line, sizeof line, p->in));
     if (strcmp(line, want) == 0) break;
     fputs(line, stdout);
   }
@@ -1090,7 +911,7 @@ static void fdpass_step(FILE *in, int to, const char *cmd, int k) {
 /* Send `a`'s handle h twice (steps k0, k0+1: k0 even), fresh seeded data each time; the importer
  * opens each through the descriptors that come with it and writes new data, checked here
  * element by element; the sends open and close nothing here. */
-static void fdpass_rounds(FILE *in, int to, int sock, gw_array *a, const gw_ipc_handle *h, int nfds,
+static void fdpass_rounds(peer *p, int sock, gw_array *a, const gw_ipc_handle *h, int nfds,
                           uint64_t seed, int k0) {
   for (int k = k0; k < k0 + 2; k++) {
     TEST_CONTEXT("exporter, step %d", k);
@@ -1101,12 +922,12 @@ static void fdpass_rounds(FILE *in, int to, int sock, gw_array *a, const gw_ipc_
     ASSERT_EQ_INT(tst_open_fds(), fds);
     char cmd[32];
     snprintf(cmd, sizeof cmd, "open %d %d", k, nfds);
-    fdpass_step(in, to, cmd, k);
+    fdpass_step(p, cmd, k);
     check_seeded(a, seed + 2 * (uint64_t)k + 1);
   }
   char cmd[32];
   snprintf(cmd, sizeof cmd, "refused %d", k0 + 2);
-  fdpass_step(in, to, cmd, k0 + 2);
+  fdpass_step(p, cmd, k0 + 2);
 }
 
 /* This process exports an IPC pool's allocation (cudaMemPoolCreate with
@@ -1124,26 +945,19 @@ TEST_IMPL(fdpass_two_processes) {
   uint64_t seed = tst_rand64() | 1;
   int sv[2];
   ASSERT_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  FILE *in = NULL;
-  int to = -1;
-  pid_t pid = cycle_child_start("fdpass_cuda_child", seed, 0, sv[1], &in, &to);
+  peer pe = peer_start("fdpass_cuda_child", seed, 0, sv[1]);
   close(sv[1]);
   int fds0 = tst_open_fds();
 
   /* Pool memory: one descriptor (the pool's). */
   cudaMemPool_t pool = pool_create(1);
   void *p = NULL;
-  ASSERT_CUDA(cudaMallocFromPoolAsync(&p, (size_t)(POOL_SHAPE[0] * POOL_SHAPE[1]) * 8, pool, 0));
-  ASSERT_CUDA(cudaStreamSynchronize(0));
-  gw_array *a = NULL;
-  ASSERT_OK(gw_wrap(ctx, p, GW_FLOAT64, 2, POOL_SHAPE, NULL, 0, &a));
+  gw_array *a = pool_ipc_array(pool, 2, POOL_SHAPE, &p);
   gw_ipc_handle h;
   ASSERT_OK(gw_ipc_export(a, &h));
   ASSERT_EQ_INT(h.bytes[4], 3); /* pool or VMM memory's handle version */
-  fdpass_rounds(in, to, sv[0], a, &h, 1, seed, 0);
-  gw_release(a);
-  ASSERT_CUDA(cudaFreeAsync(p, 0));
-  ASSERT_CUDA(cudaStreamSynchronize(0));
+  fdpass_rounds(&pe, sv[0], a, &h, 1, seed, 0);
+  pool_ipc_free(a, p);
   ASSERT_CUDA(cudaMemPoolDestroy(pool));
 
   /* VMM memory over 2 chunks: a descriptor for each. */
@@ -1154,15 +968,11 @@ TEST_IMPL(fdpass_two_processes) {
   ASSERT_OK(gw_ipc_export(a, &h));
   ASSERT_EQ_INT(h.bytes[239], 2); /* VMM memory */
   ASSERT_EQ_INT(h.bytes[240], 2); /* of 2 chunks */
-  fdpass_rounds(in, to, sv[0], a, &h, 2, seed, 4);
+  fdpass_rounds(&pe, sv[0], a, &h, 2, seed, 4);
   gw_release(a);
   seg_free(&s, two);
 
-  close(to);
-  int st = 0;
-  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
-  fclose(in);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  peer_finish(&pe);
   close(sv[0]);
   /* What gw_ipc_export opened stays (the pool's descriptor for the process's life, the
    * chunks' until their address is exported again: docs/IPC.md), as do the driver's own;
