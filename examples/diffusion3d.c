@@ -22,7 +22,10 @@
  *         When dim 2 (the contiguous one) is not split over ranks, its boundary is not cut
  *         out (--shell-k 0): slabs normal to it hold one cell per row, which makes them
  *         cost more to compute apart than that dim's exchange (local copies) costs after
- *         the interior; dims 0 and 1 are still exchanged behind the interior.
+ *         the interior; dims 0 and 1 are still exchanged behind the interior. Where dim 2
+ *         has one rank, it needs no exchange at all: none with Dirichlet boundaries, and
+ *         periodic the kernels store cells 1 and n in the ghost cells across as they
+ *         compute them, so nothing but the next step waits for the interior.
  *   host  through gw_host_data(). On the CPU backend the arrays are pageable host memory;
  *         on another GPU backend (HIP, or CUDA with --stencil host, or a build without the
  *         kernel) they are managed memory by default (the halo copies run on the GPU, the
@@ -58,11 +61,11 @@ int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const
 int d3d_cuda_sync(void);
 void *d3d_cuda_stream(void);
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3],
-                              const int64_t lo[3], const int64_t hi[3]);
+                              const int64_t lo[3], const int64_t hi[3], int64_t wrap2);
 int d3d_cuda_interior_after_main(void);
 int d3d_cuda_interior_wait_main(void);
 int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m,
-                           const int bw[3]);
+                           const int bw[3], int64_t wrap2);
 int d3d_cuda_main_after_interior(void);
 int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes);
 int d3d_cuda_capture_begin(void);
@@ -707,14 +710,24 @@ int main(int argc, char **argv) {
    * 7-point stencil). */
   if (o.shell_k < 0) o.shell_k = dims[2] > 1 ? 1 : 0;
   const int split_dim2 = o.overlap && !o.halo_only && !o.halo_bench && o.shell_k == 0;
+  /* The GPU step where dim 2 is not split over ranks needs no dim-2 exchange at all: with
+   * Dirichlet boundaries there is none, and periodic the rank is its own neighbour, so the
+   * kernels that compute cells k = 1 and m also store them in the ghost cells across
+   * (wrap2 = m). Then nothing waits for the interior but the next step's slabs: the
+   * overlapped step is the @hide_communication one with the dims-0-and-1 plans. */
+  const int alone2 = split_dim2 && gpu && dims[2] == 1 && !getenv("D3D_AB_SPLIT2");
+  const int64_t wrap2 = alone2 && o.periodic ? m : 0;
+  (void)wrap2; /* (the kernels' argument: unused in a build without CUDA) */
   gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;
   if (split_dim2) {
     gw_halo_field f01[2] = {{u, {1, 1, 0}}, {v, {1, 1, 0}}},
                   f2[2] = {{u, {0, 0, 1}}, {v, {0, 0, 1}}};
     CHECK(gw_halo_create_multi(&f01[0], 1, cart, o.path, &hu01));
     CHECK(gw_halo_create_multi(&f01[1], 1, cart, o.path, &hv01));
-    CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
-    CHECK(gw_halo_create_multi(&f2[1], 1, cart, o.path, &hv2));
+    if (!alone2) {
+      CHECK(gw_halo_create_multi(&f2[0], 1, cart, o.path, &hu2));
+      CHECK(gw_halo_create_multi(&f2[1], 1, cart, o.path, &hv2));
+    }
   }
   gw_halo_info info = {.struct_size = sizeof info};
   CHECK(gw_halo_query(hu, &info));
@@ -791,17 +804,18 @@ int main(int argc, char **argv) {
       t0 = MPI_Wtime();
       for (int k = 0; k < k_steps; k++) {
         gw_array *a = k % 2 ? v : u, *b = k % 2 ? u : v;
-        if (split_dim2) {
+        if (split_dim2 && !alone2) {
           CUDA_CHECK(d3d_cuda_interior_wait_main());
-          CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
-          CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+          CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi, 0));
+          CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw, 0));
           CUDA_CHECK(d3d_cuda_main_after_interior());
           continue;
         }
         CUDA_CHECK(d3d_cuda_main_after_interior());
-        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+        CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw, wrap2));
         CUDA_CHECK(d3d_cuda_interior_after_main());
-        CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
+        CUDA_CHECK(
+            d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi, wrap2));
       }
       CUDA_CHECK(d3d_cuda_sync());
       alone_split = max_over((MPI_Wtime() - t0) / k_steps, cart);
@@ -811,7 +825,8 @@ int main(int argc, char **argv) {
     CHECK(gw_copy(v, img));
     if (split_dim2) { /* warm the two-part plans too (first use); any exchange of v is rewritten */
       gw_halo *warm[4] = {hu01, hu2, hv01, hv2};
-      for (int k = 0; k < 4; k++) CHECK(gw_halo_update(warm[k]));
+      for (int k = 0; k < 4; k++)
+        if (warm[k]) CHECK(gw_halo_update(warm[k]));
     }
     /* each overlapped step exchanges its output: the input's halo is exchanged once here */
     CHECK(gw_halo_update(hu));
@@ -858,7 +873,7 @@ int main(int argc, char **argv) {
     gw_halo *h = p ? hv : hu, *hb = p ? hu : hv;
     gw_halo *hb01 = p ? hu01 : hv01, *hb2 = p ? hu2 : hv2;
     gw_array *a = p ? v : u, *b = p ? u : v;
-    if (overlap && gpu && split_dim2) {
+    if (overlap && gpu && split_dim2 && !alone2) {
       /* The interior (all of dim 2) after everything queued on the main stream so far: the
        * previous step's slabs and its dim-2 exchange, which wrote cells it reads. This
        * step's slabs (dims 0 and 1) and their exchange run beside it on the main stream;
@@ -872,8 +887,8 @@ int main(int argc, char **argv) {
        * first and joins it back before dim 2's exchange, inside the graph. */
 #ifdef D3D_HAVE_CUDA
       CUDA_CHECK(d3d_cuda_interior_wait_main());
-      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
-      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw));
+      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi, 0));
+      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw, 0));
       CHECK(gw_halo_start_on(hb01, main_s));
       CHECK(gw_halo_finish_on(hb01, main_s));
       CUDA_CHECK(d3d_cuda_main_after_interior());
@@ -896,15 +911,16 @@ int main(int argc, char **argv) {
       else
         CUDA_CHECK(d3d_cuda_main_after_interior()); /* the slabs read the previous interior
                                                           and overwrite what it read */
-      CUDA_CHECK(
-          d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw)); /* the six slabs */
+      CUDA_CHECK(d3d_cuda_stencil_shell(gw_data(a), gw_data(b), gw_strides(a), m, bw,
+                                        wrap2)); /* the six slabs (four with alone2) */
       if (!graph)
         CUDA_CHECK(d3d_cuda_interior_after_main()); /* the interior after the previous slabs */
       /* the interior is queued before start_on: start_on waits on the host for the first
        * packs to land (MPI needs them), and the GPU should not idle meanwhile */
-      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi));
-      CHECK(gw_halo_start_on(hb, main_s));
-      CHECK(gw_halo_finish_on(hb, main_s));
+      CUDA_CHECK(d3d_cuda_stencil_interior(gw_data(a), gw_data(b), gw_strides(a), ilo, ihi, wrap2));
+      gw_halo *hidden = alone2 ? hb01 : hb; /* alone2: dim 2 has nothing to exchange */
+      CHECK(gw_halo_start_on(hidden, main_s));
+      CHECK(gw_halo_finish_on(hidden, main_s));
       if (graph) CUDA_CHECK(d3d_cuda_main_after_interior()); /* join */
 #endif
     } else if (overlap) {
@@ -1002,8 +1018,14 @@ int main(int argc, char **argv) {
                        : "blocking update");
     if (overlap)
       printf("  overlap: boundary slabs %d x %d x %d cells thick; %s\n", bw[0], bw[1], bw[2],
-             split_dim2 ? "dims 0 and 1 exchanged behind the interior, dim 2 after it (--shell-k 0)"
-                        : "every dim exchanged behind the interior");
+             alone2 ? (o.periodic ? "dims 0 and 1 exchanged behind the interior; dim 2 needs no "
+                                    "exchange (one rank along it: the kernels store its "
+                                    "periodic ghost cells)"
+                                  : "dims 0 and 1 exchanged behind the interior; dim 2 has no "
+                                    "neighbour")
+             : split_dim2
+                 ? "dims 0 and 1 exchanged behind the interior, dim 2 after it (--shell-k 0)"
+                 : "every dim exchanged behind the interior");
     printf("  time/step %.3f ms   effective throughput %.2f GB/s (all ranks, 16 B/cell/step)\n",
            per * 1e3, o.halo_only || per <= 0 ? 0.0 : bytes / per / 1e9);
     /* Overlapped, the parts are timed in runs of their own and run at the same time in the

@@ -17,7 +17,9 @@
  *
  * Kernels run on non-blocking streams of their own, so they never serialise with the
  * copies gpuwrap's halo exchange makes. With --overlap the shell (six slabs, one launch;
- * four with --shell-k 0, when dim 2's exchange follows the interior) runs on the main stream, at the highest priority, which the halo plan borrows
+ * four with --shell-k 0, when dim 2's exchange follows the interior or, with one rank
+ * along dim 2, is not needed: wrap2) runs on the main stream, at the highest priority,
+ * which the halo plan borrows
  * (gw_stream_wrap of d3d_cuda_stream()): the plan packs after it and makes the stream wait
  * for its unpacks (a plan without messages queues its copies on the stream itself), all on
  * the device; the interior runs on a second stream meanwhile, joined by events.
@@ -45,16 +47,31 @@ int fail(cudaError_t e, const char *what) {
 /* Threads: x along dim 2 (the contiguous one), y along dim 1, grid z along dim 0. */
 constexpr int BX = 64, BY = 4;
 
+/* A rank that is its own neighbour along dim 2 (periodic, dim 2 not split over ranks) has
+ * ghost cells k = 0 and m+1 equal to its cells m and 1: with wrap2 = m the kernel that
+ * computes cell 1 or m also stores it in the ghost cell across, so dim 2 needs no
+ * exchange at all (and the step no join before one). 0: no such stores. */
+__device__ __forceinline__ void store(double *__restrict__ v, int64_t c, int64_t k, int64_t sz,
+                                      int64_t wrap2, double x) {
+  v[c] = x;
+  if (wrap2) {
+    if (k == 1) v[c + wrap2 * sz] = x;
+    if (k == wrap2) v[c - wrap2 * sz] = x;
+  }
+}
+
 __global__ void __launch_bounds__(BX *BY)
     stencil_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy,
-                   int64_t sz, int64_t lo0, int64_t lo1, int64_t lo2, int64_t hi1, int64_t hi2) {
+                   int64_t sz, int64_t lo0, int64_t lo1, int64_t lo2, int64_t hi1, int64_t hi2,
+                   int64_t wrap2) {
   int64_t k = lo2 + (int64_t)blockIdx.x * BX + threadIdx.x;
   int64_t j = lo1 + (int64_t)blockIdx.y * BY + threadIdx.y;
   int64_t i = lo0 + (int64_t)blockIdx.z;
   if (j >= hi1 || k >= hi2) return;
   int64_t c = i * sx + j * sy + k * sz;
-  v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
-                     6.0 * u[c]);
+  store(v, c, k, sz, wrap2,
+        u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
+                    6.0 * u[c]));
 }
 
 /* The six slabs of a box's shell (diffusion3d.c's shell_box), as one launch: a 1-D grid
@@ -66,7 +83,7 @@ struct Shell {
 
 __global__ void __launch_bounds__(256)
     shell_kernel(const double *__restrict__ u, double *__restrict__ v, int64_t sx, int64_t sy,
-                 int64_t sz, const Shell sh) {
+                 int64_t sz, const Shell sh, int64_t wrap2) {
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < sh.first[6];
        t += (int64_t)gridDim.x * blockDim.x) {
     int q = 0;
@@ -78,8 +95,9 @@ __global__ void __launch_bounds__(256)
     int64_t j = sh.lo[q][1] + r % e1;
     int64_t i = sh.lo[q][0] + r / e1;
     int64_t c = i * sx + j * sy + k * sz;
-    v[c] = u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
-                       6.0 * u[c]);
+    store(v, c, k, sz, wrap2,
+          u[c] + R * ((u[c - sx] + u[c + sx]) + (u[c - sy] + u[c + sy]) + (u[c - sz] + u[c + sz]) -
+                      6.0 * u[c]));
   }
 }
 
@@ -191,7 +209,7 @@ int d3d_cuda_memcpy(void *dst, const void *src, size_t bytes) {
 /* Launch v = u + R*laplacian(u) on cells [lo, hi) of float64 arrays whose element strides
  * are `strides` (u and v alike, halo included); asynchronous. 0, or -1 on a launch error. */
 static int launch(cudaStream_t st, const double *u, double *v, const int64_t strides[3],
-                  const int64_t lo[3], const int64_t hi[3]) {
+                  const int64_t lo[3], const int64_t hi[3], int64_t wrap2) {
   int64_t e0 = hi[0] - lo[0], e1 = hi[1] - lo[1], e2 = hi[2] - lo[2];
   if (e0 <= 0 || e1 <= 0 || e2 <= 0) return 0;
   if (e0 > 65535 || (e1 + BY - 1) / BY > 65535) {
@@ -202,20 +220,21 @@ static int launch(cudaStream_t st, const double *u, double *v, const int64_t str
   dim3 block(BX, BY, 1);
   dim3 grid((unsigned)((e2 + BX - 1) / BX), (unsigned)((e1 + BY - 1) / BY), (unsigned)e0);
   stencil_kernel<<<grid, block, 0, st>>>(u, v, strides[0], strides[1], strides[2], lo[0], lo[1],
-                                         lo[2], hi[1], hi[2]);
+                                         lo[2], hi[1], hi[2], wrap2);
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(err, "stencil kernel launch");
 }
 
 int d3d_cuda_stencil(const double *u, double *v, const int64_t strides[3], const int64_t lo[3],
                      const int64_t hi[3]) {
-  return launch(g_stream, u, v, strides, lo, hi);
+  return launch(g_stream, u, v, strides, lo, hi, 0);
 }
 
 /* The boundary of [1, m+1)^3, bw[d] cells thick along dim d (the six slabs of
- * diffusion3d.c's shell_box), on the main stream, in ONE launch. */
+ * diffusion3d.c's shell_box), on the main stream, in ONE launch. wrap2: m to store the
+ * cells k = 1 and m in the periodic ghost cells across as well (stencil_kernel), else 0. */
 int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3], int64_t m,
-                           const int bw[3]) {
+                           const int bw[3], int64_t wrap2) {
   Shell sh;
   int64_t total = 0;
   for (int d = 0, q = 0; d < 3; d++)
@@ -233,16 +252,16 @@ int d3d_cuda_stencil_shell(const double *u, double *v, const int64_t strides[3],
   if (total <= 0) return 0;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 65535) blocks = 65535;
-  shell_kernel<<<(unsigned)blocks, 256, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2],
-                                                       sh);
+  shell_kernel<<<(unsigned)blocks, 256, 0, g_stream>>>(u, v, strides[0], strides[1], strides[2], sh,
+                                                       wrap2);
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(err, "shell kernel launch");
 }
 
-/* As d3d_cuda_stencil, on the interior stream (--overlap). */
+/* As d3d_cuda_stencil, on the interior stream (--overlap); wrap2 as for the shell. */
 int d3d_cuda_stencil_interior(const double *u, double *v, const int64_t strides[3],
-                              const int64_t lo[3], const int64_t hi[3]) {
-  return launch(g_interior, u, v, strides, lo, hi);
+                              const int64_t lo[3], const int64_t hi[3], int64_t wrap2) {
+  return launch(g_interior, u, v, strides, lo, hi, wrap2);
 }
 
 /* Wait for the device: every kernel launched here and anything else on it. 0 or -1. */
