@@ -715,7 +715,7 @@ int main(int argc, char **argv) {
    * kernels that compute cells k = 1 and m also store them in the ghost cells across
    * (wrap2 = m). Then nothing waits for the interior but the next step's slabs: the
    * overlapped step is the @hide_communication one with the dims-0-and-1 plans. */
-  const int alone2 = split_dim2 && gpu && dims[2] == 1 && !getenv("D3D_AB_SPLIT2");
+  const int alone2 = split_dim2 && gpu && dims[2] == 1;
   const int64_t wrap2 = alone2 && o.periodic ? m : 0;
   (void)wrap2; /* (the kernels' argument: unused in a build without CUDA) */
   gw_halo *hu01 = NULL, *hv01 = NULL, *hu2 = NULL, *hv2 = NULL;
