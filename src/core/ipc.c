@@ -81,7 +81,7 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
   if (manifest) {
     /* More chunks than the handle holds: their list goes in a manifest it names
      * (ipc_manifest.c), which a send passes with them. */
-    s = gw__ipc_manifest_export(&f.share, &f.share.manifest_fd);
+    s = gw__ipc_manifest_export(&f.share);
     if (s == GW_OK) s = gw__ipc_fd_exported(f.share.manifest_fd);
     if (s != GW_OK) return s;
   }
@@ -100,7 +100,7 @@ gw_status gw_ipc_export(gw_array *a, gw_ipc_handle *out) {
     }
     if (manifest) {
       gw__put_le32(f.rt, (uint32_t)f.share.manifest_fd);
-      gw__put_le64(f.rt + 4, gw__ipc_manifest_digest(&f.share));
+      gw__put_le64(f.rt + 4, f.share.manifest_digest);
     }
     f.offset = (uint64_t)((uintptr_t)a->dev0 - f.share.span_base);
     info.base = (void *)f.share.span_base;

@@ -91,7 +91,7 @@ static gw_status new_manifest(const unsigned char *b, size_t n, int *out) {
   return GW_OK;
 }
 
-gw_status gw__ipc_manifest_export(const gw__ipc_share *sh, int *fd) {
+gw_status gw__ipc_manifest_export(gw__ipc_share *sh) {
   unsigned char b[GW__IPC_VMM_MAX_CHUNKS * GW__IPC_MANIFEST_ENTRY];
   size_t n = (size_t)sh->nchunks * GW__IPC_MANIFEST_ENTRY;
   put_entries(sh, b);
@@ -99,8 +99,9 @@ gw_status gw__ipc_manifest_export(const gw__ipc_share *sh, int *fd) {
   pthread_mutex_lock(&lock);
   size_t i = 0;
   while (i < n_made && made[i].span_base != sh->span_base) i++;
+  sh->manifest_digest = digest;
   if (i < n_made && made[i].nchunks == sh->nchunks && made[i].digest == digest) {
-    *fd = made[i].fd;
+    sh->manifest_fd = made[i].fd;
     pthread_mutex_unlock(&lock);
     return GW_OK;
   }
@@ -122,7 +123,7 @@ gw_status gw__ipc_manifest_export(const gw__ipc_share *sh, int *fd) {
     else
       n_made++;
     made[i] = (struct manifest){sh->span_base, sh->nchunks, digest, got};
-    *fd = got;
+    sh->manifest_fd = got;
   }
   pthread_mutex_unlock(&lock);
   return s;

@@ -17,10 +17,11 @@
  * keys the span by it (as it keys a short list by the list itself). */
 uint64_t gw__ipc_manifest_digest(const gw__ipc_share *sh);
 /* Export: this process's manifest of sh's chunks (sh->nchunks > the handle's own room), in
- * *fd: the one made for the same span before where its list is the same, else a new one
- * (replacing, closed, the span base's older one). Kept open for the life of the process or
- * until replaced so: the chunk descriptors' rule in the CUDA backend. */
-gw_status gw__ipc_manifest_export(const gw__ipc_share *sh, int *fd);
+ * sh->manifest_fd, and its digest in sh->manifest_digest: the one made for the same span
+ * before where its list is the same, else a new one (replacing, closed, the span base's
+ * older one). Kept open for the life of the process or until replaced so: the chunk
+ * descriptors' rule in the CUDA backend. */
+gw_status gw__ipc_manifest_export(gw__ipc_share *sh);
 /* Import: read and check the manifest `fd` (this process's copy) for d's handle: a sealed
  * memfd of exactly d->share.nchunks entries whose digest is the handle's, every size a
  * non-zero multiple of 4 KiB, the sizes adding up to the extent. Fills chunk_fd and
