@@ -534,9 +534,9 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
     double out = t_out_raw >= 0 ? t_out_raw : t_out, in = t_in_raw >= 0 ? t_in_raw : t_in;
     double sum = out + t_mpi + in + t_loc;
     printf("halo-bench: %d iterations, rank 0 sends %d faces (%zu bytes) to other ranks, copies "
-           "%zu bytes locally; "
+           "%zu bytes locally, holds %zu bytes of buffers; "
            "path %s%s\n",
-           iters, faces, remote_bytes, local_bytes, gw_halo_path_name(info.path),
+           iters, faces, remote_bytes, local_bytes, info.buffer_bytes, gw_halo_path_name(info.path),
            info.shared_memory
                ? " (shared-memory window: faces copied into the neighbour's buffer, MPI tokens)"
                : "");

@@ -2,7 +2,7 @@
 # Issue 46 item 2, packing into the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=1)
 # against the IPC path's receive buffers (=0), on one GPU under MPS. Run as root on a
 # one-GPU machine from the repository root:
-#   OUT=/some/dir scripts/gpu-ipc-direct.sh        logs under $OUT (default ./ipc-direct-out)
+#   OUT=/some/dir scripts/gpu-ipc-direct.sh [BUILD_DIR]   (default build/ipc-direct) logs under $OUT (default ./ipc-direct-out)
 # 1. build (sm_90, scripts/gpu-common.sh), start MPS;
 # 2. 3 alternating rounds of `diffusion3d -n 256 -s 200 --halo-bench --mem device --path
 #    ipc` at 2 ranks (one 512 KiB face each way), =0 then =1, each printing its
@@ -20,9 +20,11 @@ log() { printf '[%4ds] %s\n' $(($(date +%s) - t0)) "$*" | tee -a "$OUT/summary.t
 
 log "gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tr '\n' ';')"
 log "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-. scripts/gpu-common.sh
-B=build/ipc-direct
-gw_gpu_build $B "$L" || {
+export PATH=/usr/local/cuda/bin:$PATH
+# only what the runs need: the library, the CUDA plugin, diffusion3d (no tests)
+[ -f "$B/CMakeCache.txt" ] || cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON \
+  -DGW_HIP=OFF -DBUILD_TESTING=OFF -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure.txt" 2>&1
+cmake --build "$B" -j"$(nproc)" --target gpuwrap gpuwrap-cuda diffusion3d > "$L/build.txt" 2>&1 || {
   log "configure or build FAILED"
   tail -30 "$L/configure.txt"
   grep -E "error" "$L/build.txt" | head -30
@@ -44,7 +46,7 @@ bench() {
   timeout 300 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=$v $D "$@" > "$L/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || fail=1
-  log "IPC_DIRECT=$v $* rc=$rc: $(grep -E 'IPC / host update' "$L/$name.txt" | sed 's/^ *//')"
+  log "IPC_DIRECT=$v $* rc=$rc: $(grep -oE 'holds [0-9]+ bytes of buffers' "$L/$name.txt"); $(grep -E 'IPC / host update' "$L/$name.txt" | sed 's/^ *//')"
 }
 for round in 1 2 3; do
   for v in 0 1; do
