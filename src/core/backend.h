@@ -39,11 +39,12 @@
  * ipc_pool_import and ipc_pool_release). 14: IPC of VMM memory (GW__IPC_VMM: the chunks
  * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). 16 (15 was the reverted stream
  * memory operations' number, not reused): GW__IPC_VMM_MAX_CHUNKS 8 -> 1024 and the
- * manifest in gw__ipc_share (spans of more chunks than a handle holds). A plugin of another ABI
+ * manifest in gw__ipc_share (spans of more chunks than a handle holds). 17: the setting
+ * GPUWRAP_HALO_IPC_DIRECT (the settings' ids a plugin reads shifted). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 16
+#define GW__BACKEND_ABI 17
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */

@@ -6,7 +6,7 @@
  * does (CTest abi.private checks it against the hash recorded in src/core/abi.lock and says
  * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
  * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID; 6: gw__dtype_from_dl; 7: the setting
- * GPUWRAP_HALO_AUTO_MPS);
+ * GPUWRAP_HALO_AUTO_MPS; 8: the setting GPUWRAP_HALO_IPC_DIRECT);
  * a caller checks
  * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
@@ -20,7 +20,7 @@
 #include "gpuwrap/dlpack.h"
 #include "settings.h"
 
-#define GW__PRIVATE_ABI 7
+#define GW__PRIVATE_ABI 8
 
 GW_API int gw__private_abi(void);
 

@@ -195,6 +195,9 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
    * offsets in it): every rank goes there or none, and learns afterwards whether every
    * rank's worked. */
   st = gw__halo_agree_once(h->comm, st, fn, &failed);
+  /* (IPC: whether the packs go straight into the neighbours' ghost cells, every rank's
+   * choice alike; an MPI failure of one rank is every rank's before the buffers) */
+  if (st == GW_OK) st = gw__halo_agree_once(h->comm, gw__halo_ipc_ghosts(h), fn, &failed);
   if (st == GW_OK)
     st =
         gw__halo_make_buffers(h, path == GW_HALO_PATH_DEVICE || path == GW_HALO_PATH_NCCL, &failed);

@@ -37,6 +37,11 @@ gw_status gw__halo_host_post_receives(gw_halo *h) {
       int bytes = g->direct ? 0 : g->bytes;
       int rc = MPI_Irecv(halo_msg_at(h, g, g->off_recv), bytes, MPI_BYTE, hd->peer[g->side],
                          halo_tag(h, d, !g->side), h->comm, &hd->recv_req[m]);
+      /* IPC into the ghost cells: this update's "ghosts free" token, which our pack into
+       * the neighbour's cells waits for (its sender posts it at the dim's start) */
+      if (rc == MPI_SUCCESS && h->ghost && g->ipc)
+        rc = MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
+                       halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
       if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Irecv", d);
     }
   }
@@ -58,8 +63,9 @@ static gw_status isend(gw_halo *h, int d, int m) {
                      hd->peer[g->side], halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
   if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
   /* shared memory: the peer's "free again" for what we just wrote into its
-   * buffer, which the next pack into that buffer waits for */
-  if (shm)
+   * buffer, which the next pack into that buffer waits for (IPC into the ghost cells:
+   * posted with the next update's receives) */
+  if (shm && !(h->ghost && g->ipc))
     rc = MPI_Irecv(&hd->free_byte[g->side], 1, MPI_BYTE, hd->peer[g->side],
                    halo_tag_free(h, d, !g->side), h->comm, &hd->free_req[m]);
   return rc == MPI_SUCCESS ? GW_OK : gw__halo_mpi(rc, "MPI_Irecv (a buffer token)", d);
@@ -73,6 +79,9 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
   gw__halo_dim *hd = &h->dim[d];
   int next = 0, spins = 0;
   gw_status st;
+  /* IPC into the ghost cells: our ghost cells of this dim are free once the work before
+   * here on our queue is done: each neighbour hears it first, as its pack waits for it */
+  if (h->ghost && (st = gw__halo_ipc_ghosts_free(h, d)) != GW_OK) return st;
   for (int m = 0; m < hd->nmsg; m++) {
     const gw__halo_msg *g = &hd->msg[m];
     GW_TRACE_NOW(t0);
@@ -101,7 +110,11 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
     GW_TRACE_SPAN("send: ipc wait freed", t1, t2);
     GW_TRACE_SPAN("send: queue pack", t2, t3);
     GW_TRACE_SPAN("send: ipc record landed", t3, t4);
-    while (next < m && landed(h, hd, next))
+    /* (into the ghost cells: this message's token too, at once: the neighbour's queue
+     * waits for its event, and the next message's wait for its "ghosts free" token must
+     * not hold it back) */
+    int upto = m + (h->ghost && g->ipc);
+    while (next < upto && landed(h, hd, next))
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
   for (; next < hd->nmsg; next++) {
@@ -134,9 +147,10 @@ gw_status gw__halo_host_complete(gw_halo *h, int d) {
     const gw__halo_msg *g = &hd->msg[idx];
     gw_status st = GW_OK;
     if (g->ipc) {
+      /* (into the ghost cells: the wait for the sender's pack is all; nothing to unpack) */
       st = gw__halo_ipc_before_unpack(h, d, idx);
-      if (st == GW_OK) st = gw__halo_ipc_copy(h, d, idx, GW__HALO_UNPACK);
-      if (st == GW_OK) st = gw__halo_ipc_after_unpack(h, d, idx);
+      if (st == GW_OK && !h->ghost) st = gw__halo_ipc_copy(h, d, idx, GW__HALO_UNPACK);
+      if (st == GW_OK && !h->ghost) st = gw__halo_ipc_after_unpack(h, d, idx);
     } else {
       for (int k = g->first; st == GW_OK && k < g->first + g->count; k++)
         st = gw__halo_queue_copy(h, hd->seg[k].recv_view, hd->seg[k].recv_seg,
@@ -147,7 +161,7 @@ gw_status gw__halo_host_complete(gw_halo *h, int d) {
     if (st != GW_OK) return st;
     /* tokens once these unpacks are done: the window's, and IPC ones of a
      * blocking update (a stream-ordered one sent its token with its event) */
-    h->shm_owed |= g->direct && (!g->ipc || h->blocking);
+    h->shm_owed |= g->direct && (!g->ipc || h->blocking) && !h->ghost;
   }
   GW_TRACE_NOW(t3);
   int rc = MPI_Waitall(hd->nmsg, hd->send_req, MPI_STATUSES_IGNORE);

@@ -79,12 +79,14 @@ int gw__halo_gpu_aware(gw_backend backend, int setting);
  * rank checks its own and the plan's first agreement makes a bad value every
  * rank's error. */
 typedef struct {
-  int gpu_aware; /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
-  int shm;       /* GPUWRAP_HALO_SHM */
-  int shm_group; /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
-  size_t chunk;  /* GPUWRAP_HALO_CHUNK */
-  int nccl_self; /* GPUWRAP_HALO_NCCL_SELF */
-  int auto_mps;  /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
+  int gpu_aware;  /* GPUWRAP_HALO_GPU_AWARE: -1 auto (ask MPI), 0, 1 */
+  int shm;        /* GPUWRAP_HALO_SHM */
+  int shm_group;  /* GPUWRAP_HALO_SHM_GROUP (0: the node as MPI sees it) */
+  size_t chunk;   /* GPUWRAP_HALO_CHUNK */
+  int nccl_self;  /* GPUWRAP_HALO_NCCL_SELF */
+  int auto_mps;   /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
+  int ipc_direct; /* GPUWRAP_HALO_IPC_DIRECT: the IPC path packs into the neighbours' ghost
+                     cells (h->ghost) */
 } gw__halo_settings;
 
 /* What AUTO takes between ranks sharing a device under MPS (GPUWRAP_HALO_AUTO_MPS, in the
@@ -163,6 +165,11 @@ typedef struct {
    * its freed event (a stream-ordered update: wait for it on the device), 0
    * bytes when its unpacks were complete already */
   unsigned char free_byte[2];
+  /* IPC path packing into the neighbours' ghost cells (gw_halo.ghost), per side s: the
+   * on-node neighbour's ghost region of each field (nfields entries, NULL where a field has
+   * no face here), views of its fields opened here (gw__halo_ipc_ghosts). The segments'
+   * send_seg are these views; their recv_seg are NULL (nothing is received into a buffer). */
+  gw_array **ghost_peer[2];
 } gw__halo_dim;
 
 struct gw_halo {
@@ -232,6 +239,15 @@ struct gw_halo {
   gw_array *ipc_block;
   char *ipc_base;
   gw_ipc_handle ipc_handle;
+  /* The IPC path without receive buffers (GPUWRAP_HALO_IPC_DIRECT=1, every rank's fields
+   * exported and opened: gw__halo_ipc_ghosts): each IPC message's pack copies a field's face
+   * straight into the neighbour's ghost cells, and nothing is unpacked. The tokens then run
+   * the other way round each update: the receiver records "ghosts free" (its ipc_freed
+   * event) at the start of the dim, after every reader of those cells on its queue, and
+   * sends the "free" token (halo_tag_free); the sender waits for it on the device, packs,
+   * records "landed" and sends its token; the receiver's queue waits for "landed". No token
+   * outlives an update (no resync after a failure, no release after a blocking one). */
+  int ghost;
   int ipc_only; /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
   /* AUTO's choice per mode (GPUWRAP_HALO_AUTO_MPS=mode): where AUTO took IPC only
@@ -264,6 +280,11 @@ static inline int halo_tag_free(const gw_halo *h, int d, int toward_high) {
 static inline int halo_tag_offset(int d, int toward_high) {
   return 12 * EPOCHS + 2 * d + toward_high;
 }
+/* create's exchange of the fields' IPC handles (after the offsets' and halo_agree.c's two
+ * rounds of 6) */
+static inline int halo_tag_ghost(int d, int toward_high) {
+  return 12 * EPOCHS + 18 + 2 * d + toward_high;
+}
 
 /* ---- shared by the files of the halo module
  * ------------------------------------------ */
@@ -273,7 +294,9 @@ static inline size_t halo_round_up(size_t x, size_t a) { return (x + a - 1) / a 
 /* Where offset `off` of message g lies: in the IPC block for an IPC message (an IPC-only
  * plan has no main block: msg_base is NULL there), else in the main block. */
 static inline char *halo_msg_at(const gw_halo *h, const gw__halo_msg *g, size_t off) {
-  return (g->ipc ? h->ipc_base : h->msg_base) + off;
+  char *base = g->ipc ? h->ipc_base : h->msg_base;
+  return base ? base + off : NULL; /* (no IPC block when packing into ghost cells: the
+                                      messages are 0-byte tokens) */
 }
 
 /* support.c */
@@ -344,6 +367,14 @@ gw_status gw__halo_send_free(gw_halo *h, int d, int m, int bytes);
  * node (gw__halo_node_split); sets h->ipc alike everywhere. */
 gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int device_only,
                               MPI_Comm node);
+/* Whether the IPC messages go straight into the neighbours' ghost cells (collective over
+ * the plan, after the faces are made and before the buffers): with GPUWRAP_HALO_IPC_DIRECT=1
+ * on every rank, every rank exports its fields, sends the handles to its on-node
+ * neighbours, opens theirs and makes their ghost regions' views (dim->ghost_peer). Sets
+ * h->ghost alike on every rank; where any rank cannot (a setting of 0, an export or open
+ * that fails), every rank releases what it opened and keeps the receive buffers (GW_OK).
+ * An error only where MPI fails. */
+gw_status gw__halo_ipc_ghosts(gw_halo *h);
 /* Allocate and export the IPC block (before the ranks agree on the buffers). */
 gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes);
 /* Exchange handles and offsets with the on-node neighbours, open theirs (point
@@ -367,6 +398,11 @@ gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m);
  * synchronization, gw__halo_shm_release). */
 gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m);
 gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
+/* Packing into the ghost cells (h->ghost): at the start of dim d, for each IPC message it
+ * receives, record "ghosts free" on the update's queue (after the caller's work and the
+ * earlier dims' packs, the readers of those cells) and send the "free" token: 1 byte, or 0
+ * without a queue (nothing to wait for). */
+gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
 void gw__halo_ipc_close(gw_halo *h);

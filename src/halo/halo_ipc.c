@@ -117,6 +117,140 @@ gw_status gw__halo_ipc_decide(gw_halo *h, const char *fn, gw_halo_path path, int
   return GW_OK;
 }
 
+/*
+ * Packing into the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=1). The receive buffer
+ * costs the receiver one device copy per message (the unpack: about 5 us of host time
+ * under MPS, docs/BENCHMARKS.md), which a faster signal cannot remove; without it, the
+ * sender's pack is the only copy. For that each rank exports its fields once (a field's
+ * handle carries its allocation, offset, shape and strides) and each on-node neighbour
+ * opens them (one mapping per allocation: the import table) and takes, as a view, the
+ * exact region the owner's unpack would have written: its recv_view, the halo of the side
+ * facing this rank. All or nothing over the plan, as the path itself: every rank enters
+ * both agreements below whatever it found, so none waits for a rank that fell back.
+ */
+
+/* The neighbour on side s's ghost region of field f along dim d, from its opened field
+ * `o`: the halo facing this rank (its low one when it is our high neighbour), of width
+ * w along d and its whole extent along the other dims (make_face's recv_view), which must
+ * be the shape of the face we send there. */
+static gw_status step(gw_status st, const char *what, int d);
+
+static gw_status ghost_view(gw_halo *h, int f, int d, int s, gw_array *o, gw_array **out) {
+  const gw_array *face = h->face[f * 3 + d].send_view[s];
+  const int64_t *n = gw_shape(o), *want = gw_shape(face);
+  int64_t w = h->width[f][d], start[3] = {0, 0, 0}, shape[3];
+  if (gw_ndim(o) != h->ndim || gw_array_dtype(o) != gw_array_dtype(face) || n[d] < 3 * w)
+    return GW_EINVAL;
+  for (int e = 0; e < h->ndim; e++) {
+    start[e] = e == d && s == 0 ? n[d] - w : 0;
+    shape[e] = e == d ? w : n[e];
+    if (shape[e] != want[e]) return GW_EINVAL;
+  }
+  return gw_view(o, start, shape, NULL, out);
+}
+
+static void ghosts_release(gw_halo *h) {
+  for (int d = 0; d < 3; d++)
+    for (int s = 0; s < 2; s++) {
+      gw_array **v = h->dim[d].ghost_peer[s];
+      for (int f = 0; v && f < h->nfields; f++) gw_release(v[f]);
+      free(v);
+      h->dim[d].ghost_peer[s] = NULL;
+    }
+  h->ghost = 0;
+}
+
+/* Every rank's verdict: 1 where all are 1 (collective over the plan). */
+static gw_status all_ok(gw_halo *h, int mine, int *all) {
+  return gw__halo_mpi(MPI_Allreduce(&mine, all, 1, MPI_INT, MPI_MIN, h->comm),
+                      "MPI_Allreduce (IPC into the ghost cells)", -1);
+}
+
+gw_status gw__halo_ipc_ghosts(gw_halo *h) {
+  if (!h->ipc) return GW_OK; /* (alike on every rank) */
+  int nf = h->nfields, any = 0, ok = h->set.ipc_direct, all = 0;
+  for (int d = 0; d < h->ndim; d++)
+    for (int s = 0; s < 2; s++)
+      any |=
+          h->dim[d].link == LINK_MPI && h->dim[d].ipc_side[s] && h->dim[d].peer[s] != MPI_PROC_NULL;
+  /* 1: this rank's fields exported (only where it has on-node neighbours to open them) */
+  gw_ipc_handle *mine = calloc((size_t)nf, sizeof *mine);
+  gw_ipc_handle *theirs = calloc((size_t)nf * 6, sizeof *theirs);
+  ok &= mine != NULL && theirs != NULL;
+  for (int f = 0; ok && any && f < nf; f++) ok = gw_ipc_export(h->field[f], &mine[f]) == GW_OK;
+  gw_status st = all_ok(h, ok, &all);
+  if (st != GW_OK || !all) {
+    free(mine);
+    free(theirs);
+    return st;
+  }
+  /* 2: the handles to and from each on-node neighbour (every rank posts all of its own) */
+  MPI_Request req[12];
+  int nreq = 0;
+  for (int d = 0; d < h->ndim; d++)
+    for (int s = 0; s < 2; s++) {
+      gw__halo_dim *hd = &h->dim[d];
+      if (hd->link != LINK_MPI || !hd->ipc_side[s] || hd->peer[s] == MPI_PROC_NULL) continue;
+      int count = nf * (int)sizeof(gw_ipc_handle);
+      int rc = MPI_Irecv(theirs + (size_t)(2 * d + s) * (size_t)nf, count, MPI_BYTE, hd->peer[s],
+                         halo_tag_ghost(d, !s), h->comm, &req[nreq]);
+      if (rc == MPI_SUCCESS) {
+        nreq++;
+        rc = MPI_Isend(mine, count, MPI_BYTE, hd->peer[s], halo_tag_ghost(d, s), h->comm,
+                       &req[nreq]);
+        nreq += rc == MPI_SUCCESS;
+      }
+      if (rc != MPI_SUCCESS && st == GW_OK)
+        st = gw__halo_mpi(rc, "MPI_Isend/MPI_Irecv (the fields' IPC handles)", d);
+    }
+  if (nreq > 0) {
+    gw_status w = gw__halo_mpi(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE),
+                               "MPI_Waitall (the fields' IPC handles)", -1);
+    if (st == GW_OK) st = w;
+  }
+  /* 3: open the neighbours' fields, view their ghost regions */
+  ok = st == GW_OK;
+  for (int d = 0; ok && d < h->ndim; d++)
+    for (int s = 0; ok && s < 2; s++) {
+      gw__halo_dim *hd = &h->dim[d];
+      if (hd->link != LINK_MPI || !hd->ipc_side[s] || hd->peer[s] == MPI_PROC_NULL) continue;
+      hd->ghost_peer[s] = calloc((size_t)nf, sizeof(gw_array *));
+      ok = hd->ghost_peer[s] != NULL;
+      for (int f = 0; ok && f < nf; f++) {
+        if (!h->face[f * 3 + d].send_view[s]) continue; /* (no width along d) */
+        gw_array *o = NULL;
+        ok =
+            gw_ipc_open(h->ctx, &theirs[(size_t)(2 * d + s) * (size_t)nf + (size_t)f], &o) == GW_OK;
+        if (ok) ok = ghost_view(h, f, d, s, o, &hd->ghost_peer[s][f]) == GW_OK;
+        gw_release(o); /* (the view keeps the mapping) */
+      }
+    }
+  free(mine);
+  free(theirs);
+  /* (an MPI failure is this rank's: create's next agreement makes it every rank's; the
+   * others then see ok 0 here and fall back before it) */
+  gw_status a = all_ok(h, ok, &all);
+  if (st == GW_OK) st = a;
+  h->ghost = 1;
+  if (st != GW_OK || !all) ghosts_release(h);
+  return st;
+}
+
+gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d) {
+  gw__halo_dim *hd = &h->dim[d];
+  for (int m = 0; m < hd->nmsg; m++) {
+    if (!hd->msg[m].ipc) continue;
+    if (h->q) {
+      gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
+                          "path IPC: recording \"ghosts free\" (gw__ipc_event_record)", d);
+      if (st != GW_OK) return st;
+    }
+    gw_status st = gw__halo_send_free(h, d, m, h->q ? 1 : 0);
+    if (st != GW_OK) return st;
+  }
+  return GW_OK;
+}
+
 gw_status gw__halo_ipc_block(gw_halo *h, size_t bytes) {
   int64_t n = (int64_t)bytes;
   gw_status st = gw_alloc(h->ctx, GW_MEM_DEVICE, GW_UINT8, 1, &n, &h->ipc_block);
@@ -165,7 +299,7 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
   for (int d = 0, m = -1; gw__halo_next_direct(h, &d, &m);) {
     const gw__halo_msg *g = &h->dim[d].msg[m];
     ipc_offer *o = &mine[d][g->side];
-    o->ok = h->ipc_block != NULL;
+    o->ok = h->ipc_block != NULL || h->ghost; /* (ghost cells: no block, the events only) */
     o->off = g->off_recv;
     o->handle = h->ipc_handle;
     if (o->ok) {
@@ -203,14 +337,14 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
     }
     /* Opened once per side; the import table maps each allocation once per
      * process, so a neighbour on both sides (a periodic dim of two) shares one
-     * mapping. */
-    st = gw_ipc_open(h->ctx, &o->handle, &hd->ipc_peer[g->side]);
+     * mapping. (Packing into the ghost cells: no receive buffer, only the events.) */
+    st = h->ghost ? GW_OK : gw_ipc_open(h->ctx, &o->handle, &hd->ipc_peer[g->side]);
     if (st != GW_OK) {
       st = gw__halo_call_failed(st, "path IPC: gw_ipc_open of a neighbour's receive buffers", d);
       break;
     }
     gw_array *p = hd->ipc_peer[g->side];
-    if ((unsigned long long)gw_numel(p) < o->off + (unsigned long long)g->bytes) {
+    if (p && (unsigned long long)gw_numel(p) < o->off + (unsigned long long)g->bytes) {
       st = gw__halo_fail(GW_EINVAL,
                          "gw_halo_create: rank %d's IPC receive buffer along dim %d (%llu + "
                          "%d bytes) lies "
@@ -218,7 +352,7 @@ gw_status gw__halo_ipc_link(gw_halo *h) {
                          peer, d, o->off, g->bytes, (long long)gw_numel(p));
       break;
     }
-    hd->shm_delta[g->side] = ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
+    if (p) hd->shm_delta[g->side] = ((char *)gw_data(p) + o->off) - (h->ipc_base + g->off_send);
     st = gw__ipc_event_open(h->ctx, &o->landed, &hd->ipc_peer_landed[g->side]);
     if (st == GW_OK) st = gw__ipc_event_open(h->ctx, &o->freed, &hd->ipc_peer_freed[g->side]);
     if (st != GW_OK) {
@@ -287,7 +421,7 @@ gw_status gw__halo_ipc_prepare(gw_halo *h) {
     }
     gw_status st =
         gw__batch_make(pd, (const gw_array *const *)ps, g->count, &hd->ipc_pack[g->side]);
-    if (st == GW_OK)
+    if (st == GW_OK && !h->ghost) /* (ghost cells: the pack is the only copy) */
       st = gw__batch_make(ud, (const gw_array *const *)us, g->count, &hd->ipc_unpack[g->side]);
     free(arr);
     if (st != GW_OK) return gw__halo_call_failed(st, "path IPC: preparing a message's copies", d);
@@ -315,6 +449,9 @@ void gw__halo_ipc_close(gw_halo *h) {
       hd->ipc_pack[s] = hd->ipc_unpack[s] = NULL;
       gw_release(hd->ipc_peer[s]); /* the last reference unmaps */
       hd->ipc_peer[s] = NULL;
+      for (int f = 0; hd->ghost_peer[s] && f < h->nfields; f++) gw_release(hd->ghost_peer[s][f]);
+      free(hd->ghost_peer[s]); /* (the segments' references went before this) */
+      hd->ghost_peer[s] = NULL;
       gw__ipc_event_destroy(hd->ipc_peer_landed[s]);
       gw__ipc_event_destroy(hd->ipc_peer_freed[s]);
       hd->ipc_peer_landed[s] = hd->ipc_peer_freed[s] = NULL;

@@ -54,6 +54,10 @@ static gw_status make_seg(gw_halo *h, char *base, int d, int f, int s, int axis,
     if (st == GW_OK) st = gw_view(fc->recv_view[s], start, shape, NULL, &sg->recv_view);
     if (st != GW_OK) return gw__halo_call_failed(st, "gw_view of a face piece", d);
   }
+  if (h->ghost && h->dim[d].ipc_side[s]) { /* the pack lands in the neighbour's ghost cells */
+    sg->send_seg = gw_retain(h->dim[d].ghost_peer[s][f]);
+    return GW_OK;
+  }
   gw_dtype t = gw_array_dtype(h->field[f]);
   const int64_t *shape = gw_shape(sg->send_view);
   /* (direct: the send segment is the peer's receive buffer, shm_delta away) */
@@ -205,8 +209,9 @@ gw_status gw__halo_make_buffers(gw_halo *h, int device_path, int *failed) {
   } else if (st == GW_OK && sizes[0] > 0) {
     st = main_block(h, device_path, sizes[0]);
   }
-  /* IPC: this rank's receive buffers for its on-node neighbours, exported */
-  if (st == GW_OK && h->ipc && sizes[1] > 0) st = gw__halo_ipc_block(h, sizes[1]);
+  /* IPC: this rank's receive buffers for its on-node neighbours, exported (none where the
+   * packs go into the ghost cells: sizes[1] then only says the messages are not empty) */
+  if (st == GW_OK && h->ipc && !h->ghost && sizes[1] > 0) st = gw__halo_ipc_block(h, sizes[1]);
   /* Then every rank learns whether all made their buffers: every rank of the
    * plan, a rank alone on its node (no window) too, or the others wait here for
    * it (in the window's offsets or the IPC handles below). */
@@ -222,7 +227,7 @@ gw_status gw__halo_make_buffers(gw_halo *h, int device_path, int *failed) {
     return GW_OK;
   }
 
-  h->info.buffer_bytes = total;
+  h->info.buffer_bytes = h->ghost ? sizes[0] : total;
   for (int fill = 1; fill <= 2; fill++) {
     size_t off[2] = {0, 0};
     for (int d = 0; d < h->ndim; d++) {

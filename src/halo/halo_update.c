@@ -53,7 +53,8 @@ static void quiesce(gw_halo *h) {
   h->captured = 0;
   h->tail = 0;
   h->epoch = (h->epoch + 1) % EPOCHS;
-  if (h->direct) gw__halo_shm_resync(h);
+  /* (into the ghost cells no token outlives an update: the next one starts afresh) */
+  if (h->direct && !h->ghost) gw__halo_shm_resync(h);
 }
 
 /* Exchange dims d, d+1, ... in order. With `split`, return as soon as the first

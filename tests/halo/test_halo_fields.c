@@ -234,6 +234,12 @@ static void check_neighbour_paths(const gw_halo *h, MPI_Comm cart, int nd, gw_ha
   ASSERT_STATUS(gw_halo_neighbour(NULL, 0, 0, &r, &p), GW_EINVAL);
 }
 
+/* GPUWRAP_HALO_IPC_DIRECT=1: the IPC path packs into the neighbours' ghost cells */
+static int ipc_direct(void) {
+  const char *v = getenv("GPUWRAP_HALO_IPC_DIRECT");
+  return v && !strcmp(v, "1");
+}
+
 static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3], memlay m,
                      gw_halo_path path, int quick) {
   gw_grid_info gi;
@@ -281,6 +287,10 @@ static void run_case(gw_context *ctx, const gw_grid *grid, int nd, const int w[3
   if (path == GW_HALO_PATH_AUTO && m == MEM_DEVICE)
     ASSERT_EQ_LONG(info.path, auto_device_path(gw_grid_comm(grid), gw_context_device(ctx)));
   check_neighbour_paths(h, gw_grid_comm(grid), nd, info.path);
+  /* GPUWRAP_HALO_IPC_DIRECT=1 (device fields, every rank on one node): the IPC messages go
+   * into the neighbours' ghost cells, so the plan holds no buffer at all */
+  if (info.path == GW_HALO_PATH_IPC && ipc_direct() && !getenv("GPUWRAP_HALO_SHM_GROUP"))
+    ASSERT_EQ_LONG((long)info.buffer_bytes, 0);
 
   gw_stream *s, *borrowed;
   ASSERT_OK(gw_stream_create(ctx, &s));
@@ -1096,8 +1106,51 @@ static void test_ipc(gw_context *ctx) {
                  {GW_CPU_OP_IPC_OPEN, "gw_ipc_open"},
                  {GW_CPU_OP_IPC_EVENT_CREATE, "gw__ipc_event_create"},
                  {GW_CPU_OP_IPC_EVENT_OPEN, "gw__ipc_event_open"}};
+  /* GPUWRAP_HALO_IPC_DIRECT=1: each of the victim's exports (its fields') and opens (its
+   * neighbours' fields') failing in turn makes every rank fall back to the receive buffers
+   * alike: a plan that holds them and updates, nothing left mapped. (A buffer's export or
+   * open failing fails every rank alike: the same test without the setting, below.) */
+  for (int k = 0; ipc_direct() && remote && k < 2; k++) {
+    long calls = gw_cpu_op_calls(inject[k].op), total = 0, fell = 0;
+    ASSERT_OK(gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h));
+    gw_halo_info info;
+    ASSERT_OK(gw_halo_query(h, &info));
+    /* into the ghost cells: no IPC buffers (the host path's off the node, if any) */
+    long mine = (long)info.buffer_bytes, b0 = 0;
+    MPI_Allreduce(&mine, &b0, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    gw_halo_destroy(h);
+    calls = gw_cpu_op_calls(inject[k].op) - calls;
+    MPI_Allreduce(&calls, &total, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    for (long nth = 1; nth <= total; nth++) {
+      long hit = gw_cpu_failures_injected(), hits = 0;
+      if (g_rank == victim) gw_cpu_fail_op(inject[k].op, nth, GW_EBACKEND);
+      gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
+      hit = gw_cpu_failures_injected() - hit;
+      gw_cpu_fail_reset();
+      MPI_Allreduce(&hit, &hits, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+      ASSERT_EQ_LONG(hits, 1);
+      ASSERT_OK(st);
+      ASSERT_OK(gw_halo_query(h, &info));
+      long b = 0; /* the IPC receive buffers, on every rank */
+      mine = (long)info.buffer_bytes;
+      MPI_Allreduce(&mine, &b, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      ASSERT_EQ_LONG(b > b0, 1);
+      ASSERT_OK(gw_halo_update(h));
+      ASSERT_OK(gw_halo_update(h));
+      gw_halo_destroy(h);
+      fell++;
+      ASSERT_EQ_LONG(gw_cpu_ipc_mappings(), 0);
+      ASSERT_EQ_LONG(proc_open_fds(), fds0);
+      ASSERT_EQ_LONG(proc_maps_naming("gw-cpu-evt-"), evts0);
+      ASSERT_EQ_LONG(proc_maps_naming("gw-cpu-dev-"), devs0);
+    }
+    if (!fell) FAIL_("%s: no call to fail", inject[k].says);
+    g_checks++;
+  }
   for (int k = 0; k < 4; k++) {
-    /* the victim's first call of that kind fails */
+    /* the victim's first call of that kind fails (with GPUWRAP_HALO_IPC_DIRECT=1 the
+     * export's and the open's are the fields': every rank falls back, above) */
+    if (ipc_direct() && k < 2) continue;
     if (g_rank == victim) gw_cpu_fail_op(inject[k].op, 1, GW_EBACKEND);
     gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
     gw_cpu_fail_reset();

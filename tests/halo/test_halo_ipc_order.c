@@ -77,6 +77,15 @@ int main(int argc, char **argv) {
   gw_halo_field hf = {field, {1, 0, 0}};
   gw_halo *h;
   ASSERT_OK(gw_halo_create_multi(&hf, 1, cart, GW_HALO_PATH_IPC, &h));
+  /* GPUWRAP_HALO_IPC_DIRECT=1: packs into the neighbour's ghost cells (no buffers), whose
+   * "ghosts free" and "landed" waits this test needs alike: without the first, rank 0's
+   * pack k lands before rank 1's slow stream has written its poisoned halo cell of update
+   * k (snapshot k holds -1); without the second, rank 0's blocking update returns before
+   * rank 1's slow pack has landed in its halo (it holds update k-1's value). */
+  const char *direct = getenv("GPUWRAP_HALO_IPC_DIRECT");
+  gw_halo_info info;
+  ASSERT_OK(gw_halo_query(h, &info));
+  ASSERT_EQ_LONG(info.buffer_bytes == 0, direct && !strcmp(direct, "1"));
   gw_stream *s;
   ASSERT_OK(gw_stream_create(ctx, &s));
   /* rank 0's halo cell is its high one (index N+1: rank 1's first interior cell); rank

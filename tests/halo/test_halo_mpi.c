@@ -489,6 +489,135 @@ static void test_injected(gw_context *ctx) {
   if (g_rank == 0) printf("injected failures: ok\n");
 }
 
+/* The IPC path's failed updates (with GPUWRAP_HALO_IPC_DIRECT=1: packing into the
+ * neighbours' ghost cells, whose "ghosts free" tokens are received in the update that
+ * uses them). Every rank's nth copy, event record or event wait of one update fails, in
+ * each mode (blocking, split, stream-ordered: its copies only), so every point between the
+ * receives posted and the last wait is a failure point once: every rank must get the failure, none may
+ * hang, and the next update of the same plan must give every cell its value (no token of
+ * the failed update matched by the next one, no stale pack landing after a fresh one). */
+static int ipc_run(gw_halo *h, int mode, gw_stream *s) {
+  gw_status st;
+  switch (mode) {
+  case 0: return gw_halo_update(h);
+  case 1: st = gw_halo_start(h); return st == GW_OK ? gw_halo_finish(h) : st;
+  default:
+    st = gw_halo_update_on(h, s);
+    if (st == GW_OK) st = gw_stream_synchronize(s);
+    return st;
+  }
+}
+
+static void test_injected_ipc(gw_context *ctx) {
+  if (g_size < 2) return;
+  static const int periods[3] = {1, 1, 1};
+  static const gw_cpu_op ops[] = {GW_CPU_OP_COPY, GW_CPU_OP_EVENT_RECORD,
+                                  GW_CPU_OP_STREAM_WAIT_EVENT};
+  static const char *const mode_name[] = {"gw_halo_update", "gw_halo_start/finish",
+                                          "gw_halo_update_on"};
+  int dims[3] = {0, 0, 0};
+  MPI_Dims_create(g_size, 3, dims);
+  geometry geo;
+  MPI_Comm cart = make_cart(dims, periods, &geo);
+  set_width(&geo, 1);
+  gw_dtype t = GW_UINT32;
+  gw_array *big, *field, *init, *want, *got;
+  /* the field is a view inside a larger device allocation (an offset, padded strides):
+   * what a neighbour opens and packs into is that view's ghost cells, not the allocation's */
+  int64_t outer[3], start[3] = {1, 2, 3};
+  for (int d = 0; d < 3; d++) outer[d] = geo.n[d] + 2 * start[d];
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, t, 3, outer, &big));
+  ASSERT_OK(gw_fill(big, &(uint32_t){0x5a5a5a5au}));
+  ASSERT_OK(gw_view(big, start, geo.n, NULL, &field));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, t, 3, geo.n, &init));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, t, 3, geo.n, &want));
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, t, 3, geo.n, &got));
+  image(&geo, t, gw_host_data(init), 0);
+  image(&geo, t, gw_host_data(want), 1);
+  gw_halo *h;
+  ASSERT_OK(gw_halo_create(field, cart, geo.w, GW_HALO_PATH_IPC, &h));
+  gw_halo_info info;
+  ASSERT_OK(gw_halo_query(h, &info));
+  const char *direct = getenv("GPUWRAP_HALO_IPC_DIRECT");
+  ASSERT_EQ_LONG(info.buffer_bytes == 0, direct && !strcmp(direct, "1"));
+  gw_stream *s;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  char what[160];
+  long failed = 0;
+  for (int mode = 0; mode < 3; mode++)
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+      ASSERT_OK(gw_copy(field, init));
+      long c0 = gw_cpu_op_calls(ops[k]);
+      ASSERT_OK(ipc_run(h, mode, s));
+      long calls = gw_cpu_op_calls(ops[k]) - c0, lo = 0, hi = 0;
+      MPI_Allreduce(&calls, &lo, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&calls, &hi, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+      /* (only where every rank makes as many: then the same step fails everywhere; a rank
+       * polling a pack's event makes a varying number) */
+      if (lo != hi) continue;
+      /* (stream-ordered: whether the caller's stream's token and the field still have work
+       * pending when they are waited for varies with timing, so the nth event call is not the
+       * same step on every rank, and a failure on one rank only is fatal by contract) */
+      if (mode == 2 && ops[k] != GW_CPU_OP_COPY) continue;
+      for (long nth = 1; nth <= calls; nth++) {
+        ASSERT_OK(gw_copy(field, init));
+        long hit = gw_cpu_failures_injected();
+        gw_cpu_fail_op(ops[k], nth, GW_EBACKEND);
+        gw_status st = ipc_run(h, mode, s);
+        gw_cpu_fail_reset();
+        hit = gw_cpu_failures_injected() - hit;
+        if (hit != 1)
+          FAIL_("%s, op %d call %ld of %ld: %ld failures injected", mode_name[mode], (int)ops[k],
+                nth, calls, hit);
+        long bad = st != GW_OK, all = 0; /* (a call whose failure the update survives: every
+                                            rank's update succeeds, its values checked) */
+        MPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        ASSERT_EQ_LONG(all == 0 || all == g_size, 1);
+        (void)gw_stream_synchronize(s);
+        if (st == GW_OK) {
+          ASSERT_OK(gw_copy(got, field));
+          snprintf(what, sizeof what, "IPC %s surviving op %d call %ld", mode_name[mode],
+                   (int)ops[k], nth);
+          compare(&geo, t, gw_host_data(got), gw_host_data(want), what);
+        }
+        /* the next update: every cell right */
+        for (int again = 0; again < 2; again++) {
+          ASSERT_OK(gw_copy(field, init));
+          ASSERT_OK(ipc_run(h, (mode + again) % 3, s));
+          ASSERT_OK(gw_copy(got, field));
+          snprintf(what, sizeof what, "IPC update %d after %s failed at op %d call %ld", again,
+                   mode_name[mode], (int)ops[k], nth);
+          compare(&geo, t, gw_host_data(got), gw_host_data(want), what);
+        }
+        failed++;
+      }
+    }
+  if (!failed) FAIL_("no call to fail");
+  gw_stream_destroy(s);
+  gw_halo_destroy(h);
+  /* nothing outside the view written: the padding still holds its fill */
+  gw_array *all;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_HOST, t, 3, outer, &all));
+  ASSERT_OK(gw_copy(all, big));
+  const uint32_t *a = gw_host_data(all);
+  for (int64_t i = 0; i < outer[0]; i++)
+    for (int64_t j = 0; j < outer[1]; j++)
+      for (int64_t k = 0; k < outer[2]; k++) {
+        int in = i >= start[0] && i < start[0] + geo.n[0] && j >= start[1] &&
+                 j < start[1] + geo.n[1] && k >= start[2] && k < start[2] + geo.n[2];
+        if (!in) ASSERT_EQ_LONG(a[(i * outer[1] + j) * outer[2] + k], 0x5a5a5a5al);
+      }
+  g_checks++;
+  gw_release(all);
+  gw_release(big);
+  gw_release(field);
+  gw_release(init);
+  gw_release(want);
+  gw_release(got);
+  MPI_Comm_free(&cart);
+  if (g_rank == 0) printf("injected IPC update failures: %ld ok\n", failed);
+}
+
 /* GPUWRAP_HALO_GPU_AWARE=1 makes AUTO pick the device path for device memory. */
 static void test_auto_path(gw_context *ctx) {
   static const int periods[3] = {1, 1, 1};
@@ -568,6 +697,7 @@ int main(int argc, char **argv) {
   test_auto_path(ctx);
   test_counts(ctx);
   test_injected(ctx);
+  test_injected_ipc(ctx);
   test_values(ctx, quick);
 
   gw_context_destroy(ctx);
