@@ -12,6 +12,7 @@
 #    overlapped (bit for bit with the one-rank reference, or exit 1);
 # 4. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
 set -uo pipefail
+B=${1:-build/ipc-direct}
 OUT=${OUT:-$PWD/ipc-direct-out}
 L=$OUT/logs
 mkdir -p "$L"
