@@ -83,6 +83,12 @@ int main(int argc, char **argv) {
    * k (snapshot k holds -1); without the second, rank 0's blocking update returns before
    * rank 1's slow pack has landed in its halo (it holds update k-1's value). */
   const char *direct = getenv("GPUWRAP_HALO_IPC_DIRECT");
+  /* "blocking": the slow rank 1 runs blocking updates too, after an asynchronous copy into
+   * its field, so both ranks signal from the host (no events): rank 1's "landed" token must
+   * wait for its slow pack (else rank 0 reads update k-1's value), and, into the ghost
+   * cells, its "ghosts free" token for its slow copy of update k's poisoned halo (else
+   * rank 0's pack lands first and snapshot k holds -1) */
+  const int slow_blocking = argc > 1 && !strcmp(argv[1], "blocking");
   gw_halo_info info;
   ASSERT_OK(gw_halo_query(h, &info));
   ASSERT_EQ_LONG(info.buffer_bytes == 0, direct && !strcmp(direct, "1"));
@@ -94,6 +100,10 @@ int main(int argc, char **argv) {
   for (int k = 0; k < UPDATES; k++) {
     if (g_rank == 0) {
       ASSERT_OK(gw_copy(field, host[k]));
+      ASSERT_OK(gw_halo_update(h));
+      ASSERT_OK(gw_copy(snap[k], field));
+    } else if (slow_blocking) {
+      ASSERT_OK(gw_copy_async(field, host[k], s)); /* (the update waits for it) */
       ASSERT_OK(gw_halo_update(h));
       ASSERT_OK(gw_copy(snap[k], field));
     } else {
