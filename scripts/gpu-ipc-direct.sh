@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Issue 46 item 2, packing into the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=1)
-# against the IPC path's receive buffers (=0), on one GPU under MPS. Run as root on a
+# Issue 46 item 2's A/B on one GPU under MPS, the IPC path's four designs: receive buffers
+# or the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=0/1), and in a blocking update
+# interprocess events or host signals (GPUWRAP_HALO_IPC_AB_EVENTS=1/0). Run as root on a
 # one-GPU machine from the repository root:
-#   OUT=/some/dir scripts/gpu-ipc-direct.sh [BUILD_DIR]   (default build/ipc-direct) logs under $OUT (default ./ipc-direct-out)
-# 1. build (sm_90, scripts/gpu-common.sh), start MPS;
-# 2. 3 alternating rounds of `diffusion3d -n 256 -s 200 --halo-bench --mem device --path
-#    ipc` at 2 ranks (one 512 KiB face each way), =0 then =1, each printing its
-#    "IPC / host update" line (the target: <= 0.25x); then one round of the same
-#    --periodic (two faces each way);
-# 3. `--path ipc --check` with the setting on at 2 and 4 ranks, blocking, periodic and
-#    overlapped (bit for bit with the one-rank reference, or exit 1);
-# 4. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
+#   OUT=/some/dir scripts/gpu-ipc-direct.sh [BUILD_DIR] [trace]
+#   (default build/ipc-direct; logs under $OUT, default ./ipc-direct-out)
+# 1. build the library, the CUDA plugin and diffusion3d (sm_90, Release), start MPS;
+# 2. 3 rounds of `diffusion3d -n 256 -s 200 --halo-bench --mem device --path ipc` at 2
+#    ranks (one 512 KiB face each way), the four designs in turn, each printing its
+#    "IPC / host update" line (the target: <= 0.25x); one round --periodic (two faces
+#    each way); 2 rounds of the overlapped periodic step on the IPC path, =0 and =1;
+# 3. `--path ipc --check` at 2 and 4 ranks, blocking, periodic and overlapped, =0 and =1
+#    (bit for bit with the one-rank reference, or exit 1);
+# 4. with `trace`: a trace build (GW_TRACE=ON, BUILD_DIR-trace) of the blocking update's
+#    host steps (`--halo-only`: the IPC plan alone), medians per span on stderr
+#    (logs/trace_*.txt);
+# 5. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
 set -uo pipefail
 B=${1:-build/ipc-direct}
 OUT=${OUT:-$PWD/ipc-direct-out}
@@ -40,33 +45,60 @@ nvidia-cuda-mps-control -d && log "MPS started"
 R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
 fail=0
 
-# one run: $1 setting, $2 log name, the rest diffusion3d's arguments
+# one run: $1 the settings (VAR=value,...), $2 log name, the rest diffusion3d's arguments
 bench() {
-  local v=$1 name=$2
+  local v=$1 name=$2 x=""
   shift 2
-  timeout 300 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=$v $D "$@" > "$L/$name.txt" 2>&1
+  for kv in ${v//,/ }; do x="$x -x $kv"; done
+  timeout 300 $R -np 2 $x $D "$@" > "$L/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || fail=1
-  log "IPC_DIRECT=$v $* rc=$rc: $(grep -oE 'holds [0-9]+ bytes of buffers' "$L/$name.txt"); $(grep -E 'IPC / host update' "$L/$name.txt" | sed 's/^ *//')"
+  log "$v $* rc=$rc: $(grep -oE 'holds [0-9]+ bytes of buffers' "$L/$name.txt"); $(grep -E 'IPC / host update|time/step' "$L/$name.txt" | head -1 | sed 's/^ *//')"
 }
+# the A/B's four designs: receive buffers or ghost cells, events or host signals (blocking)
+V="GPUWRAP_HALO_IPC_DIRECT=0,GPUWRAP_HALO_IPC_AB_EVENTS=1 GPUWRAP_HALO_IPC_DIRECT=0,GPUWRAP_HALO_IPC_AB_EVENTS=0 GPUWRAP_HALO_IPC_DIRECT=1,GPUWRAP_HALO_IPC_AB_EVENTS=1 GPUWRAP_HALO_IPC_DIRECT=1,GPUWRAP_HALO_IPC_AB_EVENTS=0"
+i=0
 for round in 1 2 3; do
-  for v in 0 1; do
-    bench $v "bench_r${round}_direct$v" -n 256 -s 200 --halo-bench --mem device --path ipc
+  for v in $V; do
+    bench $v "bench_r${round}_$((i++))" -n 256 -s 200 --halo-bench --mem device --path ipc
   done
 done
-for v in 0 1; do
-  bench $v "bench_periodic_direct$v" -n 256 -s 200 --periodic --halo-bench --mem device --path ipc
+for v in $V; do
+  bench $v "bench_periodic_$((i++))" -n 256 -s 200 --periodic --halo-bench --mem device --path ipc
+done
+# the overlapped (stream-ordered) step, whose IPC signals stay events: buffers or ghost cells
+for round in 1 2; do
+  for v in GPUWRAP_HALO_IPC_DIRECT=0 GPUWRAP_HALO_IPC_DIRECT=1; do
+    bench $v "overlap_r${round}_$((i++))" -n 256 -s 300 --periodic --overlap --path ipc
+  done
 done
 
 for np in 2 4; do
   for opt in "" "--periodic" "--overlap" "--periodic --overlap"; do
     name="check_np${np}_$(echo "x$opt" | tr -d ' -')"
-    timeout 300 $R -np $np -x GPUWRAP_HALO_IPC_DIRECT=1 $D -n 32 -s 20 --path ipc --check $opt > "$L/$name.txt" 2>&1
-    rc=$?
-    [ $rc -eq 0 ] || fail=1
-    log "IPC_DIRECT=1 --check np=$np $opt rc=$rc: $(grep -E 'check:|halo path' "$L/$name.txt" | tr '\n' ' ')"
+    for v in 0 1; do
+      timeout 300 $R -np $np -x GPUWRAP_HALO_IPC_DIRECT=$v $D -n 32 -s 20 --path ipc --check $opt > "$L/$name-$v.txt" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || fail=1
+      log "IPC_DIRECT=$v --check np=$np $opt rc=$rc: $(grep -E 'check:' "$L/$name-$v.txt" | tr '\n' ' ')"
+    done
   done
 done
+
+if [ "${2:-}" = trace ]; then
+  T=$B-trace
+  [ -f "$T/CMakeCache.txt" ] || cmake -S . -B "$T" -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON \
+    -DGW_HIP=OFF -DBUILD_TESTING=OFF -DGW_TRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure-trace.txt" 2>&1
+  if cmake --build "$T" -j"$(nproc)" --target gpuwrap gpuwrap-cuda diffusion3d > "$L/build-trace.txt" 2>&1; then
+    for v in 0 1; do
+      timeout 120 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=$v $T/bin/diffusion3d -n 256 -s 2000 --halo-only \
+        --mem device --path ipc > "$L/trace_direct$v.txt" 2>&1
+      log "trace DIRECT=$v rc=$?"
+    done
+  else
+    log "trace build FAILED"
+  fi
+fi
 
 echo quit | nvidia-cuda-mps-control
 log "done (fail=$fail)"
