@@ -29,6 +29,7 @@
 
 #include "ipc_manifest.h"
 #include "proc_identity.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -94,15 +95,13 @@ gw_status gw__ipc_fd_exported(int fd) {
   pthread_mutex_lock(&lock);
   size_t i = 0;
   while (i < n_sent && sent[i].fd != fd) i++;
-  if (i == n_sent && n_sent == cap_sent) {
-    size_t cap = cap_sent ? 2 * cap_sent : 16;
-    struct sent_fd *p = realloc(sent, cap * sizeof *p);
+  if (i == n_sent) {
+    struct sent_fd *p = gw__vec_room(sent, n_sent, &cap_sent, sizeof *p);
     if (!p) {
       pthread_mutex_unlock(&lock);
       return gw__fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
     }
     sent = p;
-    cap_sent = cap;
   }
   if (i == n_sent) n_sent++;
   sent[i] = (struct sent_fd){.fd = fd, .dev = st.st_dev, .ino = st.st_ino};

@@ -14,6 +14,7 @@
  * (closed). Each is a few KiB of memory at most (1024 entries of 8 bytes).
  */
 #include "ipc_manifest.h"
+#include "vec.h"
 
 #include "codec.h"
 
@@ -105,15 +106,13 @@ gw_status gw__ipc_manifest_export(gw__ipc_share *sh) {
     pthread_mutex_unlock(&lock);
     return GW_OK;
   }
-  if (i == n_made && n_made == cap_made) {
-    size_t cap = cap_made ? 2 * cap_made : 8;
-    struct manifest *p = realloc(made, cap * sizeof *p);
+  if (i == n_made) {
+    struct manifest *p = gw__vec_room(made, n_made, &cap_made, sizeof *p);
     if (!p) {
       pthread_mutex_unlock(&lock);
       return gw__fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
     }
     made = p;
-    cap_made = cap;
   }
   int got = -1;
   gw_status s = new_manifest(b, n, &got);

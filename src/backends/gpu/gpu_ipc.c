@@ -30,6 +30,7 @@
  * (docs/IPC.md says so).
  */
 #include "gpu_internal.h"
+#include "vec.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -79,15 +80,13 @@ static gw_status pool_fd(gwv_mempool pool, int *fd, uint64_t *id) {
     gwv_err e = gwv_MemPoolExportToShareableHandle(&f, pool, GWV_HANDLE_POSIX_FD, 0);
     if (e != GWV_SUCCESS) {
       s = gwg_fail(e, GWV_CALL("MemPoolExportToShareableHandle(PosixFileDescriptor)"));
-    } else if (npools == cap_pools) {
-      size_t cap = cap_pools ? 2 * cap_pools : 8;
-      exported_pool *grown = realloc(pools, cap * sizeof *pools);
+    } else {
+      exported_pool *grown = gw__vec_room(pools, npools, &cap_pools, sizeof *pools);
       if (!grown) {
         close(f);
         s = gwg_host->fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
       } else {
         pools = grown;
-        cap_pools = cap;
       }
     }
     if (s == GW_OK) pools[npools++] = (exported_pool){pool, f, ++pool_ids};
@@ -256,13 +255,9 @@ static gw_status chunk_fd(uintptr_t base, size_t size, uint64_t id, int *fd) {
     chunks[i] = chunks[--nchunks];
     break;
   }
-  if (nchunks == cap_chunks) {
-    size_t cap = cap_chunks ? 2 * cap_chunks : 8;
-    exported_chunk *grown = realloc(chunks, cap * sizeof *chunks);
-    if (!grown) return gwg_host->fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
-    chunks = grown;
-    cap_chunks = cap;
-  }
+  exported_chunk *grown = gw__vec_room(chunks, nchunks, &cap_chunks, sizeof *chunks);
+  if (!grown) return gwg_host->fail(GW_ENOMEM, "gw_ipc_export: out of host memory");
+  chunks = grown;
   const char *call = "";
   int f = -1, r = vmm_export_fd(base, &f, &call);
   if (r != 0)
