@@ -545,7 +545,7 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
     if (t_host >= 0) printf("  update, host path                  %9.4f ms\n", t_host * 1e3);
     if (t_ipc >= 0)
       printf("  update, IPC path                   %9.4f ms   (IPC / host update = %.3f; target <= "
-             "0.3)\n",
+             "0.25)\n",
              t_ipc * 1e3, t_host > 0 ? t_ipc / t_host : 0.0);
     else
       printf("  update, IPC path                   unavailable: %s\n", ipc_why);
