@@ -23,6 +23,7 @@ TST_API void to_hex(const gw_ipc_handle *h, char *out) {
   for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
 }
 TST_API void from_hex(const char *s, gw_ipc_handle *h) {
+  ASSERT_EQ_SIZE(strcspn(s, "\n"), 2 * GW_IPC_HANDLE_BYTES); /* (a line: its newline aside) */
   for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
     unsigned v;
     ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
@@ -156,7 +157,8 @@ TST_API int tst_ipc_cycles(int dflt) {
   return n < 1 ? 1 : n;
 }
 
-/* Seeded data, every element checked (as test_ipc.c). */
+/* Fresh random bytes for all of a (C order of its elements) from `seed`; written, and
+ * checked element by element. */
 TST_API void *seeded_data(const gw_array *a, uint64_t seed) {
   size_t bytes = tst_array_bytes(a);
   void *buf = malloc(bytes ? bytes : 1);

@@ -11,6 +11,7 @@
  */
 #include "private.h"
 #include "test.h"
+#include "ipc_peer.h"
 
 #include <pthread.h>
 #include <spawn.h>
@@ -22,32 +23,7 @@ extern char **environ;
 
 /* ---- handle helpers ---- */
 
-/* CRC-32 (ISO-HDLC) over bytes 0..251, stored little-endian at 252 (docs/IPC.md): lets a
- * test change one field and keep the handle otherwise valid. */
-static uint32_t crc32_of(const unsigned char *p, size_t n) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; i++) {
-    c ^= p[i];
-    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-  }
-  return c ^ 0xFFFFFFFFu;
-}
-static void reseal(gw_ipc_handle *h) {
-  uint32_t c = crc32_of(h->bytes, 252);
-  for (int i = 0; i < 4; i++) h->bytes[252 + i] = (unsigned char)(c >> (8 * i));
-}
-
-static void to_hex(const gw_ipc_handle *h, char *out) {
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
-}
-static void from_hex(const char *s, gw_ipc_handle *h) {
-  ASSERT_EQ_SIZE(strlen(s), 2 * GW_IPC_HANDLE_BYTES);
-  for (int i = 0; i < GW_IPC_HANDLE_BYTES; i++) {
-    unsigned v;
-    ASSERT_EQ_INT(sscanf(s + 2 * i, "%2x", &v), 1);
-    h->bytes[i] = (unsigned char)v;
-  }
-}
+/* (crc32_of, reseal, to_hex, from_hex, the seeded data: tests/ipc_peer.h) */
 
 /* ---- process helpers ---- */
 
@@ -109,31 +85,6 @@ static gw_array *device_array(gw_context *ctx, gw_dtype t, int ndim, const int64
   return a;
 }
 
-/* Fresh random bytes for all of a (C order of its elements), from `seed`. */
-static void *seeded_data(const gw_array *a, uint64_t seed) {
-  size_t bytes = tst_array_bytes(a);
-  void *buf = malloc(bytes ? bytes : 1);
-  ASSERT_NOT_NULL(buf);
-  uint64_t keep = tst_rng;
-  tst_rng = seed ? seed : 1;
-  tst_random_fill(buf, bytes);
-  tst_rng = keep;
-  return buf;
-}
-static void write_seeded(gw_array *a, uint64_t seed) {
-  void *buf = seeded_data(a, seed);
-  tst_write(a, buf);
-  free(buf);
-}
-static void check_seeded(const gw_array *a, uint64_t seed) {
-  size_t bytes = tst_array_bytes(a), elem = gw_dtype_size(gw_array_dtype(a));
-  void *want = seeded_data(a, seed), *got = malloc(bytes ? bytes : 1);
-  ASSERT_NOT_NULL(got);
-  tst_read(a, got);
-  ASSERT_ELEMS_EQ(got, want, bytes / elem, elem);
-  free(want);
-  free(got);
-}
 static uint64_t fresh_seed(void) { return tst_rand64() | 1; }
 
 static gw_ipc_handle sentinel_handle(void) {
