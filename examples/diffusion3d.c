@@ -404,6 +404,20 @@ static double time_updates(gw_halo *h, MPI_Comm cart, int iters) {
   return max_over((MPI_Wtime() - t0) / iters, cart);
 }
 
+/* Time per iteration (the slowest rank's) of one gw_copy dst[d] <- src[d] per neighbour:
+ * those on other ranks (`remote`: along dims split over ranks) or those that are this
+ * rank itself (periodic dims of one rank). */
+static double time_face_copies(MPI_Comm cart, int iters, int remote, const int dims[3],
+                               int peer[3][2], gw_array *dst[3], gw_array *src[3]) {
+  MPI_Barrier(cart);
+  double t0 = MPI_Wtime();
+  for (int k = 0; k < iters; k++)
+    for (int d = 0; d < 3; d++)
+      for (int s = 0; s < 2; s++)
+        if ((dims[d] > 1) == remote && peer[d][s] != MPI_PROC_NULL) CHECK(gw_copy(dst[d], src[d]));
+  return max_over((MPI_Wtime() - t0) / iters, cart);
+}
+
 static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm cart, int64_t m,
                        int iters, gw_memkind kind, int gpu) {
   int dims[3], periods[3], coords[3], peer[3][2];
@@ -472,13 +486,7 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
   if (info.path == GW_HALO_PATH_HOST) t_host = t_upd;
   if (info.path == GW_HALO_PATH_IPC) t_ipc = t_upd;
 
-  MPI_Barrier(cart);
-  t0 = MPI_Wtime();
-  for (int k = 0; k < iters; k++)
-    for (int d = 0; d < 3; d++)
-      for (int s = 0; s < 2; s++)
-        if (dims[d] > 1 && peer[d][s] != MPI_PROC_NULL) CHECK(gw_copy(ps[d], dv[d]));
-  t_out = max_over((MPI_Wtime() - t0) / iters, cart);
+  t_out = time_face_copies(cart, iters, 1, dims, peer, ps, dv);
 
   MPI_Barrier(cart);
   t0 = MPI_Wtime();
@@ -494,21 +502,8 @@ static void halo_bench(gw_context *ctx, gw_halo *h, gw_array *field, MPI_Comm ca
     }
   t_mpi = max_over((MPI_Wtime() - t0) / iters, cart);
 
-  MPI_Barrier(cart);
-  t0 = MPI_Wtime();
-  for (int k = 0; k < iters; k++)
-    for (int d = 0; d < 3; d++)
-      for (int s = 0; s < 2; s++)
-        if (dims[d] > 1 && peer[d][s] != MPI_PROC_NULL) CHECK(gw_copy(dv[d], pr[d]));
-  t_in = max_over((MPI_Wtime() - t0) / iters, cart);
-
-  MPI_Barrier(cart);
-  t0 = MPI_Wtime();
-  for (int k = 0; k < iters; k++)
-    for (int d = 0; d < 3; d++)
-      for (int s = 0; s < 2; s++)
-        if (dims[d] == 1 && peer[d][s] != MPI_PROC_NULL) CHECK(gw_copy(dv2[d], dv[d]));
-  t_loc = max_over((MPI_Wtime() - t0) / iters, cart);
+  t_in = time_face_copies(cart, iters, 1, dims, peer, dv, pr);
+  t_loc = time_face_copies(cart, iters, 0, dims, peer, dv2, dv);
 
 #ifdef D3D_HAVE_CUDA
   if (gpu && gw_data(dev)) {
