@@ -44,12 +44,11 @@ nvidia-cuda-mps-control -d && log "MPS started"
 R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
 fail=0
 
-# one run: $1 the settings (VAR=value,...), $2 log name, the rest diffusion3d's arguments
+# one run: $1 the setting (VAR=value), $2 log name, the rest diffusion3d's arguments
 bench() {
-  local v=$1 name=$2 x=""
+  local v=$1 name=$2
   shift 2
-  for kv in ${v//,/ }; do x="$x -x $kv"; done
-  timeout 300 $R -np 2 $x $D "$@" > "$L/$name.txt" 2>&1
+  timeout 300 $R -np 2 -x "$v" $D "$@" > "$L/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || fail=1
   log "$v $* rc=$rc: $(grep -oE 'holds [0-9]+ bytes of buffers' "$L/$name.txt"); $(grep -E 'IPC / host update|time/step' "$L/$name.txt" | head -1 | sed 's/^ *//')"
@@ -65,9 +64,9 @@ done
 for v in $V; do
   bench $v "bench_periodic_$((i++))" -n 256 -s 200 --periodic --halo-bench --mem device --path ipc
 done
-# the overlapped (stream-ordered) step, whose IPC signals stay events: buffers or ghost cells
+# the overlapped (stream-ordered) step: buffers or ghost cells
 for round in 1 2; do
-  for v in GPUWRAP_HALO_IPC_DIRECT=0 GPUWRAP_HALO_IPC_DIRECT=1; do
+  for v in $V; do
     bench $v "overlap_r${round}_$((i++))" -n 256 -s 300 --periodic --overlap --path ipc
   done
 done

@@ -84,10 +84,9 @@ int main(int argc, char **argv) {
    * rank 1's slow pack has landed in its halo (it holds update k-1's value). */
   const char *direct = getenv("GPUWRAP_HALO_IPC_DIRECT");
   /* "blocking": the slow rank 1 runs blocking updates too, after an asynchronous copy into
-   * its field, so both ranks signal from the host (no events): rank 1's "landed" token must
-   * wait for its slow pack (else rank 0 reads update k-1's value), and, into the ghost
-   * cells, its "ghosts free" token for its slow copy of update k's poisoned halo (else
-   * rank 0's pack lands first and snapshot k holds -1) */
+   * its field: rank 0 may read its halo only after rank 1's slow pack (else it holds update
+   * k-1's value), and, into the ghost cells, rank 0's pack must land after rank 1's slow
+   * copy of update k's poisoned halo (else snapshot k holds -1) */
   const int slow_blocking = argc > 1 && !strcmp(argv[1], "blocking");
   gw_halo_info info;
   ASSERT_OK(gw_halo_query(h, &info));
