@@ -90,10 +90,10 @@ if [ "${2:-}" = trace ]; then
   [ -f "$T/CMakeCache.txt" ] || cmake -S . -B "$T" -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON \
     -DGW_HIP=OFF -DBUILD_TESTING=OFF -DGW_TRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure-trace.txt" 2>&1
   if cmake --build "$T" -j"$(nproc)" --target gpuwrap gpuwrap-cuda diffusion3d > "$L/build-trace.txt" 2>&1; then
-    for v in 0 1; do
-      timeout 120 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=$v $T/bin/diffusion3d -n 256 -s 2000 --halo-only \
-        --mem device --path ipc > "$L/trace_direct$v.txt" 2>&1
-      log "trace DIRECT=$v rc=$?"
+    for v in 0,0 1,0 0,1; do
+      timeout 120 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=${v%,*} -x GPUWRAP_HALO_IPC_AB_EVENTS=${v#*,} $T/bin/diffusion3d -n 256 -s 2000 --halo-only \
+        --mem device --path ipc > "$L/trace_direct${v%,*}_events${v#*,}.txt" 2>&1
+      log "trace DIRECT=${v%,*} AB_EVENTS=${v#*,} rc=$?"
     done
   else
     log "trace build FAILED"
