@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Issue 46 item 2's A/B on one GPU under MPS, the IPC path's four designs: receive buffers
-# or the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=0/1), and in a blocking update
-# interprocess events or host signals (GPUWRAP_HALO_IPC_AB_EVENTS=1/0). Run as root on a
+# Issue 46 item 2's A/B on one GPU under MPS, the IPC path's two designs: receive buffers
+# or the neighbours' ghost cells (GPUWRAP_HALO_IPC_DIRECT=0/1). Run as root on a
 # one-GPU machine from the repository root:
 #   OUT=/some/dir scripts/gpu-ipc-direct.sh [BUILD_DIR] [trace]
 #   (default build/ipc-direct; logs under $OUT, default ./ipc-direct-out)
 # 1. build the library, the CUDA plugin and diffusion3d (sm_90, Release), start MPS;
 # 2. 3 rounds of `diffusion3d -n 256 -s 200 --halo-bench --mem device --path ipc` at 2
-#    ranks (one 512 KiB face each way), the four designs in turn, each printing its
+#    ranks (one 512 KiB face each way), the two designs in turn, each printing its
 #    "IPC / host update" line (the target: <= 0.25x); one round --periodic (two faces
 #    each way); 2 rounds of the overlapped periodic step on the IPC path, =0 and =1;
 # 3. `--path ipc --check` at 2 and 4 ranks, blocking, periodic and overlapped, =0 and =1
 #    (bit for bit with the one-rank reference, or exit 1);
-# 4. with `trace`: a trace build (GW_TRACE=ON, BUILD_DIR-trace) of the blocking update's
+# 4. compute-sanitizer memcheck and racecheck of `--check --periodic` at 2 ranks into the
+#    ghost cells (=1), blocking (host signals) and overlapped (events);
+# 5. with `trace`: a trace build (GW_TRACE=ON, BUILD_DIR-trace) of the blocking update's
 #    host steps (`--halo-only`: the IPC plan alone), medians per span on stderr
 #    (logs/trace_*.txt);
-# 5. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
+# 6. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
 set -uo pipefail
 B=${1:-build/ipc-direct}
 OUT=${OUT:-$PWD/ipc-direct-out}
@@ -45,18 +46,17 @@ nvidia-cuda-mps-control -d && log "MPS started"
 R="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x GPUWRAP_BACKEND=cuda"
 fail=0
 
-# one run: $1 the settings (VAR=value,...), $2 log name, the rest diffusion3d's arguments
+# one run: $1 the setting (VAR=value), $2 log name, the rest diffusion3d's arguments
 bench() {
-  local v=$1 name=$2 x=""
+  local v=$1 name=$2
   shift 2
-  for kv in ${v//,/ }; do x="$x -x $kv"; done
-  timeout 300 $R -np 2 $x $D "$@" > "$L/$name.txt" 2>&1
+  timeout 300 $R -np 2 -x "$v" $D "$@" > "$L/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || fail=1
   log "$v $* rc=$rc: $(grep -oE 'holds [0-9]+ bytes of buffers' "$L/$name.txt"); $(grep -E 'IPC / host update|time/step' "$L/$name.txt" | head -1 | sed 's/^ *//')"
 }
-# the A/B's four designs: receive buffers or ghost cells, events or host signals (blocking)
-V="GPUWRAP_HALO_IPC_DIRECT=0,GPUWRAP_HALO_IPC_AB_EVENTS=1 GPUWRAP_HALO_IPC_DIRECT=0,GPUWRAP_HALO_IPC_AB_EVENTS=0 GPUWRAP_HALO_IPC_DIRECT=1,GPUWRAP_HALO_IPC_AB_EVENTS=1 GPUWRAP_HALO_IPC_DIRECT=1,GPUWRAP_HALO_IPC_AB_EVENTS=0"
+# the A/B's two designs: receive buffers or ghost cells
+V="GPUWRAP_HALO_IPC_DIRECT=0 GPUWRAP_HALO_IPC_DIRECT=1"
 i=0
 for round in 1 2 3; do
   for v in $V; do
@@ -66,9 +66,9 @@ done
 for v in $V; do
   bench $v "bench_periodic_$((i++))" -n 256 -s 200 --periodic --halo-bench --mem device --path ipc
 done
-# the overlapped (stream-ordered) step, whose IPC signals stay events: buffers or ghost cells
+# the overlapped (stream-ordered) step: buffers or ghost cells
 for round in 1 2; do
-  for v in GPUWRAP_HALO_IPC_DIRECT=0 GPUWRAP_HALO_IPC_DIRECT=1; do
+  for v in $V; do
     bench $v "overlap_r${round}_$((i++))" -n 256 -s 300 --periodic --overlap --path ipc
   done
 done
@@ -85,15 +85,28 @@ for np in 2 4; do
   done
 done
 
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    for opt in "" "--overlap"; do
+      name="sanitize_${tool}$(echo "$opt" | tr -d ' -')"
+      timeout 300 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=1 compute-sanitizer --tool $tool --error-exitcode 99 \
+        $D -n 32 -s 10 --path ipc --check --periodic $opt > "$L/$name.txt" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || fail=1
+      log "compute-sanitizer $tool IPC_DIRECT=1 --periodic $opt rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/$name.txt" | sort | uniq -c | tr '\n' ' ')"
+    done
+  done
+fi
+
 if [ "${2:-}" = trace ]; then
   T=$B-trace
   [ -f "$T/CMakeCache.txt" ] || cmake -S . -B "$T" -DCMAKE_BUILD_TYPE=Release -DGW_WERROR=OFF -DGW_CUDA=ON \
     -DGW_HIP=OFF -DBUILD_TESTING=OFF -DGW_TRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 > "$L/configure-trace.txt" 2>&1
   if cmake --build "$T" -j"$(nproc)" --target gpuwrap gpuwrap-cuda diffusion3d > "$L/build-trace.txt" 2>&1; then
-    for v in 0,0 1,0 0,1; do
-      timeout 120 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=${v%,*} -x GPUWRAP_HALO_IPC_AB_EVENTS=${v#*,} $T/bin/diffusion3d -n 256 -s 2000 --halo-only \
-        --mem device --path ipc > "$L/trace_direct${v%,*}_events${v#*,}.txt" 2>&1
-      log "trace DIRECT=${v%,*} AB_EVENTS=${v#*,} rc=$?"
+    for v in 0 1; do
+      timeout 120 $R -np 2 -x GPUWRAP_HALO_IPC_DIRECT=$v $T/bin/diffusion3d -n 256 -s 2000 --halo-only \
+        --mem device --path ipc > "$L/trace_direct$v.txt" 2>&1
+      log "trace DIRECT=$v rc=$?"
     done
   else
     log "trace build FAILED"

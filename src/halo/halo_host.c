@@ -52,8 +52,8 @@ gw_status gw__halo_host_post_receives(gw_halo *h) {
 }
 
 /* An IPC message's token may go as soon as its pack and event record are queued
- * (the receiver waits for the event on the device: halo_ipc.c); in a blocking update,
- * which records no event, once the packs are done (gw__halo_ipc_signals_on_host). */
+ * (the receiver waits for the event on the device: halo_ipc.c); where the update
+ * records no event, once the packs are done (gw__halo_ipc_signals_on_host). */
 static int landed(const gw_halo *h, const gw__halo_dim *hd, int m) {
   const gw__halo_msg *g = &hd->msg[m];
   if (!h->q) return 1;
@@ -130,7 +130,7 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
     while (next < upto && landed(h, hd, next))
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
-  int synced = 0; /* (IPC in a blocking update: one synchronization completes every pack) */
+  int synced = 0; /* (IPC signalled from the host: one synchronization completes every pack) */
   for (; next < hd->nmsg; next++) {
     const gw__halo_msg *g = &hd->msg[next];
     GW_TRACE_NOW(t0);

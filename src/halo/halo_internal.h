@@ -167,8 +167,8 @@ typedef struct {
   unsigned char free_byte[2];
   /* The "landed" token of an IPC message per side, sized like "free again": 1 byte when
    * its sender recorded its landed event (wait for it on the device before reading), 0
-   * bytes when its packs were complete before it was sent (a blocking update:
-   * gw__halo_ipc_signals_on_host). Received here; once it is in, 1 or 0 by its size. */
+   * bytes when its packs were complete before it was sent (a blocking update into the
+   * ghost cells: gw__halo_ipc_signals_on_host). Received here; once it is in, 1 or 0 by its size. */
   unsigned char landed_byte[2];
   /* IPC path packing into the neighbours' ghost cells (gw_halo.ghost), per side s: the
    * on-node neighbour's ghost region of each field (nfields entries, NULL where a field has
@@ -408,11 +408,12 @@ gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
  * earlier dims' packs, the readers of those cells) and send the "free" token: 1 byte, or 0
  * without a queue (nothing to wait for). */
 gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d);
-/* Whether this update's IPC signals are host-side: a blocking update (its stream is
- * synchronized before it returns anyway) completes its packs before their 0-byte "landed"
- * tokens and its queue's work before its 0-byte "ghosts free" ones, and records no
- * interprocess event; a stream-ordered one records events and sends 1-byte tokens. The
- * token's size tells the receiver which (a plan's ranks may mix both kinds of update). */
+/* Whether this update's IPC signals are host-side: a blocking update into the ghost
+ * cells (its stream is synchronized before it returns anyway) completes its packs before
+ * their 0-byte "landed" tokens and its queue's work before its 0-byte "ghosts free" ones,
+ * and records no interprocess event; every other update with a queue records events and
+ * sends 1-byte tokens. The token's size tells the receiver which (a plan's ranks may mix
+ * both kinds of update). */
 int gw__halo_ipc_signals_on_host(const gw_halo *h);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */

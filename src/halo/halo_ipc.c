@@ -237,14 +237,12 @@ gw_status gw__halo_ipc_ghosts(gw_halo *h) {
 }
 
 int gw__halo_ipc_signals_on_host(const gw_halo *h) {
-  /* A/B (issue 46 item 2): GPUWRAP_HALO_IPC_AB_EVENTS=1 keeps the events in blocking
-   * updates; deleted with the loser after the measurement */
-  static int events = -1;
-  if (events < 0) {
-    const char *e = getenv("GPUWRAP_HALO_IPC_AB_EVENTS");
-    events = e && e[0] == '1';
-  }
-  return h->blocking && (!events || !h->q);
+  /* Into the ghost cells the receiver queues nothing after the signal (no unpack), so
+   * in a blocking update an event would only add a record, a device wait and the wait
+   * for it; into receive buffers the event lets the token go before the pack is done and
+   * the receiver queue its unpack behind it, which wins (docs/BENCHMARKS.md, issue 46
+   * item 2). No queue: every copy is complete when its call returns. */
+  return h->blocking && (h->ghost || !h->q);
 }
 
 gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d) {

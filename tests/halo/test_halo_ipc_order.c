@@ -86,7 +86,8 @@ int main(int argc, char **argv) {
   /* "blocking": the slow rank 1 runs blocking updates too, after an asynchronous copy into
    * its field: rank 0 may read its halo only after rank 1's slow pack (else it holds update
    * k-1's value), and, into the ghost cells, rank 0's pack must land after rank 1's slow
-   * copy of update k's poisoned halo (else snapshot k holds -1) */
+   * copy of update k's poisoned halo (else snapshot k holds -1); into the ghost cells both
+   * signals go from the host, so rank 1's tokens must wait for its slow stream */
   const int slow_blocking = argc > 1 && !strcmp(argv[1], "blocking");
   gw_halo_info info;
   ASSERT_OK(gw_halo_query(h, &info));

@@ -26,6 +26,7 @@
  * handles (legacy, per-thread) name the right device's stream. The streams and events
  * themselves are in gpu_streams.c.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in trace builds (src/core/trace.h) */
 #include "gpu_internal.h"
 #include "trace.h"
 
