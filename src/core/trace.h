@@ -31,7 +31,8 @@
 #include <time.h>
 
 #ifndef CLOCK_MONOTONIC
-#error "trace.h needs clock_gettime: #define _POSIX_C_SOURCE 200809L before the file's first #include"
+#error \
+    "trace.h needs clock_gettime: #define _POSIX_C_SOURCE 200809L before the file's first #include"
 #endif
 
 #define GW_TRACE_SPANS 16
