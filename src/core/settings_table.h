@@ -99,7 +99,8 @@
   X(HALO_IPC_DIRECT, "GPUWRAP_HALO_IPC_DIRECT", BOOL, "0", 0, 1, "", "halo",                  \
     "the IPC path packs straight into the neighbours' ghost cells (their fields exported "    \
     "once at plan creation): no receive buffer, no unpack; unless every rank has 1 and "      \
-    "every field exports, every rank keeps the buffers (an A/B setting)")                     \
+    "every field exports, every rank keeps the buffers; opt-in: a start then waits for the "  \
+    "neighbours' start of the same plan (docs/HALO.md)")                                      \
   X(NCCL_LIB, "GPUWRAP_NCCL_LIB", TEXT, "libnccl.so.2", 0, 0, "", "halo",                     \
     "the NCCL library the halo's NCCL path loads")                                            \
   X(LIB, "GPUWRAP_LIB", TEXT, "", 0, 0, "", "python",                                         \
