@@ -197,6 +197,10 @@ struct gw_halo {
                    (0: never) */
   gw_stream *stream;   /* the plan's stream; NULL: the backend has none, copies
                         run one by one */
+  gw_stream *legacy;   /* the legacy default stream (borrowed), packing into the ghost
+                        cells: a blocking update's "ghosts free" from the host waits for
+                        its earlier work, as any synchronous call is ordered after it,
+                        which synchronizing the plan's idle stream would not */
   gw_array *tok_in;    /* 1-byte device arrays whose pending-work events order the
                         plan's */
   gw_array *tok_out;   /* stream after the caller's (in) and the caller's after it

@@ -89,11 +89,20 @@ int main(int argc, char **argv) {
    * copy of update k's poisoned halo (else snapshot k holds -1); into the ghost cells both
    * signals go from the host, so rank 1's tokens must wait for its slow stream */
   const int slow_blocking = argc > 1 && !strcmp(argv[1], "blocking");
+  /* "legacy": the same, but rank 1's slow copy runs on the legacy default stream into a
+   * second wrap of the field's memory, work gpuwrap does not track for the field (as a
+   * program's own kernel on the default stream): a blocking update is ordered after the
+   * legacy stream's earlier work all the same (the ordering contract of synchronous
+   * calls), so rank 0's pack into the ghost cells must land after that copy */
+  const int slow_legacy = argc > 1 && !strcmp(argv[1], "legacy");
   gw_halo_info info;
   ASSERT_OK(gw_halo_query(h, &info));
   ASSERT_EQ_LONG(info.buffer_bytes == 0, direct && !strcmp(direct, "1"));
-  gw_stream *s;
+  gw_stream *s, *legacy;
   ASSERT_OK(gw_stream_create(ctx, &s));
+  ASSERT_OK(gw_stream_wrap(ctx, NULL, &legacy));
+  gw_array *alias; /* the field's memory, unknown to the plan */
+  ASSERT_OK(gw_wrap(ctx, gw_data(field), GW_FLOAT64, 1, &n, NULL, 0, &alias));
   /* rank 0's halo cell is its high one (index N+1: rank 1's first interior cell); rank
    * 1's its low one (index 0: rank 0's last interior cell) */
   int mine = g_rank == 0 ? N + 1 : 0, theirs = g_rank == 0 ? 0 : N - 1;
@@ -106,6 +115,10 @@ int main(int argc, char **argv) {
       ASSERT_OK(gw_copy_async(field, host[k], s)); /* (the update waits for it) */
       ASSERT_OK(gw_halo_update(h));
       ASSERT_OK(gw_copy(snap[k], field));
+    } else if (slow_legacy) {
+      ASSERT_OK(gw_copy_async(alias, host[k], legacy)); /* (ordered by the stream alone) */
+      ASSERT_OK(gw_halo_update(h));
+      ASSERT_OK(gw_copy(snap[k], field));
     } else {
       ASSERT_OK(gw_copy_async(field, host[k], s));
       ASSERT_OK(gw_halo_update_on(h, s));
@@ -113,6 +126,9 @@ int main(int argc, char **argv) {
     }
   }
   ASSERT_OK(gw_stream_synchronize(s));
+  ASSERT_OK(gw_stream_synchronize(legacy));
+  gw_release(alias);
+  gw_stream_destroy(legacy);
   for (int k = 0; k < UPDATES; k++) {
     const double *got = gw_host_data(snap[k]);
     if (got[mine] != want[!g_rank][k][theirs])
