@@ -134,12 +134,11 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
   for (; next < hd->nmsg; next++) {
     const gw__halo_msg *g = &hd->msg[next];
     GW_TRACE_NOW(t0);
-    if (g->ipc)
-      st = landed(h, hd, next) || synced++
-               ? GW_OK
-               : gw__halo_sync_stream(h, "path IPC: completing the packs");
-    else
+    st = GW_OK;
+    if (!g->ipc)
       st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
+    else if (!landed(h, hd, next) && !synced++)
+      st = gw__halo_sync_stream(h, "path IPC: completing the packs");
     GW_TRACE_NOW(t1);
     if (st == GW_OK) st = isend(h, d, next);
     GW_TRACE_NOW(t2);

@@ -409,8 +409,9 @@ gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m);
 gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Packing into the ghost cells (h->ghost): at the start of dim d, for each IPC message it
  * receives, record "ghosts free" on the update's queue (after the caller's work and the
- * earlier dims' packs, the readers of those cells) and send the "free" token: 1 byte, or 0
- * without a queue (nothing to wait for). */
+ * earlier dims' packs, the readers of those cells) and send the 1-byte "free" token; where
+ * the signals go from the host (gw__halo_ipc_signals_on_host), synchronize the queue once
+ * instead and send 0 bytes. */
 gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d);
 /* Whether this update's IPC signals are host-side: a blocking update into the ghost
  * cells (its stream is synchronized before it returns anyway) completes its packs before

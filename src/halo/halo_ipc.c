@@ -157,8 +157,6 @@ static void ghosts_release(gw_halo *h) {
       free(v);
       h->dim[d].ghost_peer[s] = NULL;
     }
-  if (h->legacy) gw_stream_destroy(h->legacy); /* (borrowed: only gpuwrap's handle goes) */
-  h->legacy = NULL;
   h->ghost = 0;
 }
 
@@ -253,17 +251,12 @@ gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d) {
   for (int m = 0; m < hd->nmsg; m++) {
     if (!hd->msg[m].ipc) continue;
     gw_status st = GW_OK;
-    /* the readers of our ghost cells queued before here (the caller's work on the
-     * legacy stream, the earlier dims' packs, work the queue waits for): done on the
-     * host's say, or behind an event on the device (the queue's work, being a blocking
-     * stream's, waits for the legacy stream's) */
-    if (on_host && !synced++) {
-      if (h->legacy)
-        st = step(gw_stream_synchronize(h->legacy),
-                  "path IPC: waiting for the legacy stream's work (gw_stream_synchronize)", d);
-      if (st == GW_OK)
-        st = gw__halo_sync_stream(h, "path IPC: waiting for the readers of the ghost cells");
-    } else if (!on_host)
+    /* the readers of our ghost cells queued before here (the earlier dims' packs, work
+     * the queue waits for; the legacy stream's earlier work, waited for in order_after):
+     * done on the host's say, or behind an event on the device */
+    if (on_host && !synced++)
+      st = gw__halo_sync_stream(h, "path IPC: waiting for the readers of the ghost cells");
+    else if (!on_host)
       st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
                 "path IPC: recording \"ghosts free\" (gw__ipc_event_record)", d);
     if (st == GW_OK) st = gw__halo_send_free(h, d, m, !on_host);
@@ -491,6 +484,6 @@ void gw__halo_ipc_close(gw_halo *h) {
     }
   gw_release(h->ipc_block);
   h->ipc_block = NULL;
-  if (h->legacy) gw_stream_destroy(h->legacy);
+  if (h->legacy) gw_stream_destroy(h->legacy); /* (borrowed: only gpuwrap's handle goes) */
   h->legacy = NULL;
 }
