@@ -12,7 +12,7 @@
 # 3. `--path ipc --check` at 2 and 4 ranks, blocking, periodic and overlapped, =0 and =1
 #    (bit for bit with the one-rank reference, or exit 1);
 # 4. compute-sanitizer memcheck and racecheck of `--check --periodic` at 2 ranks into the
-#    ghost cells (=1), blocking (host signals) and overlapped (events);
+#    ghost cells (=1), blocking and overlapped;
 # 5. with `trace`: a trace build (GW_TRACE=ON, BUILD_DIR-trace) of the blocking update's
 #    host steps (`--halo-only`: the IPC plan alone), medians per span on stderr
 #    (logs/trace_*.txt);

@@ -171,10 +171,7 @@ static gw_status make_stream(gw_halo *h) {
   if (h->info.neighbours + (h->info.bytes_local > 0) == 0) return GW_OK;
   gw_status st = gw_stream_create(h->ctx, &h->stream);
   if (st == GW_ENOTSUP) return GW_OK; /* the backend has no streams: copies run one by one */
-  if (st != GW_OK) return gw__halo_call_failed(st, "gw_stream_create", -1);
-  /* (into the ghost cells: the legacy stream, whose earlier work "ghosts free" waits for) */
-  st = h->ghost ? gw_stream_wrap(h->ctx, NULL, &h->legacy) : GW_OK;
-  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, "gw_stream_wrap (the legacy stream)", -1);
+  return st == GW_OK ? GW_OK : gw__halo_call_failed(st, "gw_stream_create", -1);
 }
 
 static gw_status create(const char *fn, const gw_halo_field *fields, int nfields, MPI_Comm cart,

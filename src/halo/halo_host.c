@@ -34,12 +34,9 @@ gw_status gw__halo_host_post_receives(gw_halo *h) {
        * vice versa */
       /* (shared memory: the data is in our segment already; MPI says when it
        * landed) */
-      /* (IPC: a 1- or 0-byte token, its size says whether to wait for an event) */
-      int bytes = g->ipc ? 1 : g->direct ? 0 : g->bytes;
-      void *at =
-          g->ipc ? (void *)&hd->landed_byte[g->side] : (void *)halo_msg_at(h, g, g->off_recv);
-      int rc = MPI_Irecv(at, bytes, MPI_BYTE, hd->peer[g->side], halo_tag(h, d, !g->side), h->comm,
-                         &hd->recv_req[m]);
+      int bytes = g->direct ? 0 : g->bytes;
+      int rc = MPI_Irecv(halo_msg_at(h, g, g->off_recv), bytes, MPI_BYTE, hd->peer[g->side],
+                         halo_tag(h, d, !g->side), h->comm, &hd->recv_req[m]);
       /* IPC into the ghost cells: this update's "ghosts free" token, which our pack into
        * the neighbour's cells waits for (its sender posts it at the dim's start) */
       if (rc == MPI_SUCCESS && h->ghost && g->ipc)
@@ -52,25 +49,18 @@ gw_status gw__halo_host_post_receives(gw_halo *h) {
 }
 
 /* An IPC message's token may go as soon as its pack and event record are queued
- * (the receiver waits for the event on the device: halo_ipc.c); where the update
- * records no event, once the packs are done (gw__halo_ipc_signals_on_host). */
+ * (the receiver waits for the event on the device: halo_ipc.c). */
 static int landed(const gw_halo *h, const gw__halo_dim *hd, int m) {
   const gw__halo_msg *g = &hd->msg[m];
-  if (!h->q) return 1;
-  if (g->ipc) return !gw__halo_ipc_signals_on_host(h);
-  return !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
+  return !h->q || g->ipc || !gw_array_pending(hd->seg[g->first + g->count - 1].send_seg);
 }
 
 static gw_status isend(gw_halo *h, int d, int m) {
-  static const unsigned char one = 1;
   gw__halo_dim *hd = &h->dim[d];
   const gw__halo_msg *g = &hd->msg[m];
   int shm = g->direct;
-  /* (IPC: 1 byte where the receiver must wait for our landed event, see landed_byte) */
-  int bytes = g->ipc ? !gw__halo_ipc_signals_on_host(h) : shm ? 0 : g->bytes;
-  const void *at = g->ipc ? (const void *)&one : halo_msg_at(h, g, g->off_send);
-  int rc = MPI_Isend(at, bytes, MPI_BYTE, hd->peer[g->side], halo_tag(h, d, g->side), h->comm,
-                     &hd->send_req[m]);
+  int rc = MPI_Isend(halo_msg_at(h, g, g->off_send), shm ? 0 : g->bytes, MPI_BYTE,
+                     hd->peer[g->side], halo_tag(h, d, g->side), h->comm, &hd->send_req[m]);
   if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Isend", d);
   /* shared memory: the peer's "free again" for what we just wrote into its
    * buffer, which the next pack into that buffer waits for (IPC into the ghost cells:
@@ -91,10 +81,7 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
   gw_status st;
   /* IPC into the ghost cells: our ghost cells of this dim are free once the work before
    * here on our queue is done: each neighbour hears it first, as its pack waits for it */
-  GW_TRACE_NOW(g0);
   if (h->ghost && (st = gw__halo_ipc_ghosts_free(h, d)) != GW_OK) return st;
-  GW_TRACE_NOW(g1);
-  GW_TRACE_SPAN("send: ghosts free (ipc)", g0, g1);
   for (int m = 0; m < hd->nmsg; m++) {
     const gw__halo_msg *g = &hd->msg[m];
     GW_TRACE_NOW(t0);
@@ -130,15 +117,10 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
     while (next < upto && landed(h, hd, next))
       if ((st = isend(h, d, next++)) != GW_OK) return st;
   }
-  int synced = 0; /* (IPC signalled from the host: one synchronization completes every pack) */
   for (; next < hd->nmsg; next++) {
     const gw__halo_msg *g = &hd->msg[next];
     GW_TRACE_NOW(t0);
-    st = GW_OK;
-    if (!g->ipc)
-      st = wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
-    else if (!landed(h, hd, next) && !synced++)
-      st = gw__halo_sync_stream(h, "path IPC: completing the packs");
+    st = g->ipc ? GW_OK : wait_landed(h, hd->seg[g->first + g->count - 1].send_seg, &spins);
     GW_TRACE_NOW(t1);
     if (st == GW_OK) st = isend(h, d, next);
     GW_TRACE_NOW(t2);
@@ -155,10 +137,9 @@ gw_status gw__halo_host_send(gw_halo *h, int d) {
 gw_status gw__halo_host_complete(gw_halo *h, int d) {
   gw__halo_dim *hd = &h->dim[d];
   for (;;) {
-    int idx = MPI_UNDEFINED, bytes = 0;
-    MPI_Status status;
+    int idx = MPI_UNDEFINED;
     GW_TRACE_NOW(t0);
-    int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, &status);
+    int rc = MPI_Waitany(hd->nmsg, hd->recv_req, &idx, MPI_STATUS_IGNORE);
     GW_TRACE_NOW(t1);
     if (idx != MPI_UNDEFINED) GW_TRACE_SPAN("complete: waitany", t0, t1);
     if (rc != MPI_SUCCESS) return gw__halo_mpi(rc, "MPI_Waitany (receives)", d);
@@ -166,8 +147,6 @@ gw_status gw__halo_host_complete(gw_halo *h, int d) {
     const gw__halo_msg *g = &hd->msg[idx];
     gw_status st = GW_OK;
     if (g->ipc) {
-      MPI_Get_count(&status, MPI_BYTE, &bytes);
-      hd->landed_byte[g->side] = bytes > 0; /* (the sender recorded its landed event) */
       /* (into the ghost cells: the wait for the sender's pack is all; nothing to unpack) */
       st = gw__halo_ipc_before_unpack(h, d, idx);
       if (st == GW_OK && !h->ghost) st = gw__halo_ipc_copy(h, d, idx, GW__HALO_UNPACK);

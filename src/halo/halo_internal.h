@@ -165,11 +165,6 @@ typedef struct {
    * its freed event (a stream-ordered update: wait for it on the device), 0
    * bytes when its unpacks were complete already */
   unsigned char free_byte[2];
-  /* The "landed" token of an IPC message per side, sized like "free again": 1 byte when
-   * its sender recorded its landed event (wait for it on the device before reading), 0
-   * bytes when its packs were complete before it was sent (a blocking update into the
-   * ghost cells: gw__halo_ipc_signals_on_host). Received here; once it is in, 1 or 0 by its size. */
-  unsigned char landed_byte[2];
   /* IPC path packing into the neighbours' ghost cells (gw_halo.ghost), per side s: the
    * on-node neighbour's ghost region of each field (nfields entries, NULL where a field has
    * no face here), views of its fields opened here (gw__halo_ipc_ghosts). The segments'
@@ -197,10 +192,6 @@ struct gw_halo {
                    (0: never) */
   gw_stream *stream;   /* the plan's stream; NULL: the backend has none, copies
                         run one by one */
-  gw_stream *legacy;   /* the legacy default stream (borrowed), packing into the ghost
-                        cells: a blocking update's "ghosts free" from the host waits for
-                        its earlier work, as any synchronous call is ordered after it,
-                        which synchronizing the plan's idle stream would not */
   gw_array *tok_in;    /* 1-byte device arrays whose pending-work events order the
                         plan's */
   gw_array *tok_out;   /* stream after the caller's (in) and the caller's after it
@@ -409,17 +400,9 @@ gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m);
 gw_status gw__halo_ipc_after_unpack(gw_halo *h, int d, int m);
 /* Packing into the ghost cells (h->ghost): at the start of dim d, for each IPC message it
  * receives, record "ghosts free" on the update's queue (after the caller's work and the
- * earlier dims' packs, the readers of those cells) and send the 1-byte "free" token; where
- * the signals go from the host (gw__halo_ipc_signals_on_host), synchronize the queue once
- * instead and send 0 bytes. */
+ * earlier dims' packs, the readers of those cells) and send the "free" token: 1 byte, or 0
+ * without a queue (nothing to wait for). */
 gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d);
-/* Whether this update's IPC signals are host-side: a blocking update into the ghost
- * cells (its stream is synchronized before it returns anyway) completes its packs before
- * their 0-byte "landed" tokens and its queue's work before its 0-byte "ghosts free" ones,
- * and records no interprocess event; every other update with a queue records events and
- * sends 1-byte tokens. The token's size tells the receiver which (a plan's ranks may mix
- * both kinds of update). */
-int gw__halo_ipc_signals_on_host(const gw_halo *h);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
 void gw__halo_ipc_close(gw_halo *h);

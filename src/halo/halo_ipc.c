@@ -236,30 +236,16 @@ gw_status gw__halo_ipc_ghosts(gw_halo *h) {
   return st;
 }
 
-int gw__halo_ipc_signals_on_host(const gw_halo *h) {
-  /* Into the ghost cells the receiver queues nothing after the signal (no unpack), so
-   * in a blocking update an event would only add a record, a device wait and the wait
-   * for it; into receive buffers the event lets the token go before the pack is done and
-   * the receiver queue its unpack behind it, which wins (docs/BENCHMARKS.md, issue 46
-   * item 2). No queue: every copy is complete when its call returns. */
-  return h->blocking && (h->ghost || !h->q);
-}
-
 gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d) {
   gw__halo_dim *hd = &h->dim[d];
-  int on_host = gw__halo_ipc_signals_on_host(h), synced = 0;
   for (int m = 0; m < hd->nmsg; m++) {
     if (!hd->msg[m].ipc) continue;
-    gw_status st = GW_OK;
-    /* the readers of our ghost cells queued before here (the earlier dims' packs, work
-     * the queue waits for; the legacy stream's earlier work, waited for in order_after):
-     * done on the host's say, or behind an event on the device */
-    if (on_host && !synced++)
-      st = gw__halo_sync_stream(h, "path IPC: waiting for the readers of the ghost cells");
-    else if (!on_host)
-      st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
-                "path IPC: recording \"ghosts free\" (gw__ipc_event_record)", d);
-    if (st == GW_OK) st = gw__halo_send_free(h, d, m, !on_host);
+    if (h->q) {
+      gw_status st = step(gw__ipc_event_record(hd->ipc_freed[hd->msg[m].side], h->q),
+                          "path IPC: recording \"ghosts free\" (gw__ipc_event_record)", d);
+      if (st != GW_OK) return st;
+    }
+    gw_status st = gw__halo_send_free(h, d, m, h->q ? 1 : 0);
     if (st != GW_OK) return st;
   }
   return GW_OK;
@@ -394,15 +380,14 @@ gw_status gw__halo_ipc_before_pack(gw_halo *h, int d, int m, int recorded) {
 
 gw_status gw__halo_ipc_after_pack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
-  if (gw__halo_ipc_signals_on_host(h)) return GW_OK; /* (the token goes once it is done) */
+  if (!h->q) return GW_OK;
   return step(gw__ipc_event_record(hd->ipc_landed[hd->msg[m].side], h->q),
               "path IPC: recording a pack's event (gw__ipc_event_record)", d);
 }
 
 gw_status gw__halo_ipc_before_unpack(gw_halo *h, int d, int m) {
   gw__halo_dim *hd = &h->dim[d];
-  /* (a 0-byte token: the sender's packs were complete when it was sent) */
-  if (!h->q || !hd->landed_byte[hd->msg[m].side]) return GW_OK;
+  if (!h->q) return GW_OK;
   return step(gw__ipc_event_wait(h->q, hd->ipc_peer_landed[hd->msg[m].side]),
               "path IPC: waiting for the neighbour's pack (gw__ipc_event_wait)", d);
 }
@@ -484,6 +469,4 @@ void gw__halo_ipc_close(gw_halo *h) {
     }
   gw_release(h->ipc_block);
   h->ipc_block = NULL;
-  if (h->legacy) gw_stream_destroy(h->legacy); /* (borrowed: only gpuwrap's handle goes) */
-  h->legacy = NULL;
 }

@@ -132,15 +132,6 @@ static gw_status order_after(gw_halo *h, gw_stream *s) {
     st = gw_array_wait(h->field[f], h->q);
     if (st != GW_OK) return gw__halo_call_failed(st, "gw_array_wait on a field", -1);
   }
-  /* A blocking update that tells its neighbours from the host that its ghost cells are
-   * free: work queued on the plan's (blocking) stream waits for the legacy stream's
-   * earlier work, a host synchronization of that stream while it is idle would not, and a
-   * synchronous call is ordered after it (a program's own kernel reading the ghost cells) */
-  if (h->legacy && gw__halo_ipc_signals_on_host(h)) {
-    st = gw_stream_synchronize(h->legacy);
-    if (st != GW_OK)
-      return gw__halo_call_failed(st, "path IPC: waiting for the legacy stream's work", -1);
-  }
   return GW_OK;
 }
 

@@ -1102,11 +1102,10 @@ static void test_ipc(gw_context *ctx) {
   static const struct {
     gw_cpu_op op;
     const char *says;
-  } inject[5] = {{GW_CPU_OP_IPC_EXPORT, "gw_ipc_export"},
+  } inject[4] = {{GW_CPU_OP_IPC_EXPORT, "gw_ipc_export"},
                  {GW_CPU_OP_IPC_OPEN, "gw_ipc_open"},
                  {GW_CPU_OP_IPC_EVENT_CREATE, "gw__ipc_event_create"},
-                 {GW_CPU_OP_IPC_EVENT_OPEN, "gw__ipc_event_open"},
-                 {GW_CPU_OP_STREAM_BORROW, "gw_stream_wrap (the legacy stream)"}};
+                 {GW_CPU_OP_IPC_EVENT_OPEN, "gw__ipc_event_open"}};
   /* GPUWRAP_HALO_IPC_DIRECT=1: each of the victim's exports (its fields') and opens (its
    * neighbours' fields') failing in turn makes every rank fall back to the receive buffers
    * alike: a plan that holds them and updates, nothing left mapped. (A buffer's export or
@@ -1148,11 +1147,10 @@ static void test_ipc(gw_context *ctx) {
     if (!fell) FAIL_("%s: no call to fail", inject[k].says);
     g_checks++;
   }
-  for (int k = 0; k < 5; k++) {
+  for (int k = 0; k < 4; k++) {
     /* the victim's first call of that kind fails (with GPUWRAP_HALO_IPC_DIRECT=1 the
-     * export's and the open's are the fields': every rank falls back, above; only into
-     * the ghost cells does a plan borrow the legacy stream) */
-    if (ipc_direct() ? k < 2 : k == 4) continue;
+     * export's and the open's are the fields': every rank falls back, above) */
+    if (ipc_direct() && k < 2) continue;
     if (g_rank == victim) gw_cpu_fail_op(inject[k].op, 1, GW_EBACKEND);
     gw_status st = gw_halo_create(a, cart, w, GW_HALO_PATH_IPC, &h);
     gw_cpu_fail_reset();

@@ -86,8 +86,7 @@ int main(int argc, char **argv) {
   /* "blocking": the slow rank 1 runs blocking updates too, after an asynchronous copy into
    * its field: rank 0 may read its halo only after rank 1's slow pack (else it holds update
    * k-1's value), and, into the ghost cells, rank 0's pack must land after rank 1's slow
-   * copy of update k's poisoned halo (else snapshot k holds -1); into the ghost cells both
-   * signals go from the host, so rank 1's tokens must wait for its slow stream */
+   * copy of update k's poisoned halo (else snapshot k holds -1) */
   const int slow_blocking = argc > 1 && !strcmp(argv[1], "blocking");
   /* "legacy": the same, but rank 1's slow copy runs on the legacy default stream into a
    * second wrap of the field's memory, work gpuwrap does not track for the field (as a
