@@ -19,6 +19,7 @@
 #define GW_CORE_BACKEND_H
 
 #include "gpuwrap.h"
+#include "signals.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -40,11 +41,13 @@
  * in gw__ipc_share, ipc_vmm_open and ipc_vmm_close). 16 (15 was the reverted stream
  * memory operations' number, not reused): GW__IPC_VMM_MAX_CHUNKS 8 -> 1024 and the
  * manifest in gw__ipc_share (spans of more chunks than a handle holds). 17: the setting
- * GPUWRAP_HALO_IPC_DIRECT (the settings' ids a plugin reads shifted). A plugin of another ABI
+ * GPUWRAP_HALO_IPC_DIRECT (the settings' ids a plugin reads shifted). 18: xfer_copy_batch_signalled
+ * (gw__signals: the halo's IPC packs that signal their neighbours on the device) and the
+ * setting GPUWRAP_HALO_IPC_SIGNAL (ids shifted again). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 17
+#define GW__BACKEND_ABI 18
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */
@@ -299,6 +302,15 @@ typedef struct gw__backend_ops {
    * on it: gw_ipc_open maps a handle's device UUID to this process's ordinal. NULL: the
    * backend cannot tell (handles then go by the exporter's ordinal). */
   gw_status (*dev_uuid)(int device, unsigned char uuid[16]);
+
+  /* ABI 18. xfer_copy_batch on a stream (never NULL: the signals order this stream against
+   * another process's) as one operation that also signals through 32-bit words of device
+   * memory (sig, below): the halo's IPC pack into the neighbours' ghost cells (halo_ipc_signal.c).
+   * NULL, or GW_ENOTSUP for transfers it cannot run so (then nothing is queued): the
+   * caller signals another way. Refused inside a capture (a replay would reuse the epoch).
+   * Counts as one backend call (the CPU model's GW_CPU_OP_COPY). */
+  gw_status (*xfer_copy_batch_signalled)(void *state, const gw__xfer *x, int n, void *stream,
+                                         const gw__signals *sig);
 } gw__backend_ops;
 
 /* What the core lends a plugin. */

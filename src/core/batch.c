@@ -182,6 +182,29 @@ gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
   return s != GW_OK ? s : w;
 }
 
+int gw__batch_can_signal(const gw__batch *b) {
+  return b && b->batched && b->ctx->ops->xfer_copy_batch_signalled != NULL;
+}
+
+gw_status gw__batch_run_signalled(gw__batch *b, gw_stream *st, const gw__signals *sig) {
+  if (!b || !st || !sig)
+    return gw__fail(GW_EINVAL, "%s: NULL", !b ? "batch" : !st ? "stream" : "signals");
+  if (!gw__batch_can_signal(b))
+    return gw__fail(GW_ENOTSUP, "this batch of copies cannot signal on the device (%s)",
+                    b->batched ? "its backend has no signalled batch"
+                               : "its copies are not one backend batch");
+  if (b->ctx->ops != st->ctx->ops)
+    return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
+                    st->ctx->ops->name, b->ctx->ops->name);
+  uint64_t cap = 0;
+  gw_status s = gw__capturing(st, &cap);
+  if (s != GW_OK) return s;
+  if (cap)
+    return gw__refuse_capture("a signalled batch of copies",
+                              "its epoch is fixed when it is queued, and a replay would reuse it");
+  return b->ctx->ops->xfer_copy_batch_signalled(b->ctx->state, b->x, b->m, st->handle, sig);
+}
+
 gw_status gw__copy_many(gw_array *const *dst, const gw_array *const *src, int n, gw_stream *st) {
   gw__batch *b = NULL;
   gw_status s = gw__batch_make(dst, src, n, &b);

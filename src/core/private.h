@@ -6,7 +6,8 @@
  * does (CTest abi.private checks it against the hash recorded in src/core/abi.lock and says
  * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
  * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID; 6: gw__dtype_from_dl; 7: the setting
- * GPUWRAP_HALO_AUTO_MPS; 8: the setting GPUWRAP_HALO_IPC_DIRECT);
+ * GPUWRAP_HALO_AUTO_MPS; 8: the setting GPUWRAP_HALO_IPC_DIRECT; 9: gw__batch_run_signalled and
+ * the setting GPUWRAP_HALO_IPC_SIGNAL);
  * a caller checks
  * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
@@ -19,8 +20,9 @@
 #include "gpuwrap.h"
 #include "gpuwrap/dlpack.h"
 #include "settings.h"
+#include "signals.h"
 
-#define GW__PRIVATE_ABI 8
+#define GW__PRIVATE_ABI 9
 
 GW_API int gw__private_abi(void);
 
@@ -76,6 +78,14 @@ GW_API gw_status gw__batch_run_unnoted(gw__batch *b, gw_stream *s);
  * BENCHMARKS.md). For callers that wait right away. */
 GW_API gw_status gw__batch_run_wait(gw__batch *b, gw_stream *s);
 GW_API void gw__batch_free(gw__batch *b);
+/* b as one signalled operation on s (backend.h: gw__signals, the order of its stores and
+ * waits), without pending-work events (the halo orders its own queue). GW_ENOTSUP, with
+ * nothing queued, where b is not one backend batch or its backend cannot signal so: the
+ * caller then signals another way. Refused inside a capture. */
+GW_API gw_status gw__batch_run_signalled(gw__batch *b, gw_stream *s, const gw__signals *sig);
+/* Whether gw__batch_run_signalled can run b (one backend batch, a backend with the
+ * operation): what a plan asks once, at creation. */
+GW_API int gw__batch_can_signal(const gw__batch *b);
 
 /*
  * Make `then` wait, on the device, for the work queued on `first` so far (an event recorded

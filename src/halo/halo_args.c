@@ -108,7 +108,7 @@ gw_status gw__halo_check_args(const char *fn, const gw_halo_field *fields, int n
 }
 
 gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out) {
-  long long aware = 0, shm = 1, group = 0, chunk = 0, self = 0, mps = 0, direct = 0;
+  long long aware = 0, shm = 1, group = 0, chunk = 0, self = 0, mps = 0, direct = 0, sig = 0;
   gw_status st = gw__setting_int(GW__SET_HALO_GPU_AWARE, &aware);
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_SHM, &shm);
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_SHM_GROUP, &group);
@@ -116,9 +116,10 @@ gw_status gw__halo_read_settings(const char *fn, gw__halo_settings *out) {
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_NCCL_SELF, &self);
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_AUTO_MPS, &mps);
   if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_IPC_DIRECT, &direct);
+  if (st == GW_OK) st = gw__setting_int(GW__SET_HALO_IPC_SIGNAL, &sig);
   if (st != GW_OK) return gw__halo_fail(st, "%s: %s", fn, gw_last_error());
   /* the choices' indices: auto|0|1, mode|ipc|host */
-  *out = (gw__halo_settings){(int)aware - 1, (int)shm, (int)group, (size_t)chunk,
-                             (int)self,      (int)mps, (int)direct};
+  *out = (gw__halo_settings){(int)aware - 1, (int)shm, (int)group,  (size_t)chunk,
+                             (int)self,      (int)mps, (int)direct, (int)sig};
   return GW_OK;
 }

@@ -207,6 +207,9 @@ static gw_status create(const char *fn, const gw_halo_field *fields, int nfields
   if (st == GW_OK && h->nccl && h->stream) st = gw__halo_nccl_connect(h);
   /* 11: a plan on some ranks only would leave the others waiting in their first update */
   st = gw__halo_agree_once(h->comm, st, fn, &failed);
+  /* (IPC into the ghost cells: whether the packs signal on the device, every rank's
+   * choice alike) */
+  if (st == GW_OK) st = gw__halo_agree_once(h->comm, gw__halo_ipc_signal(h), fn, &failed);
   /* 12: AUTO per mode (h->per_mode, alike on every rank: gw__halo_ipc_decide): the
    * stream-ordered calls' plan over the same fields, on the host path AUTO takes without
    * IPC (the IPC choice needs MPI not GPU-aware, and NCCL was not taken). A whole create

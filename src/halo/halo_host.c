@@ -24,7 +24,9 @@ static gw_status wait_landed(gw_halo *h, const gw_array *seg, int *spins) {
 }
 
 gw_status gw__halo_host_post_receives(gw_halo *h) {
-  if (h->nccl) return GW_OK; /* NCCL posts its receives with its sends (nccl_dim) */
+  /* NCCL posts its receives with its sends (nccl_dim); IPC signalled on the device has
+   * none (every remote message is one of its) */
+  if (h->nccl || h->sig) return GW_OK;
   for (int d = 0; d < h->ndim; d++) {
     gw__halo_dim *hd = &h->dim[d];
     if (hd->link != LINK_MPI) continue;

@@ -87,6 +87,7 @@ typedef struct {
   int auto_mps;   /* GPUWRAP_HALO_AUTO_MPS: AUTO_MPS_* */
   int ipc_direct; /* GPUWRAP_HALO_IPC_DIRECT: the IPC path packs into the neighbours' ghost
                      cells (h->ghost) */
+  int ipc_signal; /* GPUWRAP_HALO_IPC_SIGNAL: ... and signals them on the device (h->sig) */
 } gw__halo_settings;
 
 /* What AUTO takes between ranks sharing a device under MPS (GPUWRAP_HALO_AUTO_MPS, in the
@@ -170,6 +171,12 @@ typedef struct {
    * no face here), views of its fields opened here (gw__halo_ipc_ghosts). The segments'
    * send_seg are these views; their recv_seg are NULL (nothing is received into a buffer). */
   gw_array **ghost_peer[2];
+  /* IPC signalled on the device (gw_halo.sig, halo_ipc_signal.c): every message's packs
+   * of this dim as one batch, the neighbours' signal blocks opened here (NULL: no
+   * neighbour on that side), and the epoch of the last operation queued. */
+  gw__batch *sig_pack;
+  gw_array *sig_peer[2];
+  uint32_t sig_epoch;
 } gw__halo_dim;
 
 struct gw_halo {
@@ -248,7 +255,12 @@ struct gw_halo {
    * records "landed" and sends its token; the receiver's queue waits for "landed". No token
    * outlives an update (no resync after a failure, no release after a blocking one). */
   int ghost;
-  int ipc_only; /* every remote message is an IPC one: nothing is received into a
+  /* ... signalled on the device (halo_ipc_signal.c): each dim one operation on the
+   * plan's stream, its "free" and "landed" stored into words of the neighbours' signal
+   * blocks and waited for there; no token, event or host wait. Alike on every rank. */
+  int sig;
+  gw_array *sig_block; /* this rank's words, exported */
+  int ipc_only;        /* every remote message is an IPC one: nothing is received into a
                    buffer on the host's say, so no host wait guards the next update */
   /* AUTO's choice per mode (GPUWRAP_HALO_AUTO_MPS=mode): where AUTO took IPC only
    * because ranks share a device under MPS, IPC is faster for the host-ordered calls but
@@ -284,6 +296,10 @@ static inline int halo_tag_offset(int d, int toward_high) {
  * rounds of 6) */
 static inline int halo_tag_ghost(int d, int toward_high) {
   return 12 * EPOCHS + 18 + 2 * d + toward_high;
+}
+/* ... and of the signal blocks' handles (halo_ipc_signal.c) */
+static inline int halo_tag_signal(int d, int toward_high) {
+  return 12 * EPOCHS + 24 + 2 * d + toward_high;
 }
 
 /* ---- shared by the files of the halo module
@@ -406,6 +422,20 @@ gw_status gw__halo_ipc_ghosts_free(gw_halo *h, int d);
 /* Unmap the neighbours' blocks, wait for every rank, free this rank's
  * (collective). */
 void gw__halo_ipc_close(gw_halo *h);
+
+/* halo_ipc_signal.c: the IPC packs into the ghost cells signalled on the device */
+/* Whether they are (collective over the plan, once the stream exists): with
+ * GPUWRAP_HALO_IPC_SIGNAL=1, a plan whose every remote message is IPC into the ghost
+ * cells, and every rank able (each dim's packs one batch its backend can signal, its
+ * signal block made and exported, the neighbours' opened), sets h->sig alike everywhere;
+ * otherwise every rank releases what it made and keeps the events (GW_OK). An error only
+ * where MPI fails. */
+gw_status gw__halo_ipc_signal(gw_halo *h);
+/* Queue dim d's signalled operation on h->q (halo_ipc_signal.c says what it does). */
+gw_status gw__halo_ipc_signal_dim(gw_halo *h, int d);
+/* Unmap the neighbours' blocks (before gw__halo_ipc_close's barrier: `after` 0), free
+ * this rank's (after it: `after` 1). */
+void gw__halo_ipc_signal_close(gw_halo *h, int after);
 
 /* halo_nccl.c: choosing NCCL, its communicator, and a dim's exchange through it
  */

@@ -456,10 +456,12 @@ void gw__halo_ipc_close(gw_halo *h) {
       gw__ipc_event_destroy(hd->ipc_peer_freed[s]);
       hd->ipc_peer_landed[s] = hd->ipc_peer_freed[s] = NULL;
     }
+  gw__halo_ipc_signal_close(h, 0);
   /* The neighbours' streams are gone and their mappings of this block and of
    * these events closed once every rank got here: only then may their maker free
    * them. */
   (void)MPI_Barrier(h->comm);
+  gw__halo_ipc_signal_close(h, 1);
   for (int d = 0; d < 3; d++)
     for (int s = 0; s < 2; s++) {
       gw__halo_dim *hd = &h->dim[d];

@@ -72,6 +72,8 @@ static gw_status run_dims(gw_halo *h, int d, int split, int wait) {
       d = h->self_last[d];
     } else if (hd->link == LINK_MPI && h->nccl) {
       st = gw__halo_nccl_dim(h, d); /* queued, never in flight on the host: nothing to split */
+    } else if (hd->link == LINK_MPI && h->sig) {
+      st = gw__halo_ipc_signal_dim(h, d); /* the same: the device signals */
     } else if (hd->link == LINK_MPI) {
       st = gw__halo_host_send(h, d);
       if (st == GW_OK && split) {
@@ -247,7 +249,8 @@ gw_status gw_halo_start(gw_halo *h) {
   /* Without a dim in flight (every exchange local) the copies complete here, as
    * a start that sent nothing has nothing for finish to wait on; with one, finish
    * completes them with the rest (the program reads no halo cell before it). */
-  if (st == GW_OK && h->inflight < 0 && !h->nccl) { /* NCCL: all queued, finish waits */
+  /* (NCCL, IPC signalled on the device: all queued, finish waits) */
+  if (st == GW_OK && h->inflight < 0 && !h->nccl && !h->sig) {
     st = gw__halo_sync_stream(h, "gw_halo_start");
     if (st != GW_OK) quiesce(h);
   }

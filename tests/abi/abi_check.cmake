@@ -7,6 +7,7 @@
 # What is hashed (comments and whitespace removed, so rewording a comment is free):
 #   private  src/core/private.h, the order of the settings' ids (settings_table.h: the halo
 #            and the Python extension pass ids to gw__setting_int) and src/core/settings.h;
+#   both     src/core/signals.h (the one type both ABIs pass on);
 #   backend  src/core/backend.h, the settings' ids (the host API takes them) and the public
 #            types a plugin fills or reads: gw_status, gw_memkind, gw_ptrinfo (gpuwrap.h).
 # The line `#define GW__<KIND>_ABI N` itself is left out of the hash.
@@ -61,6 +62,10 @@ gw_strip_c("${htext}" canon)
 file(READ "${SRC}/src/core/settings_table.h" stext)
 string(REGEX MATCHALL "X\\([A-Z0-9_]+," ids "${stext}")
 string(APPEND canon "\nsettings ids: ${ids}")
+# (from private 9 and backend 18: the shared gw__signals)
+file(READ "${SRC}/src/core/signals.h" sigtext)
+gw_strip_c("${sigtext}" sigtext)
+string(APPEND canon "\nsignals.h: ${sigtext}")
 
 if(KIND STREQUAL "private")
   file(READ "${SRC}/src/core/settings.h" t)

@@ -14,6 +14,8 @@
  *             own until the peer's says free, copies its part, writes its "landed" word in
  *             the peer's memory; block 0 spins until all the peer's blocks landed; then
  *             one synchronize. No MPI, one launch.
+ *             (kernel8/32/132: that many blocks of 1024 threads; hybrid32: the "free"
+ *             words by stream memory operations, the rest in a 32-block kernel)
  *   copy      cudaMemcpyAsync into the peer + synchronize, no ordering (the floor)
  *
  * Usage: mpirun -np 2 halo_signal [iterations]   (both ranks on one GPU, MPS running)
@@ -30,29 +32,29 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                            \
-    }                                                                                          \
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                      \
+    }                                                                                    \
   } while (0)
-#define CKD(x)                                                                                 \
-  do {                                                                                         \
-    CUresult r_ = (x);                                                                         \
-    if (r_ != CUDA_SUCCESS) {                                                                  \
-      fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)r_);                      \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                            \
-    }                                                                                          \
+#define CKD(x)                                                            \
+  do {                                                                    \
+    CUresult r_ = (x);                                                    \
+    if (r_ != CUDA_SUCCESS) {                                             \
+      fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)r_); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                       \
+    }                                                                     \
   } while (0)
 
 static const size_t FACE = 258 * 258 * 8; /* ~520 KiB, the plane of a 256^3 field with halos */
-static const int NB = 8;                  /* blocks of the signalling kernel */
+static const int NB = 264; /* the most blocks of a signalling kernel (2 per SM of an H100) */
 
 /* One rank's exported block: its ghost plane, then the words its neighbour writes. */
 struct words {
-  unsigned free_in;      /* the neighbour's ghosts are free for this rank's pack */
+  unsigned free_in; /* the neighbour's ghosts are free for this rank's pack */
   unsigned pad[31];
   unsigned landed_in[NB]; /* the neighbour's block b landed in this rank's ghosts */
 };
@@ -60,8 +62,8 @@ struct words {
 __device__ static bool reached(unsigned v, unsigned epoch) { return (int)(v - epoch) >= 0; }
 
 __global__ void sig_pack(const double2 *__restrict__ src, double2 *peer_ghost, size_t n2,
-                         words *mine, words *peer, unsigned epoch) {
-  if (threadIdx.x == 0) {
+                         words *mine, words *peer, unsigned epoch, int wait_free) {
+  if (threadIdx.x == 0 && wait_free) {
     if (blockIdx.x == 0) {
       __threadfence_system(); /* (this stream's earlier work on our ghosts is done) */
       *(volatile unsigned *)&peer->free_in = epoch;
@@ -79,7 +81,7 @@ __global__ void sig_pack(const double2 *__restrict__ src, double2 *peer_ghost, s
     __threadfence_system();
     *(volatile unsigned *)&peer->landed_in[blockIdx.x] = epoch;
     if (blockIdx.x == 0) {
-      for (int b = 0; b < NB; b++)
+      for (int b = 0; b < (int)gridDim.x; b++)
         while (!reached(*(volatile unsigned *)&mine->landed_in[b], epoch)) {
         }
       __threadfence();
@@ -122,8 +124,8 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   cudaIpcMemHandle_t mh, ph;
   CK(cudaIpcGetMemHandle(&mh, blk));
-  MPI_Sendrecv(&mh, sizeof mh, MPI_BYTE, peer, 0, &ph, sizeof ph, MPI_BYTE, peer, 0,
-               MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Sendrecv(&mh, sizeof mh, MPI_BYTE, peer, 0, &ph, sizeof ph, MPI_BYTE, peer, 0, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
   char *pblk;
   CK(cudaIpcOpenMemHandle((void **)&pblk, ph, cudaIpcMemLazyEnablePeerAccess));
   words *mine = (words *)(blk + FACE), *theirs = (words *)(pblk + FACE);
@@ -133,8 +135,9 @@ int main(int argc, char **argv) {
   CK(cudaMallocHost(&pin_recv, FACE));
 
   unsigned epoch = 0;
-  const char *names[] = {"host", "tokens", "memops", "kernel", "copy"};
-  const int NV = 5, ROUNDS = 7;
+  const char *names[] = {"host",     "tokens",    "memops",   "kernel8",
+                         "kernel32", "kernel132", "hybrid32", "copy"};
+  const int NV = 8, ROUNDS = 7;
   std::vector<double> t[NV];
   for (int r = 0; r < ROUNDS; r++)
     for (int v = 0; v < NV; v++) {
@@ -169,13 +172,27 @@ int main(int argc, char **argv) {
           CK(cudaStreamSynchronize(s));
           break;
         case 3:
+        case 4:
+        case 5: {
+          int nb = v == 3 ? 8 : v == 4 ? 32 : 132;
           ++epoch;
-          sig_pack<<<NB, 1024, 0, s>>>((const double2 *)boundary, (double2 *)peer_ghost, FACE / 16,
-                                       mine, theirs, epoch);
+          sig_pack<<<nb, 1024, 0, s>>>((const double2 *)boundary, (double2 *)peer_ghost, FACE / 16,
+                                       mine, theirs, epoch, 1);
           CK(cudaGetLastError());
           CK(cudaStreamSynchronize(s));
           break;
-        case 4:
+        }
+        case 6: /* the free words by stream memory operations (no SM spins on them), the
+                   landed ones by the kernel */
+          ++epoch;
+          CKD(cuStreamWriteValue32(s, (CUdeviceptr)&theirs->free_in, epoch, 0));
+          CKD(cuStreamWaitValue32(s, (CUdeviceptr)&mine->free_in, epoch, CU_STREAM_WAIT_VALUE_GEQ));
+          sig_pack<<<32, 1024, 0, s>>>((const double2 *)boundary, (double2 *)peer_ghost, FACE / 16,
+                                       mine, theirs, epoch, 0);
+          CK(cudaGetLastError());
+          CK(cudaStreamSynchronize(s));
+          break;
+        case 7:
           CK(cudaMemcpyAsync(peer_ghost, boundary, FACE, cudaMemcpyDeviceToDevice, s));
           CK(cudaStreamSynchronize(s));
           break;

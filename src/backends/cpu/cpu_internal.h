@@ -224,6 +224,8 @@ gw_status gw__cpu_stream_copy(int device, const gw__xfer *x, void *stream);
 /* n transfers as ONE item of the stream, run in order (synchronous, or with pageable
  * memory on any side: all run by the caller, complete on return). */
 gw_status gw__cpu_stream_copy_batch(int device, const gw__xfer *x, int n, void *stream);
+gw_status gw__cpu_stream_copy_batch_signalled(int device, const gw__xfer *x, int n, void *stream,
+                                              const gw__signals *sig);
 gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream);
 gw_status gw__cpu_device_synchronize(int device);
 gw_status gw__cpu_stream_create(int device, void **stream);

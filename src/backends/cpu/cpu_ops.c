@@ -134,6 +134,12 @@ static gw_status cpu_copy_batch(void *state, const gw__xfer *x, int n, void *str
   RELAXED(gw__cpu_stream_copy_batch(gw__cpu_state_device(state), x, n, stream));
 }
 
+static gw_status cpu_copy_batch_signalled(void *state, const gw__xfer *x, int n, void *stream,
+                                          const gw__signals *sig) {
+  CHECK(GW_CPU_OP_COPY);
+  RELAXED(gw__cpu_stream_copy_batch_signalled(gw__cpu_state_device(state), x, n, stream, sig));
+}
+
 static gw_status cpu_fill(void *state, const gw__fillspec *f, void *stream) {
   CHECK(GW_CPU_OP_FILL);
   RELAXED(gw__cpu_stream_fill(gw__cpu_state_device(state), f, stream));
@@ -316,6 +322,7 @@ const gw__backend_ops gw__cpu_ops = {
     .mem_device_address = cpu_device_address,
     .xfer_copy = cpu_copy,
     .xfer_copy_batch = cpu_copy_batch,
+    .xfer_copy_batch_signalled = cpu_copy_batch_signalled,
     .xfer_fill = cpu_fill,
     .ctx_synchronize = cpu_synchronize,
     .stream_create = cpu_stream_create,

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,10 +55,35 @@ static bool blocking_done_before(int device, uint64_t before) {
 /* Whether an interprocess wait's record has run, in whichever process made it. */
 static bool shared_ready(const item *h) { return gw__cpu_evshm_reached(h->sh, h->sh_value); }
 
+/* The words of a signalled batch: the model's device memory is host memory (shared with
+ * the other process where exported, cpu_ipc.c), so C11 atomics on it are what the device's
+ * own stores and loads are; lock-free, so they work across processes. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signalled batch's words need lock-free atomics");
+
+static bool value_reached(const item *h) {
+  for (int i = 0; i < 2; i++)
+    if (h->u.v.w[i] &&
+        (int32_t)(atomic_load_explicit((_Atomic uint32_t *)h->u.v.w[i], memory_order_acquire) -
+                  h->u.v.value) < 0)
+      return false;
+  return true;
+}
+
+static void write_value(const item *h) {
+  /* release: the stream's work before the store is visible to whoever sees the value */
+  for (int i = 0; i < 2; i++)
+    if (h->u.v.w[i])
+      atomic_store_explicit((_Atomic uint32_t *)h->u.v.w[i], h->u.v.value, memory_order_release);
+}
+
+bool gw__cpu_waits_outside(const item *h) {
+  return (h->kind == IT_SHWAIT && !shared_ready(h)) || (h->kind == IT_WAITVAL && !value_reached(h));
+}
+
 /* The head h of q may run: its stream-ordering dependencies have completed. */
 bool gw__cpu_queue_ready(const queue *q, const item *h) {
   if (h->kind == IT_WAIT && h->wait_q->done < h->wait_ticket) return false;
-  if (h->kind == IT_SHWAIT && !shared_ready(h)) return false;
+  if (gw__cpu_waits_outside(h)) return false;
   if (q->kind == Q_BLOCKING && h->legacy_after && legacy[q->device].done < h->legacy_after)
     return false;
   if (q->kind == Q_LEGACY && !blocking_done_before(q->device, h->seq)) return false;
@@ -142,6 +168,8 @@ static void run_item(item *h) {
       (void)gw__cpu_copy(&h->u.b.x[i]);
   else if (h->kind == IT_SIGNAL)
     gw__cpu_evshm_raise(h->sh, h->sh_value);
+  else if (h->kind == IT_WRITEVAL)
+    write_value(h);
 }
 
 /*
@@ -166,7 +194,7 @@ void gw__cpu_child_drain(void) {
       pthread_cond_wait(&cond, &gw__cpu_streams_mutex);
       continue;
     }
-    if (h->kind == IT_SHWAIT && !shared_ready(h)) { /* another process's record: poll */
+    if (gw__cpu_waits_outside(h)) { /* another process's record or store: poll */
       poll_wait();
       continue;
     }
@@ -193,7 +221,7 @@ static void *worker(void *arg) {
       continue;
     }
     /* Caller items are the caller's to run (it waits for the same readiness). */
-    if (h->kind == IT_SHWAIT && !shared_ready(h)) {
+    if (gw__cpu_waits_outside(h)) {
       poll_wait();
       continue;
     }

@@ -181,6 +181,71 @@ gw_status gw__cpu_stream_copy_batch(int device, const gw__xfer *x, int n, void *
   return st;
 }
 
+/* A signalled batch (backend.h: gw__signals) as five items pushed together: the stores,
+ * the wait, the copies, the stores, the wait. All are made before any is pushed, so a
+ * failure queues none: a half-queued signal would leave the neighbour waiting. */
+gw_status gw__cpu_stream_copy_batch_signalled(int device, const gw__xfer *x, int n, void *stream,
+                                              const gw__signals *sig) {
+  (void)device;
+  if (n < 0) return gw__fail(GW_EINVAL, "copy_batch_signalled: n is %d", n);
+  if (!stream || !sig)
+    return gw__fail(GW_EINVAL, "copy_batch_signalled: %s is NULL", !stream ? "stream" : "sig");
+  for (int i = 0; i < n; i++) {
+    gw_status st = gw__cpu_copy_check(&x[i]);
+    if (st != GW_OK) return st;
+    if (x[i].dst_kind == GW_MEM_HOST || x[i].src_kind == GW_MEM_HOST)
+      return gw__fail(GW_ENOTSUP,
+                      "copy_batch_signalled: transfer %d has pageable memory, "
+                      "which the host copies (no stream work to signal)",
+                      i);
+  }
+  item *it[5] = {NULL};
+  gw__xfer *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+  bool ok = copy != NULL;
+  for (int k = 0; ok && k < 5; k++) ok = (it[k] = calloc(1, sizeof *it[k])) != NULL;
+  if (!ok) {
+    for (int k = 0; k < 5; k++) free(it[k]);
+    free(copy);
+    return gw__fail(GW_ENOMEM, "cpu backend: out of host memory for a stream's work items");
+  }
+  if (n > 0) memcpy(copy, x, (size_t)n * sizeof *copy);
+  const item_kind kind[5] = {IT_WRITEVAL, IT_WAITVAL, IT_BATCH, IT_WRITEVAL, IT_WAITVAL};
+  uint32_t *const *words[5] = {sig->post, (uint32_t *const *)sig->wait, NULL, sig->done,
+                               (uint32_t *const *)sig->until};
+  for (int k = 0; k < 5; k++) {
+    it[k]->kind = kind[k];
+    it[k]->heap = true;
+    if (k == 2) {
+      it[k]->u.b.x = copy;
+      it[k]->u.b.n = n;
+      continue;
+    }
+    it[k]->u.v.w[0] = words[k][0];
+    it[k]->u.v.w[1] = words[k][1];
+    it[k]->u.v.value = sig->epoch;
+  }
+  queue *q = queue_of(stream);
+  pthread_mutex_lock(&gw__cpu_streams_mutex);
+  gw_status st = GW_OK;
+  if (q->dead)
+    st = gw__fail(GW_EINVAL, "cpu backend: the stream was destroyed by its owner");
+  else if (q->cap)
+    st = gw__fail(GW_ENOTSUP, "cpu backend: a signalled batch on a capturing stream: its epoch "
+                              "is fixed when queued (not supported; the capture goes on)");
+  else if (!q->has_thread && !gw__cpu_forked_child)
+    st = gw__cpu_start_worker(q);
+  if (st == GW_OK) {
+    for (int k = 0; k < 5; k++) gw__cpu_push(q, it[k]);
+    gw__cpu_child_drain();
+  }
+  pthread_mutex_unlock(&gw__cpu_streams_mutex);
+  if (st != GW_OK) {
+    for (int k = 0; k < 5; k++) free(it[k]);
+    free(copy);
+  }
+  return st;
+}
+
 gw_status gw__cpu_stream_fill(int device, const gw__fillspec *f, void *stream) {
   int empty = 0;
   gw_status st = gw__cpu_fill_check(f, &empty);

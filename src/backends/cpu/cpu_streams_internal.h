@@ -16,7 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* IT_SIGNAL / IT_SHWAIT: an interprocess event's record / wait (cpu_ipc_event.c). */
+/* IT_SIGNAL / IT_SHWAIT: an interprocess event's record / wait (cpu_ipc_event.c).
+ * IT_WRITEVAL / IT_WAITVAL: the stores and waits of a signalled batch (backend.h:
+ * gw__signals): store a value into up to two 32-bit words / wait until both hold it. */
 typedef enum {
   IT_COPY,
   IT_FILL,
@@ -25,7 +27,9 @@ typedef enum {
   IT_NOP,
   IT_BATCH,
   IT_SIGNAL,
-  IT_SHWAIT
+  IT_SHWAIT,
+  IT_WRITEVAL,
+  IT_WAITVAL
 } item_kind;
 typedef enum { Q_LEGACY, Q_BLOCKING, Q_NONBLOCKING } queue_kind;
 typedef enum { BY_LEGACY, BY_GPUWRAP, BY_EXTERNAL } queue_owner;
@@ -53,6 +57,10 @@ typedef struct item {
       gw__xfer *x; /* IT_BATCH: malloc'd, freed when the item completes */
       int n;
     } b;
+    struct {
+      uint32_t *w[2]; /* IT_WRITEVAL / IT_WAITVAL: the words (NULL: none) */
+      uint32_t value;
+    } v;
   } u;
 } item;
 
@@ -110,6 +118,9 @@ void gw__cpu_push(queue *q, item *it);
 void gw__cpu_child_drain(void);
 /* The head h of q may run: its stream-ordering dependencies have completed. */
 bool gw__cpu_queue_ready(const queue *q, const item *h);
+/* h waits for another process (an interprocess event's record, a signalled batch's word),
+ * which wakes nobody here: the caller polls. */
+bool gw__cpu_waits_outside(const item *h);
 /* Pop q's head h, which has run (freeing it if it is a worker item). */
 void gw__cpu_queue_complete(queue *q, item *h);
 /* Drop a reference to q (a legacy queue has none): freed with the last. */

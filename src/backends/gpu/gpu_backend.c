@@ -287,10 +287,6 @@ static gw_status device_address(void *state, void *host, void **dev) {
 
 /* ---- the table and the plugin entry ------------------------------------------------------ */
 
-/* gpu_copy.c: a batch of independent transfers in one kernel launch where it can
- * (declared here: gpu_internal.h belongs to the copy module's other users). */
-gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream);
-
 /* Streams and events are in gpu_streams.c, the transfers that use them in gpu_copy.c. */
 static const gw__backend_ops gwg_ops = {
     .name = GWV_NAME,
@@ -307,6 +303,7 @@ static const gw__backend_ops gwg_ops = {
     .mem_device_address = device_address,
     .xfer_copy = gwg_copy,
     .xfer_copy_batch = gwg_copy_batch,
+    .xfer_copy_batch_signalled = gwg_copy_batch_signalled,
     .xfer_fill = gwg_fill,
     .ctx_synchronize = gwg_synchronize,
     .stream_create = gwg_stream_create,

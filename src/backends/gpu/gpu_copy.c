@@ -406,6 +406,57 @@ out:
 #endif
 }
 
+/*
+ * A signalled batch (backend.h: xfer_copy_batch_signalled): the transfers and the words
+ * in one kernel launch on the stream. Only where one launch serves every transfer (the
+ * kernel reaches both sides of each, the descriptors fit); otherwise GW_ENOTSUP with
+ * nothing queued, and the caller signals another way.
+ */
+gw_status gwg_copy_batch_signalled(void *state, const gw__xfer *x, int n, void *stream,
+                                   const gw__signals *sig) {
+  const gwg_ctx *c = state;
+  const gwg_stream *st = stream;
+  if (n < 0) return gwg_host->fail(GW_EINVAL, "copy_batch_signalled: n is %d", n);
+  if (!st || !sig)
+    return gwg_host->fail(GW_EINVAL, "copy_batch_signalled: %s is NULL", !st ? "stream" : "sig");
+#if GW_HAVE_KERNELS
+  if (n > GWK_BATCH_MAX)
+    return gwg_host->fail(GW_ENOTSUP, "copy_batch_signalled: %d transfers (one launch takes %d)", n,
+                          GWK_BATCH_MAX);
+  gw__xfer fl[GWK_BATCH_MAX];
+  const gw__xfer *p[GWK_BATCH_MAX];
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (x[i].ndim < 0 || x[i].ndim > GW_MAX_DIMS)
+      return gwg_host->fail(GW_EINVAL, "copy_batch_signalled: transfer %d has %d dims", i,
+                            x[i].ndim);
+    if (numel(x[i].ndim, x[i].shape) == 0) continue;
+    if (!GWK_BATCH_FITS(&x[i]) || !elem_size_ok(x[i].elem) || x[i].dst_kind == GW_MEM_HOST ||
+        x[i].src_kind == GW_MEM_HOST || !reachable(c, x[i].dst_kind, x[i].dst_device, st->device) ||
+        !reachable(c, x[i].src_kind, x[i].src_device, st->device))
+      return gwg_host->fail(GW_ENOTSUP,
+                            "copy_batch_signalled: transfer %d is not one a kernel on device %d "
+                            "copies",
+                            i, st->device);
+    fl[m] = x[i];
+    flip_common_negative(&fl[m]);
+    p[m] = &fl[m];
+    m++;
+  }
+  exec_t ex = exec_for(c, st, st->device);
+  gwg_prev prev;
+  gw_status s = gwg_enter(ex.device, &prev);
+  if (s != GW_OK) return s;
+  int e = gwk_copy_batch_signalled(p, m, (void *)ex.s, sig);
+  if (e != 0) s = gwg_fail((gwv_err)e, "signalled copy kernel (%d transfers)", m);
+  gwg_leave(prev);
+  return s;
+#else
+  (void)c, (void)x;
+  return gwg_host->fail(GW_ENOTSUP, "copy_batch_signalled: a build without kernels");
+#endif
+}
+
 /* ---- fills ------------------------------------------------------------------------------------ */
 
 static void flip_negative(gw__fillspec *f) {

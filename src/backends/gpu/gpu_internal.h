@@ -86,6 +86,9 @@ void gwg_token_note(int device);
 
 /* gpu_copy.c: transfers and fills. */
 gw_status gwg_copy(void *state, const gw__xfer *x, void *stream);
+gw_status gwg_copy_batch(void *state, const gw__xfer *x, int n, void *stream);
+gw_status gwg_copy_batch_signalled(void *state, const gw__xfer *x, int n, void *stream,
+                                   const gw__signals *sig);
 gw_status gwg_fill(void *state, const gw__fillspec *f, void *stream);
 /* gpu_streams.c: synchronisation, streams and events. */
 gw_status gwg_synchronize(void *state);

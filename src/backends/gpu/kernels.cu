@@ -259,7 +259,8 @@ __device__ __forceinline__ void copy_item(const BatchItem &t, uint64_t first, ui
     copy_item_in<W, uint64_t>(t, first, step);
 }
 
-__global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT Batch b) {
+// The copies of block blockIdx.x of a batch (each block serves one transfer).
+__device__ __forceinline__ void copy_batch_block(const Batch &b) {
   int k = 0; // the transfer of this block (block-uniform: no divergence)
   while (k + 1 < b.n && blockIdx.x >= b.t[k + 1].first_block) k++;
   const BatchItem &t = b.t[k];
@@ -274,6 +275,126 @@ __global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT 
   }
 }
 
+__global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT Batch b) {
+  copy_batch_block(b);
+}
+
+// ---- signalled batch (backend.h: gw__signals) ----
+// The whole order of a halo face between two processes in one launch: no host call, no
+// event and no MPI message between the caller's work and the neighbour's. Every block
+// waits for the neighbours' "free" words before copying (one thread polls, the block
+// waits at the barrier), so the grid is kept small (SIGNAL_MAX_BLOCKS): blocks that spin
+// must leave the device to the work the neighbours finish before they store those words.
+constexpr int SIGNAL_MAX_BLOCKS = 32;
+
+struct Sig {
+  uint32_t *post[2];
+  const uint32_t *wait[2];
+  uint32_t *done[2];
+  const uint32_t *until[2];
+  uint32_t *count;
+  uint32_t epoch;
+};
+static_assert(sizeof(Batch) + sizeof(Sig) <= 4096, "the kernel's parameters must fit 4 KiB");
+
+__device__ __forceinline__ bool reached(const uint32_t *w, uint32_t epoch) {
+  return !w || (int32_t)(*(const volatile uint32_t *)w - epoch) >= 0;
+}
+
+__device__ __forceinline__ void store(uint32_t *w, uint32_t v) {
+  if (w) *(volatile uint32_t *)w = v;
+}
+
+__global__ void __launch_bounds__(THREADS)
+    k_copy_batch_signalled(const GWK_GRID_CONSTANT Batch b, const GWK_GRID_CONSTANT Sig g) {
+  if (threadIdx.x == 0) {
+    if (blockIdx.x == 0) { // the stream's earlier work is complete: our ghost cells are free
+      __threadfence_system();
+      store(g.post[0], g.epoch);
+      store(g.post[1], g.epoch);
+    }
+    while (!reached(g.wait[0], g.epoch) || !reached(g.wait[1], g.epoch)) {
+    }
+    __threadfence_system(); // (acquire: nothing of the copies moves before the wait)
+  }
+  __syncthreads();
+  if (b.n > 0) copy_batch_block(b);
+  // The last block to finish stores "landed" (every block's copies fenced before its
+  // count, as cooperative groups' grid barrier orders them), resets the count for the
+  // next run and waits for the neighbours' "landed": the kernel, and with it the stream's
+  // later work, ends only once our ghost cells hold their data.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    if (atomicAdd(g.count, 1u) == gridDim.x - 1) {
+      __threadfence_system();
+      store(g.done[0], g.epoch);
+      store(g.done[1], g.epoch);
+      *g.count = 0;
+      while (!reached(g.until[0], g.epoch) || !reached(g.until[1], g.epoch)) {
+      }
+      __threadfence_system();
+    }
+  }
+}
+
+} // namespace
+
+namespace {
+// b <- the descriptors of x[0..m) (m <= GWK_BATCH_MAX), their blocks shared out of
+// max_blocks; returns the grid's blocks.
+uint32_t make_batch(Batch &b, const gw__xfer *const *x, int m, int max_blocks) {
+  memset(&b, 0, sizeof b);
+  b.n = m;
+  uint64_t total = 0;
+  for (int k = 0; k < m; k++) {
+    const gw__xfer *xi = x[k];
+    size_t w = word_size(xi->elem, (uintptr_t)xi->dst, (uintptr_t)xi->src, xi->ndim, xi->dst_stride,
+                         xi->src_stride);
+    if (w > xi->elem) w = xi->elem;
+    uint64_t nw;
+    Region r =
+        words_region(xi->ndim, xi->shape, xi->dst_stride, xi->src_stride, w, xi->elem / w, &nw);
+    BatchItem &t = b.t[k];
+    t.dst = xi->dst;
+    t.src = xi->src;
+    t.n = nw;
+    t.ndim = r.ndim; // <= BD: GWK_BATCH_FITS (the caller checks)
+    t.w = (int32_t)w;
+    for (int d = 0; d < BD; d++) { // right-aligned; unused leading dims stay 0
+      int from = d - (BD - r.ndim);
+      if (from < 0) continue;
+      t.shape[d] = r.shape[from];
+      t.s0[d] = r.s0[from];
+      t.s1[d] = r.s1[from];
+    }
+    total += nw;
+  }
+  // Blocks per transfer: one per THREADS words, the whole grid capped at max_blocks
+  // (SMs x 8) shared in proportion to the words, at least one each (grid-stride loops).
+  uint64_t cap = max_blocks > 0 ? (uint64_t)max_blocks : UINT32_MAX / 2;
+  uint32_t blocks = 0;
+  for (int k = 0; k < m; k++) {
+    uint64_t want = (b.t[k].n + THREADS - 1) / THREADS;
+    uint64_t share = total > 0 ? cap * b.t[k].n / total : 1;
+    if (want > share) want = share;
+    if (want < 1) want = 1;
+    b.t[k].first_block = blocks;
+    b.t[k].nblocks = (uint32_t)want;
+    blocks += (uint32_t)want;
+  }
+  return blocks;
+}
+
+// Its status is the launch's (see gwk_fill): no cudaGetLastError after a success.
+template <typename... A> int launch(const void *kernel, uint32_t blocks, gwk_stream s, A *...a) {
+  void *args[] = {(void *)a...};
+#if defined(GW_VENDOR_HIP)
+  return (int)hipLaunchKernel(kernel, dim3(blocks), dim3(THREADS), args, 0, s);
+#else
+  return (int)cudaLaunchKernel(kernel, dim3(blocks), dim3(THREADS), args, 0, s);
+#endif
+}
 } // namespace
 
 extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks) {
@@ -283,57 +404,29 @@ extern "C" int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int
   for (int at = 0; at < n; at += GWK_BATCH_MAX) {
     int m = n - at < GWK_BATCH_MAX ? n - at : GWK_BATCH_MAX;
     Batch b;
-    memset(&b, 0, sizeof b);
-    b.n = m;
-    uint64_t total = 0;
-    for (int k = 0; k < m; k++) {
-      const gw__xfer *xi = x[at + k];
-      size_t w = word_size(xi->elem, (uintptr_t)xi->dst, (uintptr_t)xi->src, xi->ndim,
-                           xi->dst_stride, xi->src_stride);
-      if (w > xi->elem) w = xi->elem;
-      uint64_t nw;
-      Region r =
-          words_region(xi->ndim, xi->shape, xi->dst_stride, xi->src_stride, w, xi->elem / w, &nw);
-      BatchItem &t = b.t[k];
-      t.dst = xi->dst;
-      t.src = xi->src;
-      t.n = nw;
-      t.ndim = r.ndim; // <= BD: GWK_BATCH_FITS (the caller checks)
-      t.w = (int32_t)w;
-      for (int d = 0; d < BD; d++) { // right-aligned; unused leading dims stay 0
-        int from = d - (BD - r.ndim);
-        if (from < 0) continue;
-        t.shape[d] = r.shape[from];
-        t.s0[d] = r.s0[from];
-        t.s1[d] = r.s1[from];
-      }
-      total += nw;
-    }
-    // Blocks per transfer: one per THREADS words, the whole grid capped at max_blocks
-    // (SMs x 8) shared in proportion to the words, at least one each (grid-stride loops).
-    uint64_t cap = max_blocks > 0 ? (uint64_t)max_blocks : UINT32_MAX / 2;
-    uint32_t blocks = 0;
-    for (int k = 0; k < m; k++) {
-      uint64_t want = (b.t[k].n + THREADS - 1) / THREADS;
-      uint64_t share = total > 0 ? cap * b.t[k].n / total : 1;
-      if (want > share) want = share;
-      if (want < 1) want = 1;
-      b.t[k].first_block = blocks;
-      b.t[k].nblocks = (uint32_t)want;
-      blocks += (uint32_t)want;
-    }
-#if defined(GW_VENDOR_HIP)
-    k_copy_batch<<<blocks, THREADS, 0, s>>>(b);
-    int e = gwkGetLastError();
-#else
-    void *args[] = {&b};
-    // Its status is the launch's (see gwk_fill): no cudaGetLastError after a success.
-    int e =
-        (int)cudaLaunchKernel((const void *)k_copy_batch, dim3(blocks), dim3(THREADS), args, 0, s);
-#endif
+    uint32_t blocks = make_batch(b, x + at, m, max_blocks);
+    int e = launch((const void *)k_copy_batch, blocks, s, &b);
     if (e != 0) return e;
   }
   return 0;
+}
+
+extern "C" int gwk_copy_batch_signalled(const gw__xfer *const *x, int n, void *stream,
+                                        const gw__signals *sig) {
+  if (n > GWK_BATCH_MAX) return -1; // (the caller checks: one launch)
+  Batch b;
+  uint32_t blocks = make_batch(b, x, n, SIGNAL_MAX_BLOCKS);
+  if (blocks < 1) blocks = 1; // (no copy: the signals alone)
+  Sig g;
+  for (int i = 0; i < 2; i++) {
+    g.post[i] = sig->post[i];
+    g.wait[i] = sig->wait[i];
+    g.done[i] = sig->done[i];
+    g.until[i] = sig->until[i];
+  }
+  g.count = sig->count;
+  g.epoch = sig->epoch;
+  return launch((const void *)k_copy_batch_signalled, blocks, (gwk_stream)stream, &b, &g);
 }
 
 // The contiguous fill's one-store-per-thread grid (gwk_fill says why and what measured it).

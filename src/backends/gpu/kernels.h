@@ -34,6 +34,10 @@ int gwk_copy(const gw__xfer *x, void *stream, int max_blocks);
 #define GWK_BATCH_DIMS 4
 #define GWK_BATCH_FITS(x) ((x)->ndim <= GWK_BATCH_DIMS - 1)
 int gwk_copy_batch(const gw__xfer *const *x, int n, void *stream, int max_blocks);
+/* The same transfers (n <= GWK_BATCH_MAX) as ONE launch that also signals (backend.h:
+ * gw__signals): at most 32 blocks, each waiting for the neighbours' words before it copies
+ * (kernels.cu says why the grid is small). */
+int gwk_copy_batch_signalled(const gw__xfer *const *x, int n, void *stream, const gw__signals *sig);
 
 #ifdef __cplusplus
 }
