@@ -19,6 +19,7 @@
 # 5. with `trace`: a trace build (GW_TRACE=ON, BUILD_DIR-trace) of the blocking update's
 #    host steps (`--halo-only`: the IPC plan alone), medians per span on stderr
 #    (logs/trace_*.txt);
+#    (CHECK_V: the designs of step 3, default all; SANITIZE_TOOLS: step 4's tools)
 # 6. stop MPS. The summary is $OUT/summary.txt; each run's output in $OUT/logs/.
 set -uo pipefail
 B=${1:-build/ipc-direct}
@@ -88,7 +89,7 @@ done
 for np in 2 4; do
   for opt in "" "--periodic" "--overlap" "--periodic --overlap"; do
     name="check_np${np}_$(echo "x$opt" | tr -d ' -')"
-    for v in $V; do
+    for v in ${CHECK_V:-$V}; do
       timeout 300 $R -np $np $(xs "$v") $D -n 32 -s 20 --path ipc --check $opt > "$L/$name-$v.txt" 2>&1
       rc=$?
       [ $rc -eq 0 ] || fail=1
@@ -98,7 +99,7 @@ for np in 2 4; do
 done
 
 if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     for opt in "" "--overlap"; do
       name="sanitize_${tool}$(echo "$opt" | tr -d ' -')"
       timeout 300 $R -np 2 $(xs IPC_DIRECT=1,IPC_SIGNAL=1) compute-sanitizer --tool $tool --error-exitcode 99 \
