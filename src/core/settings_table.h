@@ -101,10 +101,10 @@
     "once at plan creation): no receive buffer, no unpack; unless every rank has 1 and "      \
     "every field exports, every rank keeps the buffers; opt-in: a start then waits for the "  \
     "neighbours' start of the same plan (docs/HALO.md)")                                      \
-  X(HALO_IPC_SIGNAL, "GPUWRAP_HALO_IPC_SIGNAL", BOOL, "1", 0, 1, "", "halo",                  \
+  X(HALO_IPC_SIGNAL, "GPUWRAP_HALO_IPC_SIGNAL", BOOL, "0", 0, 1, "", "halo",                  \
     "with GPUWRAP_HALO_IPC_DIRECT=1, each dim's packs signal the neighbours on the device "   \
     "(one kernel stores and waits for words in their memory; no MPI token, event or host "    \
-    "wait); 0: events and tokens (the A/B of issue 46, docs/BENCHMARKS.md)")                  \
+    "wait); opt-in until measured on a GPU (issue 46, docs/BENCHMARKS.md)")                   \
   X(NCCL_LIB, "GPUWRAP_NCCL_LIB", TEXT, "libnccl.so.2", 0, 0, "", "halo",                     \
     "the NCCL library the halo's NCCL path loads")                                            \
   X(LIB, "GPUWRAP_LIB", TEXT, "", 0, 0, "", "python",                                         \
