@@ -43,8 +43,10 @@
  * halo_update.c runs updates (stream ordering, the split phase, recovery after
  * a failure); halo_host.c carries a dim's
  * messages through MPI; halo_shm.c is the host path's shared-memory window;
- * halo_nccl.c chooses NCCL, bootstraps its communicator and carries a dim
- * through it (nccl.c loads the library).
+ * halo_ipc.c the IPC path (its choice, its receive buffers or the neighbours' ghost
+ * cells, its events and tokens), halo_ipc_signal.c those ghost cells signalled on the
+ * device instead; halo_nccl.c chooses NCCL, bootstraps its communicator and carries a
+ * dim through it (nccl.c loads the library).
  */
 #ifndef GW_HALO_INTERNAL_H
 #define GW_HALO_INTERNAL_H
