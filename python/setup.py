@@ -110,7 +110,7 @@ includes = [INCLUDE] + ([GENERATED] if GENERATED != INCLUDE else []) + [PRIVATE]
 # Rebuilt when a header changes too (setuptools compares only the sources' times otherwise,
 # and the build folder outlives one install).
 depends = (sorted(glob.glob(os.path.join(HERE, "gpuwrap", "*.h")))
-           + [os.path.join(PRIVATE, "core", n) for n in ("private.h", "settings.h", "settings_table.h")]
+           + [os.path.join(PRIVATE, "core", n) for n in ("private.h", "settings.h", "settings_table.h", "signals.h")]
            + [os.path.join(INCLUDE, "gpuwrap.h"), os.path.join(INCLUDE, "gpuwrap", "dlpack.h")])
 
 

@@ -120,7 +120,7 @@ def private_headers(repo):
     """The private ABI header the extension includes ("core/private.h", under <repo>/src)
     and the headers that one includes: a change to any of them rebuilds the extension."""
     core = os.path.join(repo, "src", "core")
-    return [os.path.join(core, n) for n in ("private.h", "settings.h", "settings_table.h")]
+    return [os.path.join(core, n) for n in ("private.h", "settings.h", "settings_table.h", "signals.h")]
 
 
 def _compile_and_load(env_lib):

@@ -123,7 +123,7 @@ def test_private_abi_mismatch_fails_the_import(tmp_path):
     repo = os.path.dirname(SOURCE)
     core = tmp_path / "src" / "core"
     core.mkdir(parents=True)
-    for name in ("settings.h", "settings_table.h"):
+    for name in ("settings.h", "settings_table.h", "signals.h"):
         shutil.copy(os.path.join(repo, "src", "core", name), core / name)
     with open(os.path.join(repo, "src", "core", "private.h")) as f:
         text = f.read()
