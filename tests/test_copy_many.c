@@ -256,3 +256,65 @@ TEST_IMPL(prepared_boxes_that_meet) {
   gw_context_destroy(ctx);
   return 0;
 }
+
+/* The signalled batch (private.h: gw__batch_run_signalled; backend.h: gw__signals) on the
+ * CPU model, one process: its own words stand for the neighbour's (each store satisfies its
+ * own wait). 29 one-element pairs (GW__SIGNAL_MAX_TRANSFERS) run as one operation: every
+ * element lands, both words hold the epoch, the count word is 0 again; 30 are refused at
+ * plan time (gw__batch_can_signal 0) and at run time (GW_ENOTSUP, nothing queued, no word
+ * written). */
+TEST_IMPL(signalled_limits) {
+  gw_context *ctx = tst_open(0);
+  enum { M = GW__SIGNAL_MAX_TRANSFERS + 1 };
+  double init[M], got[M];
+  for (int i = 0; i < M; i++) init[i] = (double)(tst_rand64() >> 11);
+  gw_array *src = dev_array(ctx, M, init), *dst;
+  int64_t m = M, one = 1, four = 4;
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_FLOAT64, 1, &m, &dst));
+  ASSERT_OK(gw_fill(dst, &(double){-1.0}));
+  gw_array *d[M], *sv[M], *words;
+  for (int i = 0; i < M; i++) {
+    int64_t at = i;
+    ASSERT_OK(gw_view(dst, &at, &one, NULL, &d[i]));
+    ASSERT_OK(gw_view(src, &at, &one, NULL, &sv[i]));
+  }
+  ASSERT_OK(gw_alloc(ctx, GW_MEM_DEVICE, GW_UINT32, 1, &four, &words));
+  ASSERT_OK(gw_fill(words, &(uint32_t){0}));
+  uint32_t *w = gw_data(words);
+  gw__signals sig = {{&w[0], NULL}, {&w[0], NULL}, {&w[1], NULL}, {&w[1], NULL}, &w[2], 7};
+  gw_stream *s;
+  ASSERT_OK(gw_stream_create(ctx, &s));
+  gw__batch *fits, *over;
+  ASSERT_OK(gw__batch_make(d, (const gw_array *const *)sv, M - 1, &fits));
+  ASSERT_OK(gw__batch_make(d, (const gw_array *const *)sv, M, &over));
+  ASSERT_EQ_INT(gw__batch_can_signal(fits), 1);
+  ASSERT_EQ_INT(gw__batch_can_signal(over), 0);
+  long c0 = copies();
+  ASSERT_STATUS(gw__batch_run_signalled(over, s, &sig), GW_ENOTSUP);
+  ASSERT_TRUE(copies() == c0);
+  ASSERT_OK(gw__batch_run_signalled(fits, s, &sig));
+  ASSERT_OK(gw_stream_synchronize(s));
+  read_back(dst, got);
+  for (int i = 0; i < M; i++) ASSERT_TRUE(got[i] == (i < M - 1 ? init[i] : -1.0));
+  uint32_t hw[4];
+  int64_t n4 = 4;
+  gw_array *hwa;
+  ASSERT_OK(gw_wrap(ctx, hw, GW_UINT32, 1, &n4, NULL, GW_WRAP_NO_REGISTER, &hwa));
+  ASSERT_OK(gw_copy(hwa, words));
+  ASSERT_EQ_INT(hw[0], 7);
+  ASSERT_EQ_INT(hw[1], 7);
+  ASSERT_EQ_INT(hw[2], 0);
+  gw_release(hwa);
+  gw__batch_free(fits);
+  gw__batch_free(over);
+  gw_stream_destroy(s);
+  for (int i = 0; i < M; i++) {
+    gw_release(d[i]);
+    gw_release(sv[i]);
+  }
+  gw_release(words);
+  gw_release(dst);
+  gw_release(src);
+  gw_context_destroy(ctx);
+  return 0;
+}

@@ -183,7 +183,8 @@
   T(aliasing_pair, ALL, "")              \
   T(bad_pair_copies_nothing, ALL, "")    \
   T(prepared_shell_boxes, ALL, "")       \
-  T(prepared_boxes_that_meet, ALL, "")
+  T(prepared_boxes_that_meet, ALL, "")   \
+  T(signalled_limits, cpu, "")
 
 /* test_cpu_ipc_event.c */
 #define TEST_LIST_test_cpu_ipc_event(T, H)                             \

@@ -43,11 +43,12 @@
  * manifest in gw__ipc_share (spans of more chunks than a handle holds). 17: the setting
  * GPUWRAP_HALO_IPC_DIRECT (the settings' ids a plugin reads shifted). 18: xfer_copy_batch_signalled
  * (gw__signals: the halo's IPC packs that signal their neighbours on the device) and the
- * setting GPUWRAP_HALO_IPC_SIGNAL (ids shifted again). A plugin of another ABI
+ * setting GPUWRAP_HALO_IPC_SIGNAL (ids shifted again). 19: the signalled operation's limits
+ * (GW__SIGNAL_MAX_TRANSFERS, GW__SIGNAL_MAX_DIMS). A plugin of another ABI
  * is refused at load (plugin.c), never called with the wrong argument list (nor with a
  * table shorter than this one). CTest abi.backend checks the number against the hash of what it covers
  * (src/core/abi.lock). */
-#define GW__BACKEND_ABI 18
+#define GW__BACKEND_ABI 19
 
 /* Bytes of a runtime's own IPC handle inside gw_ipc_handle (cudaIpcMemHandle_t and
  * hipIpcMemHandle_t are 64). */

@@ -183,7 +183,12 @@ gw_status gw__batch_run_wait(gw__batch *b, gw_stream *st) {
 }
 
 int gw__batch_can_signal(const gw__batch *b) {
-  return b && b->batched && b->ctx->ops->xfer_copy_batch_signalled != NULL;
+  if (!b || !b->batched || !b->ctx->ops->xfer_copy_batch_signalled ||
+      b->m > GW__SIGNAL_MAX_TRANSFERS)
+    return 0;
+  for (int i = 0; i < b->m; i++)
+    if (b->x[i].ndim > GW__SIGNAL_MAX_DIMS) return 0;
+  return 1;
 }
 
 gw_status gw__batch_run_signalled(gw__batch *b, gw_stream *st, const gw__signals *sig) {
@@ -191,8 +196,10 @@ gw_status gw__batch_run_signalled(gw__batch *b, gw_stream *st, const gw__signals
     return gw__fail(GW_EINVAL, "%s: NULL", !b ? "batch" : !st ? "stream" : "signals");
   if (!gw__batch_can_signal(b))
     return gw__fail(GW_ENOTSUP, "this batch of copies cannot signal on the device (%s)",
-                    b->batched ? "its backend has no signalled batch"
-                               : "its copies are not one backend batch");
+                    !b->batched ? "its copies are not one backend batch"
+                    : !b->ctx->ops->xfer_copy_batch_signalled
+                        ? "its backend has no signalled batch"
+                        : "more copies than one operation takes, or one of too many dims");
   if (b->ctx->ops != st->ctx->ops)
     return gw__fail(GW_EINVAL, "stream: belongs to the %s backend, the copy runs on %s",
                     st->ctx->ops->name, b->ctx->ops->name);

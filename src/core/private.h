@@ -7,7 +7,7 @@
  * what to do; 4: the interprocess events, gw__batch_run_unnoted; 5: the settings
  * GPUWRAP_CPU_VISIBLE_DEVICES and GPUWRAP_CPU_IPC_NO_ALLOC_ID; 6: gw__dtype_from_dl; 7: the setting
  * GPUWRAP_HALO_AUTO_MPS; 8: the setting GPUWRAP_HALO_IPC_DIRECT; 9: gw__batch_run_signalled and
- * the setting GPUWRAP_HALO_IPC_SIGNAL);
+ * the setting GPUWRAP_HALO_IPC_SIGNAL; 10: the signalled operation's limits in signals.h);
  * a caller checks
  * gw__private_abi() == GW__PRIVATE_ABI before its first call (the halo
  * at plan creation, the Python extension at import), so a mixed install fails with a
@@ -22,7 +22,7 @@
 #include "settings.h"
 #include "signals.h"
 
-#define GW__PRIVATE_ABI 9
+#define GW__PRIVATE_ABI 10
 
 GW_API int gw__private_abi(void);
 

@@ -23,6 +23,13 @@
  * so the epoch may wrap. `count` is a word of this device's memory for the operation's own
  * use (the GPU kernel's count of finished blocks), 0 before and after each run.
  */
+/* What one signalled operation takes: at most this many transfers of at most this many
+ * dims each (the GPU kernel's one launch: kernels.h, GWK_BATCH_MAX and GWK_BATCH_FITS).
+ * Every backend refuses more alike (GW_ENOTSUP), and gw__batch_can_signal says so at plan
+ * creation, so that no rank finds out in an update that its neighbours could. */
+#define GW__SIGNAL_MAX_TRANSFERS 29
+#define GW__SIGNAL_MAX_DIMS 3
+
 typedef struct {
   uint32_t *post[2];
   const uint32_t *wait[2];

@@ -190,9 +190,16 @@ gw_status gw__cpu_stream_copy_batch_signalled(int device, const gw__xfer *x, int
   if (n < 0) return gw__fail(GW_EINVAL, "copy_batch_signalled: n is %d", n);
   if (!stream || !sig)
     return gw__fail(GW_EINVAL, "copy_batch_signalled: %s is NULL", !stream ? "stream" : "sig");
+  /* (the GPU kernel's limits, modelled: a plan the model signals, a GPU signals too) */
+  if (n > GW__SIGNAL_MAX_TRANSFERS)
+    return gw__fail(GW_ENOTSUP, "copy_batch_signalled: %d transfers (one operation takes %d)", n,
+                    GW__SIGNAL_MAX_TRANSFERS);
   for (int i = 0; i < n; i++) {
     gw_status st = gw__cpu_copy_check(&x[i]);
     if (st != GW_OK) return st;
+    if (x[i].ndim > GW__SIGNAL_MAX_DIMS)
+      return gw__fail(GW_ENOTSUP, "copy_batch_signalled: transfer %d has %d dims (at most %d)", i,
+                      x[i].ndim, GW__SIGNAL_MAX_DIMS);
     if (x[i].dst_kind == GW_MEM_HOST || x[i].src_kind == GW_MEM_HOST)
       return gw__fail(GW_ENOTSUP,
                       "copy_batch_signalled: transfer %d has pageable memory, "

@@ -420,6 +420,9 @@ gw_status gwg_copy_batch_signalled(void *state, const gw__xfer *x, int n, void *
   if (!st || !sig)
     return gwg_host->fail(GW_EINVAL, "copy_batch_signalled: %s is NULL", !st ? "stream" : "sig");
 #if GW_HAVE_KERNELS
+  _Static_assert(GWK_BATCH_MAX == GW__SIGNAL_MAX_TRANSFERS &&
+                     GWK_BATCH_DIMS - 1 == GW__SIGNAL_MAX_DIMS,
+                 "signals.h's limits (what every backend takes) must be the kernel's");
   if (n > GWK_BATCH_MAX)
     return gwg_host->fail(GW_ENOTSUP, "copy_batch_signalled: %d transfers (one launch takes %d)", n,
                           GWK_BATCH_MAX);
