@@ -287,15 +287,8 @@ __global__ void __launch_bounds__(THREADS) k_copy_batch(const GWK_GRID_CONSTANT 
 // must leave the device to the work the neighbours finish before they store those words.
 constexpr int SIGNAL_MAX_BLOCKS = 32;
 
-struct Sig {
-  uint32_t *post[2];
-  const uint32_t *wait[2];
-  uint32_t *done[2];
-  const uint32_t *until[2];
-  uint32_t *count;
-  uint32_t epoch;
-};
-static_assert(sizeof(Batch) + sizeof(Sig) <= 4096, "the kernel's parameters must fit 4 KiB");
+static_assert(sizeof(Batch) + sizeof(gw__signals) <= 4096,
+              "the kernel's parameters must fit 4 KiB");
 
 __device__ __forceinline__ bool reached(const uint32_t *w, uint32_t epoch) {
   return !w || (int32_t)(*(const volatile uint32_t *)w - epoch) >= 0;
@@ -306,7 +299,7 @@ __device__ __forceinline__ void store(uint32_t *w, uint32_t v) {
 }
 
 __global__ void __launch_bounds__(THREADS)
-    k_copy_batch_signalled(const GWK_GRID_CONSTANT Batch b, const GWK_GRID_CONSTANT Sig g) {
+    k_copy_batch_signalled(const GWK_GRID_CONSTANT Batch b, const GWK_GRID_CONSTANT gw__signals g) {
   if (threadIdx.x == 0) {
     if (blockIdx.x == 0) { // the stream's earlier work is complete: our ghost cells are free
       __threadfence_system();
@@ -417,15 +410,7 @@ extern "C" int gwk_copy_batch_signalled(const gw__xfer *const *x, int n, void *s
   Batch b;
   uint32_t blocks = make_batch(b, x, n, SIGNAL_MAX_BLOCKS);
   if (blocks < 1) blocks = 1; // (no copy: the signals alone)
-  Sig g;
-  for (int i = 0; i < 2; i++) {
-    g.post[i] = sig->post[i];
-    g.wait[i] = sig->wait[i];
-    g.done[i] = sig->done[i];
-    g.until[i] = sig->until[i];
-  }
-  g.count = sig->count;
-  g.epoch = sig->epoch;
+  gw__signals g = *sig;       // (by value: the kernel's parameter)
   return launch((const void *)k_copy_batch_signalled, blocks, (gwk_stream)stream, &b, &g);
 }
 
